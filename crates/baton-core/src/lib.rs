@@ -1,14 +1,28 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! Domain types of baton: journal events, messages, settings and the pure run-state reducer.
+//!
+//! Nothing here does IO. A run's state is `events.fold(RunState::default(), reduce)`, so resume is
+//! replay and replay is testable without a database, a model or a workspace.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+mod event;
+mod ids;
+mod message;
+mod next;
+mod redact;
+mod request;
+mod settings;
+mod state;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use event::{ErrorClass, Event, EventRecord, PauseReason, RunStatus};
+pub use ids::RunId;
+pub use message::{
+    AssistantMessage, Message, ToolCall, ToolEffect, ToolOutcome, ToolResult, ToolSpec, Usage,
+};
+pub use next::{NextAction, next_action};
+pub use redact::Redactor;
+pub use request::{ModelReply, ModelRequest};
+pub use settings::{Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings};
+pub use state::{Phase, ReplayError, RunState, UsageTotals, replay};
+
+/// Name of the tool the model calls to end a run. The reducer treats its successful completion
+/// as the run's finish request, so the name is part of the domain, not only of the tool crate.
+pub const FINISH_TOOL: &str = "finish";

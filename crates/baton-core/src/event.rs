@@ -1,0 +1,174 @@
+use serde::{Deserialize, Serialize};
+
+use crate::message::{AssistantMessage, ToolResult, ToolSpec, Usage};
+use crate::settings::RunSettings;
+use crate::{RunId, ToolEffect};
+
+/// One journal entry: an event with its position in the run and the time it was recorded.
+/// `seq` starts at 0 and has no gaps; the store refuses anything else.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventRecord {
+    pub run_id: RunId,
+    pub seq: u64,
+    pub at: jiff::Timestamp,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Everything that happens to a run. Intents (`*Started`) are journaled before their effect,
+/// outcomes (`*Finished`, `*Failed`) right after it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    RunStarted {
+        goal: String,
+        workspace: String,
+        settings: RunSettings,
+        system_prompt: String,
+        /// Contents of the workspace's AGENTS.md at start; captured so that a resumed run builds
+        /// byte-identical prompts even if the file changes.
+        project_instructions: Option<String>,
+        tools: Vec<ToolSpec>,
+    },
+    /// A process took the run over again; `settings` are the effective ones from now on.
+    RunResumed { settings: RunSettings },
+    TurnStarted { turn: u32 },
+    ModelCallStarted { turn: u32, call: u32, attempt: u32, request_sha256: String },
+    ModelCallFailed {
+        turn: u32,
+        call: u32,
+        attempt: u32,
+        class: ErrorClass,
+        message: String,
+        /// Delay before the next attempt, if there will be one.
+        retry_in_ms: Option<u64>,
+    },
+    ModelCallFinished {
+        turn: u32,
+        call: u32,
+        message: AssistantMessage,
+        usage: Usage,
+        finish_reason: Option<String>,
+        /// Model name the server reported.
+        served_model: Option<String>,
+        duration_ms: u64,
+    },
+    ToolCallStarted { turn: u32, call_id: String, name: String, arguments: String, effect: ToolEffect },
+    ToolCallFinished { turn: u32, call_id: String, result: ToolResult, duration_ms: u64 },
+    /// A message from the harness to the model (for example a nudge to use tools).
+    NoteAdded { text: String },
+    TurnFinished { turn: u32 },
+    RunPaused { reason: PauseReason, detail: String },
+    RunFinished { summary: String },
+    RunFailed { error: String },
+}
+
+impl Event {
+    /// The snake_case name used as `type` in the journal and the JSONL stream.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted { .. } => "run_started",
+            Event::RunResumed { .. } => "run_resumed",
+            Event::TurnStarted { .. } => "turn_started",
+            Event::ModelCallStarted { .. } => "model_call_started",
+            Event::ModelCallFailed { .. } => "model_call_failed",
+            Event::ModelCallFinished { .. } => "model_call_finished",
+            Event::ToolCallStarted { .. } => "tool_call_started",
+            Event::ToolCallFinished { .. } => "tool_call_finished",
+            Event::NoteAdded { .. } => "note_added",
+            Event::TurnFinished { .. } => "turn_finished",
+            Event::RunPaused { .. } => "run_paused",
+            Event::RunFinished { .. } => "run_finished",
+            Event::RunFailed { .. } => "run_failed",
+        }
+    }
+
+    /// The run status this event moves to, if it changes it.
+    pub fn status_change(&self) -> Option<RunStatus> {
+        match self {
+            Event::RunStarted { .. } | Event::RunResumed { .. } => Some(RunStatus::Running),
+            Event::RunPaused { .. } => Some(RunStatus::Paused),
+            Event::RunFinished { .. } => Some(RunStatus::Finished),
+            Event::RunFailed { .. } => Some(RunStatus::Failed),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    #[default]
+    Created,
+    Running,
+    Paused,
+    Finished,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Created => "created",
+            RunStatus::Running => "running",
+            RunStatus::Paused => "paused",
+            RunStatus::Finished => "finished",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        Some(match s {
+            "created" => RunStatus::Created,
+            "running" => RunStatus::Running,
+            "paused" => RunStatus::Paused,
+            "finished" => RunStatus::Finished,
+            "failed" => RunStatus::Failed,
+            _ => return None,
+        })
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunStatus::Finished | RunStatus::Failed)
+    }
+}
+
+/// Why a run stopped without finishing. Every pause is resumable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PauseReason {
+    MaxTurns,
+    ModelUnavailable,
+    ModelAuth,
+    ContextOverflow,
+    Interrupted,
+}
+
+/// How a failed model call is classified. Shared by all providers so that retry and pause
+/// policy live in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    RateLimited,
+    Overloaded,
+    Transient,
+    ContextOverflow,
+    Auth,
+    InvalidRequest,
+    QuotaExhausted,
+    /// The server answered 2xx with something we could not understand.
+    BadResponse,
+}
+
+impl ErrorClass {
+    /// Whether the same request may succeed if sent again later.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::RateLimited
+                | ErrorClass::Overloaded
+                | ErrorClass::Transient
+                | ErrorClass::BadResponse
+        )
+    }
+}

@@ -1,0 +1,98 @@
+use serde::{Deserialize, Serialize};
+
+/// One message of the conversation the model sees, in provider-neutral form.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    System { content: String },
+    User { content: String },
+    Assistant(AssistantMessage),
+    Tool { call_id: String, name: String, content: String },
+}
+
+/// What the model answered: optional text and the tool calls it asked for, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+}
+
+/// A tool call as the model sent it. `arguments` is kept as the raw text the model produced:
+/// it may not be valid JSON, and that is the tool's error to report, not the journal's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A tool as offered to the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+    pub effect: ToolEffect,
+}
+
+/// Whether running a tool can change the workspace. Decides what resume does with a call that
+/// started but has no recorded result: read-only calls are re-run, mutating ones are not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolEffect {
+    ReadOnly,
+    Mutating,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolOutcome {
+    Success,
+    /// The tool ran (or refused to) and reports an error the model should see.
+    Error,
+    /// The process died while the call ran; its effect may be partial.
+    Interrupted,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolResult {
+    pub outcome: ToolOutcome,
+    pub content: String,
+    /// Exit code, for tools that run a process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+}
+
+impl ToolResult {
+    pub fn success(content: impl Into<String>) -> Self {
+        ToolResult { outcome: ToolOutcome::Success, content: content.into(), exit_code: None }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        ToolResult { outcome: ToolOutcome::Error, content: content.into(), exit_code: None }
+    }
+
+    pub fn interrupted() -> Self {
+        ToolResult {
+            outcome: ToolOutcome::Interrupted,
+            content: "This call was interrupted: baton stopped while it ran and did not record a \
+                      result. Its effect on the workspace may be partial; check the state before \
+                      relying on it or repeating it."
+                .into(),
+            exit_code: None,
+        }
+    }
+}
+
+/// Token usage of one model call as the server reported it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Prompt tokens served from the provider's prompt cache, when the server says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_prompt_tokens: Option<u64>,
+}

@@ -1,0 +1,24 @@
+use serde::{Deserialize, Serialize};
+
+use crate::message::{AssistantMessage, Message, ToolSpec, Usage};
+use crate::settings::ResponseMode;
+
+/// A provider-neutral model request. Built deterministically from run state by baton-context;
+/// providers translate it to their wire format.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelRequest {
+    pub model: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub response_mode: ResponseMode,
+}
+
+/// A model's complete, successful answer to one request.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelReply {
+    pub message: AssistantMessage,
+    pub usage: Usage,
+    pub finish_reason: Option<String>,
+    /// Model name the server reported, which may differ from the one requested.
+    pub served_model: Option<String>,
+}

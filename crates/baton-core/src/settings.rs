@@ -1,0 +1,46 @@
+use serde::{Deserialize, Serialize};
+
+/// Everything a run needs to be resumed the same way, recorded in its first event.
+/// Secrets are deliberately absent: keys are read from the environment on every start.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSettings {
+    pub model: ModelSettings,
+    pub limits: Limits,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelSettings {
+    pub provider: ProviderKind,
+    pub base_url: String,
+    pub model: String,
+    pub response_mode: ResponseMode,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    OpenAiCompatible,
+}
+
+/// Whether to ask the server for a streamed (SSE) or a whole response.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseMode {
+    #[default]
+    Streaming,
+    Whole,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Turns (model call + its tool calls) after which the run pauses.
+    pub max_turns: u32,
+    /// Wall-clock limit of one shell command, in seconds, when the model gives none.
+    pub shell_timeout_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_turns: 200, shell_timeout_secs: 120 }
+    }
+}

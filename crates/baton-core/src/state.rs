@@ -1,0 +1,278 @@
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Event, EventRecord, PauseReason, RunStatus};
+use crate::message::{AssistantMessage, Message, ToolCall, ToolEffect, ToolOutcome, ToolSpec, Usage};
+use crate::settings::RunSettings;
+use crate::{FINISH_TOOL, RunId};
+
+/// The state of a run: a pure fold over its journal. Nothing else writes to it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunState {
+    pub run_id: Option<RunId>,
+    /// Sequence number the next event must carry.
+    pub next_seq: u64,
+    pub status: RunStatus,
+    pub goal: String,
+    pub workspace: String,
+    pub settings: Option<RunSettings>,
+    pub system_prompt: String,
+    pub project_instructions: Option<String>,
+    pub tools: Vec<ToolSpec>,
+    /// The conversation after the fixed preamble (system prompt, instructions, goal).
+    pub history: Vec<Message>,
+    pub phase: Phase,
+    pub turns_started: u32,
+    pub turns_finished: u32,
+    /// Model calls started so far (a call retried over several attempts counts once).
+    pub model_calls_started: u32,
+    pub model_calls_finished: u32,
+    pub usage: UsageTotals,
+    /// Set when the `finish` tool completed: the run should be recorded as finished.
+    pub finish_summary: Option<String>,
+    pub pause: Option<(PauseReason, String)>,
+    pub failure: Option<String>,
+}
+
+/// Where the run is inside its current turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "snake_case")]
+pub enum Phase {
+    /// Between turns.
+    #[default]
+    Idle,
+    /// The turn started; its model call has not finished. `call` is set once an attempt started.
+    AwaitingModel { turn: u32, call: Option<u32>, attempts: u32 },
+    /// The model answered; its tool calls run in order.
+    RunningTools {
+        turn: u32,
+        remaining: Vec<ToolCall>,
+        in_flight: Option<InFlightTool>,
+        /// The model answered without calling any tool and has not been told to yet.
+        needs_nudge: bool,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InFlightTool {
+    pub call: ToolCall,
+    pub effect: ToolEffect,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageTotals {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub cached_prompt_tokens: u64,
+}
+
+impl UsageTotals {
+    fn add(&mut self, usage: &Usage) {
+        self.prompt_tokens += usage.prompt_tokens;
+        self.completion_tokens += usage.completion_tokens;
+        self.cached_prompt_tokens += usage.cached_prompt_tokens.unwrap_or(0);
+    }
+}
+
+/// A journal that does not describe a possible run: out-of-order sequence numbers, a result for
+/// a call that never started, events after the run ended. Replay stops at the first one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("journal event #{seq} ({kind}) is inconsistent with the run so far: {problem}")]
+pub struct ReplayError {
+    pub seq: u64,
+    pub kind: &'static str,
+    pub problem: String,
+}
+
+impl RunState {
+    /// Applies one journaled event. This is the only way run state changes.
+    pub fn apply(&mut self, record: &EventRecord) -> Result<(), ReplayError> {
+        let fail = |problem: String| ReplayError { seq: record.seq, kind: record.event.kind(), problem };
+        if record.seq != self.next_seq {
+            return Err(fail(format!("expected sequence number {}", self.next_seq)));
+        }
+        match &self.run_id {
+            Some(id) if *id != record.run_id => {
+                return Err(fail(format!("event belongs to run {}, not {}", record.run_id, id)));
+            }
+            _ => {}
+        }
+        let started = self.run_id.is_some();
+        if !started && !matches!(record.event, Event::RunStarted { .. }) {
+            return Err(fail("the first event must be run_started".into()));
+        }
+        if self.status.is_terminal() {
+            return Err(fail(format!("the run already {}", self.status.as_str())));
+        }
+        self.apply_event(&record.event, &record.run_id).map_err(fail)?;
+        if let Some(status) = record.event.status_change() {
+            self.status = status;
+        }
+        self.next_seq += 1;
+        Ok(())
+    }
+
+    fn apply_event(&mut self, event: &Event, run_id: &RunId) -> Result<(), String> {
+        let running = self.status == RunStatus::Running;
+        match event {
+            Event::RunStarted { goal, workspace, settings, system_prompt, project_instructions, tools } => {
+                if self.run_id.is_some() {
+                    return Err("the run was already started".into());
+                }
+                self.run_id = Some(run_id.clone());
+                self.goal = goal.clone();
+                self.workspace = workspace.clone();
+                self.settings = Some(settings.clone());
+                self.system_prompt = system_prompt.clone();
+                self.project_instructions = project_instructions.clone();
+                self.tools = tools.clone();
+            }
+            Event::RunResumed { settings } => {
+                self.settings = Some(settings.clone());
+                self.pause = None;
+            }
+            Event::TurnStarted { turn } => {
+                require_running(running)?;
+                if self.phase != Phase::Idle {
+                    return Err("a turn is already in progress".into());
+                }
+                if *turn != self.turns_started + 1 {
+                    return Err(format!("expected turn {}", self.turns_started + 1));
+                }
+                self.turns_started = *turn;
+                self.phase = Phase::AwaitingModel { turn: *turn, call: None, attempts: 0 };
+            }
+            Event::ModelCallStarted { turn, call, attempt, .. } => {
+                require_running(running)?;
+                let Phase::AwaitingModel { turn: current, call: current_call, attempts } = &mut self.phase else {
+                    return Err("no turn is waiting for a model call".into());
+                };
+                check_turn(*current, *turn)?;
+                match current_call {
+                    None => {
+                        if *call != self.model_calls_started + 1 {
+                            return Err(format!("expected model call {}", self.model_calls_started + 1));
+                        }
+                        self.model_calls_started = *call;
+                        *current_call = Some(*call);
+                    }
+                    Some(c) if c == call => {}
+                    Some(c) => return Err(format!("model call {c} is still open")),
+                }
+                if *attempt != *attempts + 1 {
+                    return Err(format!("expected attempt {}", *attempts + 1));
+                }
+                *attempts = *attempt;
+            }
+            Event::ModelCallFailed { turn, call, .. } => {
+                self.expect_open_call(*turn, *call)?;
+            }
+            Event::ModelCallFinished { turn, call, message, usage, .. } => {
+                require_running(running)?;
+                self.expect_open_call(*turn, *call)?;
+                self.usage.add(usage);
+                self.model_calls_finished += 1;
+                self.history.push(Message::Assistant(message.clone()));
+                self.phase = Phase::RunningTools {
+                    turn: *turn,
+                    remaining: message.tool_calls.clone(),
+                    in_flight: None,
+                    needs_nudge: needs_nudge(message),
+                };
+            }
+            Event::ToolCallStarted { turn, call_id, name, arguments, effect } => {
+                require_running(running)?;
+                let Phase::RunningTools { turn: current, remaining, in_flight, .. } = &mut self.phase else {
+                    return Err("no model answer is waiting for its tool calls".into());
+                };
+                check_turn(*current, *turn)?;
+                if in_flight.is_some() {
+                    return Err("another tool call is still running".into());
+                }
+                match remaining.first() {
+                    Some(next) if next.id == *call_id && next.name == *name && next.arguments == *arguments => {}
+                    Some(next) => return Err(format!("the next tool call is {} ({})", next.id, next.name)),
+                    None => return Err(format!("tool call {call_id} was not requested")),
+                }
+                let call = remaining.remove(0);
+                *in_flight = Some(InFlightTool { call, effect: *effect });
+            }
+            Event::ToolCallFinished { turn, call_id, result, .. } => {
+                let Phase::RunningTools { turn: current, in_flight, .. } = &mut self.phase else {
+                    return Err("no tool call is running".into());
+                };
+                check_turn(*current, *turn)?;
+                let Some(flight) = in_flight.take_if(|f| f.call.id == *call_id) else {
+                    return Err(format!("tool call {call_id} is not the one running"));
+                };
+                if flight.call.name == FINISH_TOOL && result.outcome == ToolOutcome::Success {
+                    self.finish_summary = Some(result.content.clone());
+                }
+                self.history.push(Message::Tool {
+                    call_id: flight.call.id,
+                    name: flight.call.name,
+                    content: result.content.clone(),
+                });
+            }
+            Event::NoteAdded { text } => {
+                match &mut self.phase {
+                    Phase::Idle => {}
+                    Phase::RunningTools { in_flight: None, needs_nudge, .. } => *needs_nudge = false,
+                    _ => return Err("a note cannot interrupt a model or tool call".into()),
+                }
+                self.history.push(Message::User { content: text.clone() });
+            }
+            Event::TurnFinished { turn } => {
+                require_running(running)?;
+                match &self.phase {
+                    Phase::RunningTools { turn: current, remaining, in_flight: None, .. }
+                        if remaining.is_empty() && current == turn => {}
+                    _ => return Err(format!("turn {turn} still has work in progress")),
+                }
+                self.turns_finished = *turn;
+                self.phase = Phase::Idle;
+            }
+            Event::RunPaused { reason, detail } => {
+                self.pause = Some((*reason, detail.clone()));
+            }
+            Event::RunFinished { summary } => {
+                self.finish_summary = Some(summary.clone());
+            }
+            Event::RunFailed { error } => {
+                self.failure = Some(error.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn expect_open_call(&self, turn: u32, call: u32) -> Result<(), String> {
+        match &self.phase {
+            Phase::AwaitingModel { turn: t, call: Some(c), .. } if *t == turn && *c == call => Ok(()),
+            _ => Err(format!("model call {call} of turn {turn} is not open")),
+        }
+    }
+
+    pub fn settings(&self) -> Option<&RunSettings> {
+        self.settings.as_ref()
+    }
+}
+
+fn require_running(running: bool) -> Result<(), String> {
+    if running { Ok(()) } else { Err("the run is not running (resume it first)".into()) }
+}
+
+fn check_turn(current: u32, got: u32) -> Result<(), String> {
+    if current == got { Ok(()) } else { Err(format!("the current turn is {current}, not {got}")) }
+}
+
+fn needs_nudge(message: &AssistantMessage) -> bool {
+    message.tool_calls.is_empty()
+}
+
+/// Folds a whole journal into a state.
+pub fn replay<'a>(records: impl IntoIterator<Item = &'a EventRecord>) -> Result<RunState, ReplayError> {
+    let mut state = RunState::default();
+    for record in records {
+        state.apply(record)?;
+    }
+    Ok(state)
+}
