@@ -1,1 +1,157 @@
-fn main() {}
+//! `baton`: run a long-running coding agent in a workspace, durably.
+
+mod commands;
+mod config;
+mod output;
+mod transcript;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Exit codes: part of the public interface (README).
+pub mod exit {
+    pub const FINISHED: u8 = 0;
+    pub const FAILED: u8 = 1;
+    pub const USAGE: u8 = 2;
+    pub const PAUSED: u8 = 3;
+}
+
+/// An error with the exit code it should end the process with.
+#[derive(Debug)]
+pub struct CliError {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl CliError {
+    pub fn usage(error: impl Into<anyhow::Error>) -> CliError {
+        CliError { code: exit::USAGE, error: error.into() }
+    }
+}
+
+impl<E: Into<anyhow::Error>> From<E> for CliError {
+    fn from(error: E) -> Self {
+        CliError { code: exit::FAILED, error: error.into() }
+    }
+}
+
+#[derive(Parser)]
+#[command(name = "baton", version, about = "A durable harness for long-running coding agents")]
+struct Cli {
+    /// Workspace directory (where the agent works and `.baton/` lives).
+    #[arg(long, global = true, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+
+    /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a new run working on GOAL.
+    Run(RunArgs),
+    /// Continue a paused or interrupted run from its journal.
+    Resume(ResumeArgs),
+    /// Show the state of a run (default: the latest).
+    Status { run: Option<String> },
+    /// List the runs of this workspace.
+    Ls,
+    /// Print a readable transcript of a run (default: the latest).
+    Logs {
+        run: Option<String>,
+        /// Show whole tool outputs instead of shortened ones.
+        #[arg(long)]
+        full: bool,
+        /// Print the raw journal as JSONL instead.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Clone, Default)]
+pub struct ModelFlags {
+    /// Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1 [env: BATON_BASE_URL]
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// Model name [env: BATON_MODEL]
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// Pause after this many turns (default 200).
+    #[arg(long, value_name = "N")]
+    max_turns: Option<u32>,
+    /// Ask for whole responses instead of streamed ones.
+    #[arg(long)]
+    no_stream: bool,
+}
+
+#[derive(Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    model: ModelFlags,
+    /// Print the event stream as JSON lines on stdout.
+    #[arg(long)]
+    json: bool,
+    /// What the agent should achieve.
+    goal: String,
+}
+
+#[derive(Args)]
+pub struct ResumeArgs {
+    /// Run id (or a unique prefix of it).
+    #[arg(conflicts_with = "last", required_unless_present = "last")]
+    run: Option<String>,
+    /// Resume the most recent run of this workspace.
+    #[arg(long)]
+    last: bool,
+    #[command(flatten)]
+    model: ModelFlags,
+    /// Print the event stream as JSON lines on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(exit::FAILED);
+        }
+    };
+    let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => commands::run(&workspace, args).await,
+            Command::Resume(args) => commands::resume(&workspace, args).await,
+            Command::Status { run } => commands::status(&workspace, run.as_deref()).await,
+            Command::Ls => commands::ls(&workspace).await,
+            Command::Logs { run, full, json } => commands::logs(&workspace, run.as_deref(), full, json).await,
+        }
+    });
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(CliError { code, error }) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}

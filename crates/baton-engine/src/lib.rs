@@ -1,14 +1,13 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! The baton run loop: journal-first agent steps, replay and resume.
+//!
+//! Each step is decided by [`baton_core::next_action`] from the replayed state, its intent is
+//! journaled (and synced) before it takes effect, and its outcome right after. Resuming a run is
+//! therefore "replay the journal, then keep stepping": finished model calls and tool calls are
+//! never repeated.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+mod error;
+mod journal;
+mod run_loop;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub use error::EngineError;
+pub use run_loop::{Engine, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};

@@ -1,0 +1,306 @@
+//! The subcommands. Each returns the process exit code or a [`CliError`] carrying one.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::anyhow;
+use baton_core::{
+    Limits, ModelSettings, ProviderKind, ResponseMode, RunId, RunSettings, RunState, RunStatus, replay,
+};
+use baton_engine::{Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
+use baton_model::RetryPolicy;
+use baton_model::openai::{OpenAiConfig, OpenAiProvider};
+use baton_store::{RunSummary, SqliteStore, Store, StoreError};
+use baton_tools::ToolRegistry;
+
+use crate::config::{self, ConfigLayer};
+use crate::output::{self, Human, JsonLines};
+use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, exit, transcript};
+
+type CliResult = Result<u8, CliError>;
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
+    let dir = path
+        .canonicalize()
+        .map_err(|e| CliError::usage(anyhow!("workspace {}: {e}", path.display())))?;
+    if !dir.is_dir() {
+        return Err(CliError::usage(anyhow!("workspace {} is not a directory", dir.display())));
+    }
+    Ok(dir)
+}
+
+fn db_path(workspace: &Path) -> PathBuf {
+    workspace.join(".baton").join("baton.db")
+}
+
+/// Opens the store for a command that only reads: no store yet is a usage error, not a new file.
+async fn open_existing_store(workspace: &Path) -> Result<SqliteStore, CliError> {
+    let path = db_path(workspace);
+    if !path.exists() {
+        return Err(CliError::usage(anyhow!(
+            "no baton runs in {} (no {}); start one with `baton run \"GOAL\"`",
+            workspace.display(),
+            path.display()
+        )));
+    }
+    SqliteStore::open(&path).await.map_err(store_error)
+}
+
+fn store_error(e: StoreError) -> CliError {
+    let code = match e {
+        StoreError::Locked { .. } => exit::USAGE,
+        _ => exit::FAILED,
+    };
+    CliError { code, error: e.into() }
+}
+
+fn engine_error(e: EngineError) -> CliError {
+    match e {
+        EngineError::Store(s) => store_error(s),
+        other => CliError::from(other),
+    }
+}
+
+fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
+    ConfigLayer {
+        base_url: flags.base_url.clone(),
+        model: flags.model.clone(),
+        max_turns: flags.max_turns,
+        response_mode: flags.no_stream.then_some(ResponseMode::Whole),
+        ..ConfigLayer::default()
+    }
+}
+
+fn observer(json: bool) -> Arc<dyn RunObserver> {
+    if json { Arc::new(JsonLines::new()) } else { Arc::new(Human) }
+}
+
+fn build_engine(settings: &RunSettings, layer: &ConfigLayer, store: SqliteStore, json: bool) -> Result<Engine, CliError> {
+    let api_key = config::api_key(env_var);
+    let provider = OpenAiProvider::new(OpenAiConfig {
+        base_url: settings.model.base_url.clone(),
+        api_key: api_key.clone(),
+        request_timeout: Duration::from_secs(layer.request_timeout_secs.unwrap_or(600)),
+        idle_timeout: Duration::from_secs(layer.stream_idle_timeout_secs.unwrap_or(120)),
+    })
+    .map_err(|e| CliError::usage(anyhow!("cannot set up the model client: {e}")))?;
+    let mut retry = RetryPolicy::default();
+    if let Some(n) = layer.max_retry_attempts {
+        retry.max_attempts = n;
+    }
+    if let Some(s) = layer.max_retry_wait_secs {
+        retry.max_total_wait = Duration::from_secs(s);
+    }
+    Ok(Engine::new(EngineParts {
+        store: Arc::new(store),
+        provider: Arc::new(provider),
+        tools: Arc::new(ToolRegistry::standard()),
+        retry,
+        secrets: api_key.into_iter().collect(),
+        secret_env_vars: config::SECRET_ENV_VARS.iter().map(|s| s.to_string()).collect(),
+        observer: observer(json),
+    }))
+}
+
+pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    if args.goal.trim().is_empty() {
+        return Err(CliError::usage(anyhow!("the goal is empty: say what the agent should do")));
+    }
+    let mut layer = ConfigLayer::default();
+    if let Some(path) = config::user_config_path(env_var) {
+        layer = layer.overlay(config::read_layer(&path).map_err(CliError::usage)?);
+    }
+    layer = layer
+        .overlay(config::read_layer(&config::project_config_path(&workspace)).map_err(CliError::usage)?)
+        .overlay(ConfigLayer::from_env(env_var))
+        .overlay(flags_layer(&args.model));
+    let (Some(base_url), Some(model)) = (layer.base_url.clone(), layer.model.clone()) else {
+        return Err(CliError::usage(anyhow!(config::NO_MODEL_HELP)));
+    };
+    let defaults = Limits::default();
+    let settings = RunSettings {
+        model: ModelSettings {
+            provider: ProviderKind::OpenAiCompatible,
+            base_url,
+            model,
+            response_mode: layer.response_mode.unwrap_or_default(),
+        },
+        limits: Limits {
+            max_turns: layer.max_turns.unwrap_or(defaults.max_turns),
+            shell_timeout_secs: layer.shell_timeout_secs.unwrap_or(defaults.shell_timeout_secs),
+        },
+    };
+    let store = SqliteStore::for_workspace(&workspace).await.map_err(store_error)?;
+    let engine = build_engine(&settings, &layer, store, args.json)?;
+    let outcome = engine
+        .start(StartRun { goal: args.goal, workspace, settings })
+        .await
+        .map_err(engine_error)?;
+    Ok(report(&outcome, args.json))
+}
+
+pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let store = open_existing_store(&workspace).await?;
+    let run_id = match &args.run {
+        Some(prefix) => resolve_run(&store, prefix).await?,
+        None => latest_run(&store).await?.id,
+    };
+    let events = store.load_events(&run_id).await.map_err(store_error)?;
+    let state = replay(&events).map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
+    let recorded = state
+        .settings
+        .clone()
+        .ok_or_else(|| anyhow!("run {run_id} has no recorded settings; it never started"))?;
+    let overrides = SettingsOverride {
+        base_url: args.model.base_url.clone(),
+        model: args.model.model.clone(),
+        max_turns: args.model.max_turns,
+        response_mode: args.model.no_stream.then_some(ResponseMode::Whole),
+    };
+    let settings = overrides.apply(recorded);
+    let layer = ConfigLayer::default();
+    let engine = build_engine(&settings, &layer, store, args.json)?;
+    let outcome = engine.resume(&run_id, &overrides).await.map_err(engine_error)?;
+    Ok(report(&outcome, args.json))
+}
+
+/// Prints the final line (unless streaming JSON) and maps the outcome to the exit code.
+fn report(outcome: &RunOutcome, json: bool) -> u8 {
+    let run = outcome.run_id();
+    let (code, text) = match outcome {
+        RunOutcome::Finished { summary, .. } => (exit::FINISHED, format!("run {run} finished: {summary}")),
+        RunOutcome::Failed { error, .. } => (exit::FAILED, format!("run {run} failed: {error}")),
+        RunOutcome::Paused { detail, .. } => {
+            (exit::PAUSED, format!("run {run} paused: {detail}\nresume it with `baton resume {}`", run.short()))
+        }
+    };
+    if !json {
+        println!("{text}");
+    }
+    code
+}
+
+async fn resolve_run(store: &SqliteStore, prefix: &str) -> Result<RunId, CliError> {
+    let runs = store.list_runs().await.map_err(store_error)?;
+    let matches: Vec<&RunSummary> = runs.iter().filter(|r| r.id.as_str().starts_with(prefix)).collect();
+    match matches.as_slice() {
+        [one] => Ok(one.id.clone()),
+        [] => Err(CliError::usage(anyhow!("no run with id {prefix}; `baton ls` lists the runs"))),
+        many => Err(CliError::usage(anyhow!(
+            "{} runs start with {prefix}: {}; give more characters",
+            many.len(),
+            many.iter().map(|r| r.id.short()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+async fn latest_run(store: &SqliteStore) -> Result<RunSummary, CliError> {
+    store
+        .list_runs()
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .next()
+        .ok_or_else(|| CliError::usage(anyhow!("there are no runs yet; start one with `baton run \"GOAL\"`")))
+}
+
+async fn summary_for(store: &SqliteStore, run: Option<&str>) -> Result<RunSummary, CliError> {
+    match run {
+        Some(prefix) => {
+            let id = resolve_run(store, prefix).await?;
+            store.get_run(&id).await.map_err(store_error)?.ok_or_else(|| CliError::usage(anyhow!("no run {id}")))
+        }
+        None => latest_run(store).await,
+    }
+}
+
+/// What to call a run's status, taking a dead holder into account.
+fn status_label(summary: &RunSummary) -> String {
+    match (summary.status, &summary.holder) {
+        (RunStatus::Running, Some(h)) if h.alive => format!("running ({})", h.holder.describe()),
+        (RunStatus::Running, _) | (RunStatus::Created, _) => "interrupted".to_string(),
+        (status, _) => status.as_str().to_string(),
+    }
+}
+
+pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let store = open_existing_store(&workspace).await?;
+    let summary = summary_for(&store, run).await?;
+    let events = store.load_events(&summary.id).await.map_err(store_error)?;
+    let state: RunState = replay(&events).map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
+    println!("run        {}", summary.id);
+    println!("goal       {}", output::one_line(&summary.goal, 200));
+    println!("status     {}", status_label(&summary));
+    if let Some(settings) = &state.settings {
+        println!("model      {} at {}", settings.model.model, settings.model.base_url);
+        println!("turns      {} of max {}", state.turns_finished, settings.limits.max_turns);
+    }
+    println!("model calls {}", state.model_calls_finished);
+    println!(
+        "tokens     {} prompt ({} cached) + {} completion",
+        state.usage.prompt_tokens, state.usage.cached_prompt_tokens, state.usage.completion_tokens
+    );
+    println!("events     {}", summary.event_count);
+    println!("created    {}", summary.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"));
+    println!("updated    {}", summary.updated_at.strftime("%Y-%m-%d %H:%M:%S UTC"));
+    if let Some((reason, detail)) = &state.pause {
+        if state.status == RunStatus::Paused {
+            println!("paused     {reason:?}: {detail}");
+        }
+    }
+    if let Some(summary_text) = state.finish_summary.as_ref().filter(|_| state.status == RunStatus::Finished) {
+        println!("summary    {}", output::one_line(summary_text, 500));
+    }
+    if let Some(error) = &state.failure {
+        println!("error      {error}");
+    }
+    Ok(exit::FINISHED)
+}
+
+pub async fn ls(workspace: &Path) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let store = open_existing_store(&workspace).await?;
+    let runs = store.list_runs().await.map_err(store_error)?;
+    if runs.is_empty() {
+        println!("no runs yet");
+        return Ok(exit::FINISHED);
+    }
+    println!("{:<12}  {:<24}  {:>6}  {:<19}  GOAL", "RUN", "STATUS", "EVENTS", "CREATED (UTC)");
+    for run in &runs {
+        println!(
+            "{:<12}  {:<24}  {:>6}  {:<19}  {}",
+            run.id.short(),
+            output::one_line(&status_label(run), 24),
+            run.event_count,
+            run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            output::one_line(&run.goal, 60)
+        );
+    }
+    Ok(exit::FINISHED)
+}
+
+pub async fn logs(workspace: &Path, run: Option<&str>, full: bool, json: bool) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let store = open_existing_store(&workspace).await?;
+    let summary = summary_for(&store, run).await?;
+    let events = store.load_events(&summary.id).await.map_err(store_error)?;
+    if json {
+        for record in &events {
+            println!("{}", output::json_line(record));
+        }
+    } else if full {
+        print!("{}", transcript::render_full(&events));
+    } else {
+        print!("{}", transcript::render(&events));
+    }
+    Ok(exit::FINISHED)
+}
+

@@ -1,0 +1,165 @@
+//! Layered configuration: user file < project file < environment < flags (each layer overrides
+//! the ones before it, key by key). Merging is pure; reading files and the environment is done
+//! at the edges so the precedence rules are unit-tested without touching either.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use baton_core::ResponseMode;
+use serde::Deserialize;
+
+/// One layer: every key optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigLayer {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub max_turns: Option<u32>,
+    pub response_mode: Option<ResponseMode>,
+    pub shell_timeout_secs: Option<u64>,
+    pub request_timeout_secs: Option<u64>,
+    pub stream_idle_timeout_secs: Option<u64>,
+    pub max_retry_attempts: Option<u32>,
+    pub max_retry_wait_secs: Option<u64>,
+}
+
+impl ConfigLayer {
+    /// Keys set in `over` replace those in `self`.
+    pub fn overlay(self, over: ConfigLayer) -> ConfigLayer {
+        ConfigLayer {
+            base_url: over.base_url.or(self.base_url),
+            model: over.model.or(self.model),
+            max_turns: over.max_turns.or(self.max_turns),
+            response_mode: over.response_mode.or(self.response_mode),
+            shell_timeout_secs: over.shell_timeout_secs.or(self.shell_timeout_secs),
+            request_timeout_secs: over.request_timeout_secs.or(self.request_timeout_secs),
+            stream_idle_timeout_secs: over.stream_idle_timeout_secs.or(self.stream_idle_timeout_secs),
+            max_retry_attempts: over.max_retry_attempts.or(self.max_retry_attempts),
+            max_retry_wait_secs: over.max_retry_wait_secs.or(self.max_retry_wait_secs),
+        }
+    }
+
+    /// The layer from environment variables, given a lookup (so tests need not touch the real
+    /// environment).
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> ConfigLayer {
+        let non_empty = |k: &str| get(k).filter(|v| !v.trim().is_empty());
+        ConfigLayer { base_url: non_empty("BATON_BASE_URL"), model: non_empty("BATON_MODEL"), ..ConfigLayer::default() }
+    }
+}
+
+/// Reads a config file; a missing file is an empty layer, a malformed one an error naming it.
+pub fn read_layer(path: &Path) -> anyhow::Result<ConfigLayer> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigLayer::default()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read config file {}", path.display())),
+    };
+    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
+/// `$XDG_CONFIG_HOME/baton/config.toml`, else `~/.config/baton/config.toml`.
+pub fn user_config_path(get: impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if let Some(dir) = get("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir).join("baton/config.toml"));
+    }
+    get("HOME").filter(|d| !d.is_empty()).map(|home| PathBuf::from(home).join(".config/baton/config.toml"))
+}
+
+pub fn project_config_path(workspace: &Path) -> PathBuf {
+    workspace.join(".baton/config.toml")
+}
+
+/// The API key, from `BATON_API_KEY` or else `OPENAI_API_KEY`. Never stored anywhere.
+pub fn api_key(get: impl Fn(&str) -> Option<String>) -> Option<String> {
+    get("BATON_API_KEY").or_else(|| get("OPENAI_API_KEY")).filter(|k| !k.trim().is_empty())
+}
+
+/// Names of variables that hold secrets: kept out of commands' environments.
+pub const SECRET_ENV_VARS: &[&str] = &["BATON_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
+
+pub const NO_MODEL_HELP: &str = "\
+no model configured: baton needs an OpenAI-compatible endpoint and a model name.
+Set both in any of these (later ones win):
+  user file      ~/.config/baton/config.toml     base_url = \"http://127.0.0.1:8080/v1\"
+                                                 model = \"NAME\"
+  project file   .baton/config.toml              (same keys)
+  environment    BATON_BASE_URL=http://127.0.0.1:8080/v1 BATON_MODEL=NAME
+  flags          baton run --base-url http://127.0.0.1:8080/v1 --model NAME \"GOAL\"
+The API key, if the server needs one, is read from BATON_API_KEY or OPENAI_API_KEY
+and is never written to disk.";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer(base: Option<&str>, model: Option<&str>, turns: Option<u32>) -> ConfigLayer {
+        ConfigLayer {
+            base_url: base.map(String::from),
+            model: model.map(String::from),
+            max_turns: turns,
+            ..ConfigLayer::default()
+        }
+    }
+
+    #[test]
+    fn later_layers_win_key_by_key() {
+        let user = layer(Some("u"), Some("um"), Some(1));
+        let project = layer(Some("p"), None, None);
+        let env = layer(None, Some("em"), None);
+        let flags = layer(None, None, Some(9));
+        let merged = user.overlay(project).overlay(env).overlay(flags);
+        assert_eq!(merged, layer(Some("p"), Some("em"), Some(9)));
+    }
+
+    #[test]
+    fn env_layer_reads_only_baton_variables_and_ignores_empty_values() {
+        let env = |k: &str| match k {
+            "BATON_BASE_URL" => Some("http://x/v1".to_string()),
+            "BATON_MODEL" => Some("  ".to_string()),
+            _ => None,
+        };
+        assert_eq!(ConfigLayer::from_env(env), layer(Some("http://x/v1"), None, None));
+    }
+
+    #[test]
+    fn api_key_prefers_baton_variable() {
+        let both = |k: &str| match k {
+            "BATON_API_KEY" => Some("b".to_string()),
+            "OPENAI_API_KEY" => Some("o".to_string()),
+            _ => None,
+        };
+        assert_eq!(api_key(both).as_deref(), Some("b"));
+        let openai_only = |k: &str| (k == "OPENAI_API_KEY").then(|| "o".to_string());
+        assert_eq!(api_key(openai_only).as_deref(), Some("o"));
+        assert_eq!(api_key(|_| None), None);
+    }
+
+    #[test]
+    fn malformed_and_unknown_keys_are_errors_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "model = \n").unwrap();
+        let err = format!("{:#}", read_layer(&path).unwrap_err());
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        std::fs::write(&path, "modle = \"x\"\n").unwrap();
+        let err = format!("{:#}", read_layer(&path).unwrap_err());
+        assert!(err.contains("unknown field"), "{err}");
+        assert_eq!(read_layer(&dir.path().join("missing.toml")).unwrap(), ConfigLayer::default());
+        std::fs::write(&path, "response_mode = \"whole\"\nmax_turns = 5\n").unwrap();
+        let ok = read_layer(&path).unwrap();
+        assert_eq!(ok.response_mode, Some(ResponseMode::Whole));
+        assert_eq!(ok.max_turns, Some(5));
+    }
+
+    #[test]
+    fn user_config_follows_xdg_then_home() {
+        let xdg = |k: &str| match k {
+            "XDG_CONFIG_HOME" => Some("/x".to_string()),
+            "HOME" => Some("/h".to_string()),
+            _ => None,
+        };
+        assert_eq!(user_config_path(xdg), Some(PathBuf::from("/x/baton/config.toml")));
+        let home = |k: &str| (k == "HOME").then(|| "/h".to_string());
+        assert_eq!(user_config_path(home), Some(PathBuf::from("/h/.config/baton/config.toml")));
+    }
+}

@@ -1,0 +1,117 @@
+//! What the user sees while a run goes on: a JSONL event stream (`--json`) or short human
+//! progress lines on stderr.
+
+use std::io::Write;
+use std::sync::Mutex;
+
+use baton_core::{Event, EventRecord, RunState, ToolOutcome};
+use baton_engine::RunObserver;
+use baton_model::StreamDelta;
+use serde::Serialize;
+
+/// Version of the JSONL event schema (docs/events.md). Bumped on incompatible changes.
+pub const EVENT_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+struct StreamLine<'a> {
+    v: u32,
+    #[serde(flatten)]
+    record: &'a EventRecord,
+}
+
+/// One JSON object per journaled event on stdout.
+pub struct JsonLines {
+    out: Mutex<std::io::Stdout>,
+}
+
+impl JsonLines {
+    pub fn new() -> Self {
+        JsonLines { out: Mutex::new(std::io::stdout()) }
+    }
+}
+
+pub fn json_line(record: &EventRecord) -> String {
+    serde_json::to_string(&StreamLine { v: EVENT_SCHEMA_VERSION, record })
+        .unwrap_or_else(|e| format!("{{\"v\":{EVENT_SCHEMA_VERSION},\"type\":\"encoding_error\",\"error\":\"{e}\"}}"))
+}
+
+impl RunObserver for JsonLines {
+    fn on_event(&self, record: &EventRecord, _state: &RunState) {
+        if let Ok(mut out) = self.out.lock() {
+            // A closed stdout (e.g. `| head`) must not stop the run.
+            let _ = writeln!(out, "{}", json_line(record));
+            let _ = out.flush();
+        }
+    }
+}
+
+/// Progress lines on stderr.
+pub struct Human;
+
+impl RunObserver for Human {
+    fn on_event(&self, record: &EventRecord, state: &RunState) {
+        if let Some(line) = progress_line(&record.event, state) {
+            eprintln!("{line}");
+        }
+    }
+
+    fn on_delta(&self, _delta: &StreamDelta) {}
+}
+
+fn progress_line(event: &Event, state: &RunState) -> Option<String> {
+    Some(match event {
+        Event::RunStarted { goal, workspace, settings, .. } => format!(
+            "▶ run {} started in {workspace}\n  goal: {}\n  model: {} at {}",
+            state.run_id.as_ref().map(|r| r.short().to_string()).unwrap_or_default(),
+            one_line(goal, 200),
+            settings.model.model,
+            settings.model.base_url
+        ),
+        Event::RunResumed { .. } => format!(
+            "▶ run resumed at turn {} ({} model calls already done)",
+            state.turns_finished, state.model_calls_finished
+        ),
+        Event::TurnStarted { turn } => format!("── turn {turn}"),
+        Event::ModelCallFailed { attempt, class, message, retry_in_ms, .. } => match retry_in_ms {
+            Some(ms) => format!("  ! model call attempt {attempt} failed ({class:?}): {} — retrying in {:.1}s", one_line(message, 200), *ms as f64 / 1000.0),
+            None => format!("  ! model call attempt {attempt} failed ({class:?}): {}", one_line(message, 300)),
+        },
+        Event::ModelCallFinished { message, usage, duration_ms, .. } => {
+            let mut line = format!(
+                "  model: {} prompt + {} completion tokens in {:.1}s",
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                *duration_ms as f64 / 1000.0
+            );
+            if let Some(text) = message.content.as_deref().filter(|t| !t.trim().is_empty()) {
+                line.push_str(&format!("\n  says: {}", one_line(text, 300)));
+            }
+            line
+        }
+        Event::ToolCallStarted { name, arguments, .. } => format!("  → {name} {}", one_line(arguments, 160)),
+        Event::ToolCallFinished { result, duration_ms, .. } => {
+            let mark = match result.outcome {
+                ToolOutcome::Success => "ok",
+                ToolOutcome::Error => "error",
+                ToolOutcome::Interrupted => "interrupted",
+            };
+            format!("    {mark} ({:.1}s): {}", *duration_ms as f64 / 1000.0, one_line(&result.content, 160))
+        }
+        Event::NoteAdded { text } => format!("  note to model: {}", one_line(text, 160)),
+        Event::RunPaused { detail, .. } => format!("⏸ paused: {detail}"),
+        Event::RunFinished { summary } => format!("✔ finished: {}", one_line(summary, 500)),
+        Event::RunFailed { error } => format!("✘ failed: {error}"),
+        Event::ModelCallStarted { .. } | Event::TurnFinished { .. } => return None,
+    })
+}
+
+/// Collapses whitespace and cuts to `max` characters, for one-line display.
+pub fn one_line(text: &str, max: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let cut: String = flat.chars().take(max).collect();
+        format!("{cut}…")
+    }
+}

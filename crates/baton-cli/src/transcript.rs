@@ -1,0 +1,98 @@
+//! `baton logs`: a readable transcript of a run, rendered from its journal.
+
+use baton_core::{Event, EventRecord, ToolOutcome};
+
+/// Tool output longer than this is shortened in the transcript (the journal keeps all of it).
+const MAX_OUTPUT_LINES: usize = 40;
+
+pub fn render(records: &[EventRecord]) -> String {
+    let mut out = String::new();
+    for record in records {
+        let time = record.at.strftime("%H:%M:%S");
+        let text = match &record.event {
+            Event::RunStarted { goal, workspace, settings, project_instructions, tools, .. } => format!(
+                "run {} started in {workspace}\ngoal: {goal}\nmodel: {} at {} ({:?}), max {} turns\ntools: {}{}",
+                record.run_id,
+                settings.model.model,
+                settings.model.base_url,
+                settings.model.response_mode,
+                settings.limits.max_turns,
+                tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
+                if project_instructions.is_some() { "\nAGENTS.md: included" } else { "" }
+            ),
+            Event::RunResumed { settings } => {
+                format!("resumed (model {}, max {} turns)", settings.model.model, settings.limits.max_turns)
+            }
+            Event::TurnStarted { turn } => format!("── turn {turn} ──"),
+            Event::ModelCallStarted { call, attempt, .. } => format!("model call {call}, attempt {attempt} sent"),
+            Event::ModelCallFailed { attempt, class, message, retry_in_ms, .. } => format!(
+                "model call attempt {attempt} failed [{class:?}]: {message}{}",
+                retry_in_ms.map(|ms| format!(" (retry in {ms} ms)")).unwrap_or_default()
+            ),
+            Event::ModelCallFinished { message, usage, duration_ms, finish_reason, .. } => {
+                let mut s = format!(
+                    "model answered in {duration_ms} ms: {} prompt tokens{}, {} completion tokens{}",
+                    usage.prompt_tokens,
+                    usage.cached_prompt_tokens.map(|c| format!(" ({c} cached)")).unwrap_or_default(),
+                    usage.completion_tokens,
+                    finish_reason.as_ref().map(|r| format!(", finish reason {r}")).unwrap_or_default()
+                );
+                if let Some(text) = message.content.as_deref().filter(|t| !t.trim().is_empty()) {
+                    s.push_str(&format!("\nassistant: {}", indent(text)));
+                }
+                for call in &message.tool_calls {
+                    s.push_str(&format!("\n  wants {} [{}] {}", call.name, call.id, call.arguments));
+                }
+                s
+            }
+            Event::ToolCallStarted { name, call_id, effect, .. } => format!("tool {name} [{call_id}] started ({effect:?})"),
+            Event::ToolCallFinished { call_id, result, duration_ms, .. } => {
+                let outcome = match result.outcome {
+                    ToolOutcome::Success => "ok",
+                    ToolOutcome::Error => "ERROR",
+                    ToolOutcome::Interrupted => "INTERRUPTED",
+                };
+                format!("tool [{call_id}] {outcome} in {duration_ms} ms:\n{}", indent(&shorten(&result.content)))
+            }
+            Event::NoteAdded { text } => format!("note to model: {text}"),
+            Event::TurnFinished { turn } => format!("turn {turn} done"),
+            Event::RunPaused { reason, detail } => format!("PAUSED [{reason:?}]: {detail}"),
+            Event::RunFinished { summary } => format!("FINISHED: {summary}"),
+            Event::RunFailed { error } => format!("FAILED: {error}"),
+        };
+        out.push_str(&format!("{time} #{:<4} {text}\n", record.seq));
+    }
+    out
+}
+
+fn indent(text: &str) -> String {
+    text.lines().collect::<Vec<_>>().join("\n    ")
+}
+
+fn shorten(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= MAX_OUTPUT_LINES {
+        return format!("    {}", lines.join("\n    "));
+    }
+    let head = &lines[..MAX_OUTPUT_LINES / 2];
+    let tail = &lines[lines.len() - MAX_OUTPUT_LINES / 2..];
+    format!(
+        "    {}\n    [... {} lines not shown; `baton logs --full` shows all ...]\n    {}",
+        head.join("\n    "),
+        lines.len() - MAX_OUTPUT_LINES,
+        tail.join("\n    ")
+    )
+}
+
+/// The whole tool output, for `--full`.
+pub fn render_full(records: &[EventRecord]) -> String {
+    let mut out = render(&records[..0]);
+    for record in records {
+        if let Event::ToolCallFinished { call_id, result, .. } = &record.event {
+            out.push_str(&format!("#{} tool [{call_id}] {:?}:\n{}\n", record.seq, result.outcome, result.content));
+        } else {
+            out.push_str(&render(std::slice::from_ref(record)));
+        }
+    }
+    out
+}

@@ -1,0 +1,244 @@
+//! Test support: a scripted OpenAI-compatible server (wiremock) that answers by turn, and
+//! helpers to run the real `baton` binary.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// One scripted model answer.
+#[derive(Clone, Debug, Default)]
+pub struct Turn {
+    pub text: Option<String>,
+    pub calls: Vec<(String, String)>,
+    /// Hold the answer back this long (to kill baton while the request is in flight).
+    pub delay: Option<Duration>,
+}
+
+pub fn turn(calls: &[(&str, Value)]) -> Turn {
+    Turn {
+        text: None,
+        calls: calls.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect(),
+        delay: None,
+    }
+}
+
+/// A raw-arguments call (for malformed JSON).
+pub fn raw_turn(calls: &[(&str, &str)]) -> Turn {
+    Turn { text: None, calls: calls.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect(), delay: None }
+}
+
+#[derive(Clone, Debug)]
+pub struct Received {
+    /// Which answer of the script the request asked for: the number of assistant messages in it.
+    pub turn_index: usize,
+    pub body: Value,
+}
+
+struct ScriptResponder {
+    script: Vec<Turn>,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Respond for ScriptResponder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = match serde_json::from_slice(&request.body) {
+            Ok(v) => v,
+            Err(e) => return ResponseTemplate::new(400).set_body_string(format!("bad json: {e}")),
+        };
+        let turn_index = body["messages"]
+            .as_array()
+            .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
+            .unwrap_or(0);
+        self.received.lock().unwrap().push(Received { turn_index, body: body.clone() });
+        let Some(turn) = self.script.get(turn_index) else {
+            return ResponseTemplate::new(400).set_body_string(format!("script has no answer #{turn_index}"));
+        };
+        let streaming = body["stream"] == true;
+        let usage = json!({"prompt_tokens": 100 + turn_index as u64, "completion_tokens": 10 + turn_index as u64,
+                           "total_tokens": 110 + 2 * turn_index as u64,
+                           "prompt_tokens_details": {"cached_tokens": 50}});
+        let mut template = if streaming {
+            ResponseTemplate::new(200).set_body_raw(sse_body(turn, turn_index, &usage), "text/event-stream")
+        } else {
+            ResponseTemplate::new(200).set_body_json(whole_body(turn, turn_index, &usage))
+        };
+        if let Some(delay) = turn.delay {
+            template = template.set_delay(delay);
+        }
+        template
+    }
+}
+
+fn tool_calls_json(turn: &Turn, turn_index: usize) -> Vec<Value> {
+    turn.calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| {
+            json!({"id": format!("call-{turn_index}-{i}"), "type": "function",
+                   "function": {"name": name, "arguments": args}})
+        })
+        .collect()
+}
+
+fn whole_body(turn: &Turn, turn_index: usize, usage: &Value) -> Value {
+    let mut message = json!({"role": "assistant", "content": turn.text});
+    if !turn.calls.is_empty() {
+        message["tool_calls"] = Value::Array(tool_calls_json(turn, turn_index));
+    }
+    json!({"id": "x", "object": "chat.completion", "model": "scripted",
+           "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+           "usage": usage})
+}
+
+/// Streams the answer in small pieces: arguments split across chunks, usage in a final chunk.
+fn sse_body(turn: &Turn, turn_index: usize, usage: &Value) -> String {
+    let mut out = String::new();
+    let mut push = |v: Value| out.push_str(&format!("data: {v}\n\n"));
+    let chunk = |delta: Value, finish: Value| {
+        json!({"id": "x", "object": "chat.completion.chunk", "model": "scripted",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+    };
+    if let Some(text) = &turn.text {
+        push(chunk(json!({"role": "assistant", "content": text}), Value::Null));
+    }
+    for (i, (name, args)) in turn.calls.iter().enumerate() {
+        push(chunk(
+            json!({"tool_calls": [{"index": i, "id": format!("call-{turn_index}-{i}"), "type": "function",
+                                   "function": {"name": name, "arguments": ""}}]}),
+            Value::Null,
+        ));
+        let chars: Vec<char> = args.chars().collect();
+        for piece in chars.chunks(7) {
+            let piece: String = piece.iter().collect();
+            push(chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}), Value::Null));
+        }
+    }
+    push(chunk(json!({}), json!("tool_calls")));
+    push(json!({"id": "x", "object": "chat.completion.chunk", "model": "scripted", "choices": [], "usage": usage}));
+    out.push_str("data: [DONE]\n\n");
+    out
+}
+
+pub struct ScriptedServer {
+    pub server: MockServer,
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl ScriptedServer {
+    pub async fn start(script: Vec<Turn>) -> ScriptedServer {
+        let server = MockServer::start().await;
+        let received = Arc::new(Mutex::new(Vec::new()));
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ScriptResponder { script, received: received.clone() })
+            .mount(&server)
+            .await;
+        ScriptedServer { server, received }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.server.uri())
+    }
+
+    /// A handle that can be polled from another thread.
+    pub fn received_handle(&self) -> Arc<Mutex<Vec<Received>>> {
+        self.received.clone()
+    }
+
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// How many requests asked for each answer of the script.
+    pub fn requests_per_turn(&self) -> Vec<usize> {
+        let received = self.received();
+        let max = received.iter().map(|r| r.turn_index).max().map_or(0, |m| m + 1);
+        (0..max).map(|t| received.iter().filter(|r| r.turn_index == t).count()).collect()
+    }
+}
+
+pub fn baton_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_baton"))
+}
+
+/// A `baton` command with a clean, isolated environment (no user config, no real keys).
+pub fn baton(workspace: &Path, home: &Path) -> Command {
+    let mut cmd = Command::new(baton_bin());
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("RUST_BACKTRACE", "1")
+        .arg("--workspace")
+        .arg(workspace);
+    cmd
+}
+
+/// Spawns `baton ... --json` and returns the child and a reader of its event lines.
+pub fn spawn_json(mut cmd: Command) -> (Child, EventLines) {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn baton");
+    let stdout = child.stdout.take().expect("stdout");
+    (child, EventLines { lines: BufReader::new(stdout).lines() })
+}
+
+pub struct EventLines {
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+}
+
+impl EventLines {
+    /// Reads events until one satisfies `pred`; returns it (None if the stream ended first).
+    pub fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+        for line in self.lines.by_ref() {
+            let line = line.ok()?;
+            let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad JSONL line {line:?}: {e}"));
+            if pred(&event) {
+                return Some(event);
+            }
+        }
+        None
+    }
+}
+
+/// The run's journal, through `baton logs --json`.
+pub fn journal(workspace: &Path, home: &Path) -> Vec<Value> {
+    let out = baton(workspace, home).args(["logs", "--json"]).output().expect("run baton logs");
+    assert!(out.status.success(), "baton logs failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+pub fn of_type<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == kind).collect()
+}
+
+/// All regular files under `dir` (except `.baton/`) with their contents, sorted.
+pub fn snapshot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let path = entry.path();
+            let rel = path.strip_prefix(root).unwrap().to_string_lossy().to_string();
+            if rel == ".baton" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}

@@ -1,0 +1,102 @@
+//! The write side of a run: every state change goes through [`Journal::record`], which validates
+//! the event against the reducer, appends it durably and only then lets the caller act on it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::{Event, EventRecord, RunId, RunState};
+use baton_store::{Lease, Store, StoreError};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::EngineError;
+use crate::run_loop::RunObserver;
+
+pub(crate) struct Journal {
+    store: Arc<dyn Store>,
+    lease: Lease,
+    state: RunState,
+    observer: Arc<dyn RunObserver>,
+    heartbeat: Heartbeat,
+}
+
+impl Journal {
+    pub(crate) fn new(store: Arc<dyn Store>, lease: Lease, state: RunState, observer: Arc<dyn RunObserver>) -> Self {
+        let heartbeat = Heartbeat::start(store.clone(), lease.clone());
+        Journal { store, lease, state, observer, heartbeat }
+    }
+
+    pub(crate) fn state(&self) -> &RunState {
+        &self.state
+    }
+
+    pub(crate) fn run_id(&self) -> &RunId {
+        &self.lease.run_id
+    }
+
+    /// Validates, appends (durably) and applies one event. On Err the run must stop: the store
+    /// and this process no longer agree, or the lease is gone.
+    pub(crate) async fn record(&mut self, event: Event) -> Result<(), EngineError> {
+        if let Some(lost) = self.heartbeat.lost() {
+            return Err(EngineError::Store(lost));
+        }
+        let record = EventRecord {
+            run_id: self.lease.run_id.clone(),
+            seq: self.state.next_seq,
+            at: jiff::Timestamp::now(),
+            event,
+        };
+        // Applying first validates the event; if the append then fails the process stops using
+        // this state, so the store stays the only truth.
+        self.state.apply(&record).map_err(|e| EngineError::Internal(e.to_string()))?;
+        self.store.append(&self.lease, std::slice::from_ref(&record)).await?;
+        self.observer.on_event(&record, &self.state);
+        Ok(())
+    }
+
+    pub(crate) async fn close(self) {
+        self.heartbeat.stop();
+        if let Err(e) = self.store.release(&self.lease).await {
+            tracing::warn!("could not release the lease of run {}: {e}", self.lease.run_id);
+        }
+    }
+}
+
+/// Renews the lease in the background so that a long tool call does not let it expire.
+struct Heartbeat {
+    run_id: RunId,
+    task: JoinHandle<()>,
+    lost: watch::Receiver<bool>,
+}
+
+impl Heartbeat {
+    fn start(store: Arc<dyn Store>, lease: Lease) -> Heartbeat {
+        let run_id = lease.run_id.clone();
+        let (tx, rx) = watch::channel(false);
+        let task = tokio::spawn(async move {
+            let mut lease = lease;
+            loop {
+                let ttl = (lease.expires_at - jiff::Timestamp::now()).get_milliseconds().max(0) as u64;
+                // Renew at a third of the remaining time; never spin faster than every 200 ms.
+                tokio::time::sleep(Duration::from_millis((ttl / 3).max(200))).await;
+                match store.renew(&lease).await {
+                    Ok(renewed) => lease = renewed,
+                    Err(StoreError::LeaseLost { .. }) => {
+                        let _ = tx.send(true);
+                        return;
+                    }
+                    Err(e) => tracing::warn!("lease renewal failed (will retry): {e}"),
+                }
+            }
+        });
+        Heartbeat { run_id, task, lost: rx }
+    }
+
+    fn lost(&self) -> Option<StoreError> {
+        (*self.lost.borrow()).then(|| StoreError::LeaseLost { run_id: self.run_id.clone() })
+    }
+
+    fn stop(self) {
+        self.task.abort();
+    }
+}

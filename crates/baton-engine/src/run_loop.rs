@@ -1,0 +1,375 @@
+//! The agent loop: decide the next action from state, journal the intent, act, journal the
+//! outcome.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use baton_context::{NUDGE, SYSTEM_PROMPT, assemble, request_digest};
+use baton_core::{
+    AssistantMessage, ErrorClass, Event, EventRecord, NextAction, PauseReason, Redactor, RunId,
+    RunSettings, RunState, RunStatus, ToolCall, ToolEffect, ToolResult, next_action, replay,
+};
+use baton_model::{ModelError, ModelProvider, RetryPolicy, RetrySchedule, StreamDelta, StreamObserver};
+use baton_store::{Holder, NewRun, Store};
+use baton_tools::{ToolContext, ToolRegistry, Workspace};
+
+use crate::EngineError;
+use crate::journal::Journal;
+
+/// Receives every journaled event (for the JSONL stream and the terminal) and live stream deltas.
+pub trait RunObserver: Send + Sync {
+    fn on_event(&self, record: &EventRecord, state: &RunState);
+    fn on_delta(&self, _delta: &StreamDelta) {}
+}
+
+/// How a run ended this time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    Finished { run_id: RunId, summary: String },
+    Failed { run_id: RunId, error: String },
+    Paused { run_id: RunId, reason: PauseReason, detail: String },
+}
+
+impl RunOutcome {
+    pub fn run_id(&self) -> &RunId {
+        match self {
+            RunOutcome::Finished { run_id, .. } | RunOutcome::Failed { run_id, .. } | RunOutcome::Paused { run_id, .. } => run_id,
+        }
+    }
+}
+
+pub struct StartRun {
+    pub goal: String,
+    pub workspace: PathBuf,
+    pub settings: RunSettings,
+}
+
+/// Settings a `resume` may change; `None` keeps the recorded value.
+#[derive(Clone, Debug, Default)]
+pub struct SettingsOverride {
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    pub max_turns: Option<u32>,
+    pub response_mode: Option<baton_core::ResponseMode>,
+}
+
+impl SettingsOverride {
+    pub fn apply(&self, mut settings: RunSettings) -> RunSettings {
+        if let Some(v) = &self.base_url {
+            settings.model.base_url = v.clone();
+        }
+        if let Some(v) = &self.model {
+            settings.model.model = v.clone();
+        }
+        if let Some(v) = self.max_turns {
+            settings.limits.max_turns = v;
+        }
+        if let Some(v) = self.response_mode {
+            settings.model.response_mode = v;
+        }
+        settings
+    }
+}
+
+/// Everything an engine is built from.
+pub struct EngineParts {
+    pub store: Arc<dyn Store>,
+    pub provider: Arc<dyn ModelProvider>,
+    pub tools: Arc<ToolRegistry>,
+    pub retry: RetryPolicy,
+    /// Secret values (API keys) to scrub from anything journaled.
+    pub secrets: Vec<String>,
+    /// Environment variable names never passed to commands.
+    pub secret_env_vars: Vec<String>,
+    pub observer: Arc<dyn RunObserver>,
+}
+
+pub struct Engine {
+    parts: EngineParts,
+    redactor: Redactor,
+}
+
+/// AGENTS.md larger than this is cut: it is re-sent with every request.
+const MAX_PROJECT_INSTRUCTIONS: usize = 32 * 1024;
+
+impl Engine {
+    pub fn new(parts: EngineParts) -> Engine {
+        let redactor = Redactor::new(parts.secrets.clone());
+        Engine { parts, redactor }
+    }
+
+    /// Starts a new run in `request.workspace` and drives it until it finishes, fails or pauses.
+    pub async fn start(&self, request: StartRun) -> Result<RunOutcome, EngineError> {
+        let workspace = Workspace::new(&request.workspace).map_err(|e| EngineError::Workspace {
+            path: request.workspace.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        let root = workspace.root().display().to_string();
+        let run_id = RunId::new();
+        let lease = self
+            .parts
+            .store
+            .create_run(&NewRun { id: run_id.clone(), goal: request.goal.clone(), workspace: root.clone() }, &Holder::this_process())
+            .await?;
+        let mut journal = Journal::new(self.parts.store.clone(), lease, RunState::default(), self.parts.observer.clone());
+        let started = Event::RunStarted {
+            goal: request.goal,
+            workspace: root,
+            settings: request.settings,
+            system_prompt: SYSTEM_PROMPT.to_string(),
+            project_instructions: read_project_instructions(workspace.root()),
+            tools: self.parts.tools.specs(),
+        };
+        let result = match journal.record(started).await {
+            Ok(()) => self.drive(&mut journal, workspace).await,
+            Err(e) => Err(e),
+        };
+        journal.close().await;
+        result
+    }
+
+    /// Replays a run's journal and keeps going from where it stopped.
+    pub async fn resume(&self, run_id: &RunId, overrides: &SettingsOverride) -> Result<RunOutcome, EngineError> {
+        let lease = self.parts.store.acquire(run_id, &Holder::this_process()).await?;
+        let events = match self.parts.store.load_events(run_id).await {
+            Ok(events) => events,
+            Err(e) => {
+                let _ = self.parts.store.release(&lease).await;
+                return Err(e.into());
+            }
+        };
+        let state = match replay(&events) {
+            Ok(state) if state.run_id.is_some() => state,
+            Ok(_) => {
+                let _ = self.parts.store.release(&lease).await;
+                return Err(EngineError::EmptyRun(run_id.clone()));
+            }
+            Err(source) => {
+                let _ = self.parts.store.release(&lease).await;
+                return Err(EngineError::Replay { run_id: run_id.clone(), source });
+            }
+        };
+        let mut journal = Journal::new(self.parts.store.clone(), lease, state, self.parts.observer.clone());
+        let result = self.resume_journal(&mut journal, overrides).await;
+        journal.close().await;
+        result
+    }
+
+    async fn resume_journal(&self, journal: &mut Journal, overrides: &SettingsOverride) -> Result<RunOutcome, EngineError> {
+        let state = journal.state();
+        if let Some(outcome) = terminal_outcome(state) {
+            return Ok(outcome);
+        }
+        let workspace = Workspace::new(Path::new(&state.workspace)).map_err(|e| EngineError::Workspace {
+            path: state.workspace.clone(),
+            detail: e.to_string(),
+        })?;
+        let settings = state.settings.clone().ok_or_else(|| EngineError::EmptyRun(journal.run_id().clone()))?;
+        journal.record(Event::RunResumed { settings: overrides.apply(settings) }).await?;
+        self.drive(journal, workspace).await
+    }
+
+    async fn drive(&self, journal: &mut Journal, workspace: Workspace) -> Result<RunOutcome, EngineError> {
+        let mut retry: Option<(u32, RetrySchedule)> = None;
+        loop {
+            let action = next_action(journal.state());
+            match action {
+                NextAction::Stop => break,
+                NextAction::StartTurn { turn } => journal.record(Event::TurnStarted { turn }).await?,
+                NextAction::CallModel { turn, call, attempt } => {
+                    let schedule = match &mut retry {
+                        Some((c, schedule)) if *c == call => schedule,
+                        _ => &mut retry.insert((call, self.parts.retry.schedule())).1,
+                    };
+                    self.call_model(journal, turn, call, attempt, schedule).await?;
+                }
+                NextAction::RunTool { turn, call } => {
+                    let effect = self.parts.tools.effect_of(&call.name).unwrap_or(ToolEffect::ReadOnly);
+                    journal
+                        .record(Event::ToolCallStarted {
+                            turn,
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                            effect,
+                        })
+                        .await?;
+                    self.run_tool(journal, &workspace, turn, &call).await?;
+                }
+                NextAction::RerunTool { turn, call } => self.run_tool(journal, &workspace, turn, &call).await?,
+                NextAction::ReportInterrupted { turn, call } => {
+                    journal
+                        .record(Event::ToolCallFinished { turn, call_id: call.id, result: ToolResult::interrupted(), duration_ms: 0 })
+                        .await?;
+                }
+                NextAction::Nudge => journal.record(Event::NoteAdded { text: NUDGE.to_string() }).await?,
+                NextAction::FinishTurn { turn } => journal.record(Event::TurnFinished { turn }).await?,
+                NextAction::Finish { summary } => journal.record(Event::RunFinished { summary }).await?,
+                NextAction::PauseAtTurnLimit { max_turns } => {
+                    let detail = format!(
+                        "reached the limit of {max_turns} turns; continue with `baton resume --max-turns {}`",
+                        max_turns.saturating_mul(2).max(1)
+                    );
+                    journal.record(Event::RunPaused { reason: PauseReason::MaxTurns, detail }).await?;
+                }
+            }
+        }
+        terminal_outcome(journal.state())
+            .or_else(|| paused_outcome(journal.state()))
+            .ok_or_else(|| EngineError::Internal("the run loop stopped while the run was still running".into()))
+    }
+
+    async fn call_model(
+        &self,
+        journal: &mut Journal,
+        turn: u32,
+        call: u32,
+        attempt: u32,
+        schedule: &mut RetrySchedule,
+    ) -> Result<(), EngineError> {
+        let request = assemble(journal.state()).ok_or_else(|| EngineError::Internal("no settings in run state".into()))?;
+        let request_sha256 = request_digest(&request);
+        journal.record(Event::ModelCallStarted { turn, call, attempt, request_sha256 }).await?;
+        let started = Instant::now();
+        let mut deltas = DeltaForwarder { observer: self.parts.observer.clone() };
+        match self.parts.provider.complete(&request, &mut deltas).await {
+            Ok(reply) => {
+                let message = self.normalize_reply(reply.message, turn);
+                journal
+                    .record(Event::ModelCallFinished {
+                        turn,
+                        call,
+                        message,
+                        usage: reply.usage,
+                        finish_reason: reply.finish_reason,
+                        served_model: reply.served_model,
+                        duration_ms: elapsed_ms(started),
+                    })
+                    .await
+            }
+            Err(error) => self.model_call_failed(journal, turn, call, attempt, error, schedule).await,
+        }
+    }
+
+    async fn model_call_failed(
+        &self,
+        journal: &mut Journal,
+        turn: u32,
+        call: u32,
+        attempt: u32,
+        error: ModelError,
+        schedule: &mut RetrySchedule,
+    ) -> Result<(), EngineError> {
+        let delay = schedule.next_delay(&error);
+        let message = self.redactor.redact(&error.to_string());
+        journal
+            .record(Event::ModelCallFailed {
+                turn,
+                call,
+                attempt,
+                class: error.class,
+                message: message.clone(),
+                retry_in_ms: delay.map(|d| d.as_millis() as u64),
+            })
+            .await?;
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+            return Ok(());
+        }
+        let event = match error.class {
+            ErrorClass::InvalidRequest => Event::RunFailed { error: format!("the model server rejected the request: {message}") },
+            ErrorClass::Auth | ErrorClass::QuotaExhausted => Event::RunPaused {
+                reason: PauseReason::ModelAuth,
+                detail: format!("{message} — fix the API key or quota, then `baton resume`"),
+            },
+            ErrorClass::ContextOverflow => Event::RunPaused {
+                reason: PauseReason::ContextOverflow,
+                detail: format!("{message} — the conversation no longer fits the model's context window"),
+            },
+            ErrorClass::RateLimited | ErrorClass::Overloaded | ErrorClass::Transient | ErrorClass::BadResponse => {
+                Event::RunPaused {
+                    reason: PauseReason::ModelUnavailable,
+                    detail: format!("gave up after {attempt} attempts: {message} — `baton resume` tries again"),
+                }
+            }
+        };
+        journal.record(event).await
+    }
+
+    async fn run_tool(&self, journal: &mut Journal, workspace: &Workspace, turn: u32, call: &ToolCall) -> Result<(), EngineError> {
+        let settings = journal.state().settings.clone().ok_or_else(|| EngineError::Internal("no settings".into()))?;
+        let ctx = ToolContext {
+            workspace: workspace.clone(),
+            shell_timeout: Duration::from_secs(settings.limits.shell_timeout_secs),
+            secret_env_vars: self.parts.secret_env_vars.clone(),
+        };
+        let started = Instant::now();
+        let mut result = self.parts.tools.execute(&ctx, call).await;
+        result.content = self.redactor.redact(&result.content);
+        journal
+            .record(Event::ToolCallFinished { turn, call_id: call.id.clone(), result, duration_ms: elapsed_ms(started) })
+            .await
+    }
+
+    /// Gives every tool call a unique, non-empty id (some servers send none, or repeat them) and
+    /// scrubs secrets, so that what is journaled is exactly what later prompts will contain.
+    fn normalize_reply(&self, mut message: AssistantMessage, turn: u32) -> AssistantMessage {
+        let mut seen = std::collections::HashSet::new();
+        for (i, call) in message.tool_calls.iter_mut().enumerate() {
+            if call.id.trim().is_empty() || !seen.insert(call.id.clone()) {
+                call.id = format!("call_{turn}_{i}");
+                seen.insert(call.id.clone());
+            }
+            call.arguments = self.redactor.redact(&call.arguments);
+        }
+        message.content = message.content.map(|c| self.redactor.redact(&c));
+        message
+    }
+}
+
+fn terminal_outcome(state: &RunState) -> Option<RunOutcome> {
+    let run_id = state.run_id.clone()?;
+    match state.status {
+        RunStatus::Finished => Some(RunOutcome::Finished { run_id, summary: state.finish_summary.clone().unwrap_or_default() }),
+        RunStatus::Failed => Some(RunOutcome::Failed { run_id, error: state.failure.clone().unwrap_or_default() }),
+        _ => None,
+    }
+}
+
+fn paused_outcome(state: &RunState) -> Option<RunOutcome> {
+    let run_id = state.run_id.clone()?;
+    if state.status != RunStatus::Paused {
+        return None;
+    }
+    let (reason, detail) = state.pause.clone().unwrap_or((PauseReason::Interrupted, String::new()));
+    Some(RunOutcome::Paused { run_id, reason, detail })
+}
+
+fn elapsed_ms(started: Instant) -> u64 {
+    started.elapsed().as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+fn read_project_instructions(root: &Path) -> Option<String> {
+    let text = std::fs::read(root.join("AGENTS.md")).ok()?;
+    let mut text = String::from_utf8_lossy(&text).into_owned();
+    if text.len() > MAX_PROJECT_INSTRUCTIONS {
+        let mut cut = MAX_PROJECT_INSTRUCTIONS;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("\n[AGENTS.md truncated: only the first 32 KiB are shown]");
+    }
+    Some(text)
+}
+
+struct DeltaForwarder {
+    observer: Arc<dyn RunObserver>,
+}
+
+impl StreamObserver for DeltaForwarder {
+    fn on_delta(&mut self, delta: &StreamDelta) {
+        self.observer.on_delta(delta);
+    }
+}
