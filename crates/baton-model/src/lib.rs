@@ -1,14 +1,59 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! Model providers of baton: the [`ModelProvider`] seam, an OpenAI-compatible Chat Completions
+//! client (streaming and whole responses) and a scripted provider for tests.
+
+mod error;
+pub mod openai;
+mod retry;
+mod retry_after;
+mod scripted;
+
+pub use error::{
+    BODY_EXCERPT_CHARS, ModelError, classify_error_payload, classify_http_error,
+    classify_http_error_at, classify_transport_error,
+};
+pub use retry::{RetryPolicy, RetrySchedule};
+pub use retry_after::{
+    MAX_HEADER_WAIT, parse_reset_duration, parse_retry_after_value, retry_after_from_headers,
+};
+pub use scripted::ScriptedProvider;
+
+use async_trait::async_trait;
+use baton_core::{ModelReply, ModelRequest};
+
+/// Incremental output of a streamed response, for live display only: what is journaled is the
+/// final [`ModelReply`], never a partial stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamDelta {
+    Text(String),
+    /// A piece of the tool call at `index`: `name` when this piece carries it (usually the
+    /// first), and the next fragment of its arguments text (possibly empty).
+    ToolCall {
+        index: u32,
+        name: Option<String>,
+        arguments: String,
+    },
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+pub trait StreamObserver: Send {
+    fn on_delta(&mut self, delta: &StreamDelta);
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
+/// Ignores deltas.
+pub struct NoObserver;
+
+impl StreamObserver for NoObserver {
+    fn on_delta(&mut self, _delta: &StreamDelta) {}
+}
+
+#[async_trait]
+pub trait ModelProvider: Send + Sync {
+    /// Short description for logs, e.g. `openai-compatible http://127.0.0.1:8080/v1`.
+    fn describe(&self) -> String;
+
+    /// Sends one request (one attempt: retries are the caller's, so each attempt is journaled).
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        observer: &mut dyn StreamObserver,
+    ) -> Result<ModelReply, ModelError>;
 }

@@ -1,0 +1,259 @@
+//! Accumulating a streamed (SSE) Chat Completions response into one [`ModelReply`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use baton_core::{AssistantMessage, ErrorClass, ModelReply, ToolCall, Usage};
+use bytes::Bytes;
+use eventsource_stream::{EventStream, EventStreamError};
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::body::guard_body;
+use super::response::{WireUsage, arguments_text, content_text, in_band_error};
+use crate::error::{classify_error_payload, excerpt};
+use crate::{ModelError, StreamDelta, StreamObserver};
+
+#[derive(Deserialize)]
+struct StreamChunk {
+    model: Option<String>,
+    choices: Option<Vec<StreamChoice>>,
+    usage: Option<WireUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct StreamChoice {
+    index: Option<u32>,
+    delta: Option<Delta>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    content: Option<Value>,
+    tool_calls: Option<Vec<DeltaToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaToolCall {
+    index: Option<u32>,
+    id: Option<String>,
+    function: Option<DeltaFunction>,
+}
+
+#[derive(Deserialize)]
+struct DeltaFunction {
+    name: Option<String>,
+    arguments: Option<Value>,
+}
+
+#[derive(Default)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// What the stream said so far.
+#[derive(Default)]
+pub(crate) struct StreamAccumulator {
+    text: String,
+    /// Keyed by the server's `index`; a map so that a wild index cannot force a huge allocation.
+    calls: BTreeMap<u32, PartialCall>,
+    finish_reason: Option<String>,
+    model: Option<String>,
+    usage: Option<Usage>,
+    saw_choice: bool,
+    done: bool,
+}
+
+impl StreamAccumulator {
+    /// Takes one SSE event. Returns `true` once the stream says it is complete (`[DONE]`).
+    pub(crate) fn on_event(
+        &mut self,
+        event_type: &str,
+        data: &str,
+        observer: &mut dyn StreamObserver,
+    ) -> Result<bool, ModelError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(false);
+        }
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(true);
+        }
+        if event_type == "error" {
+            let value = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.into()));
+            let error = value.get("error").unwrap_or(&value);
+            return Err(classify_error_payload(error, data));
+        }
+        let chunk: StreamChunk = serde_json::from_str(data).map_err(|e| {
+            ModelError::new(
+                ErrorClass::BadResponse,
+                format!("unparseable stream chunk ({e}): {}", excerpt(data)),
+            )
+        })?;
+        if let Some(error) = in_band_error(chunk.error.as_ref()) {
+            return Err(classify_error_payload(error, data));
+        }
+        if self.model.is_none() {
+            self.model = chunk.model.filter(|m| !m.is_empty());
+        }
+        if let Some(usage) = &chunk.usage {
+            // Some servers repeat cumulative usage in every chunk: the last one is the total.
+            self.usage = Some(usage.to_usage());
+        }
+        // Only one choice is asked for; a server that numbers choices is read at index 0.
+        let choice = chunk
+            .choices
+            .into_iter()
+            .flatten()
+            .find(|c| c.index.unwrap_or(0) == 0);
+        if let Some(choice) = choice {
+            self.saw_choice = true;
+            if let Some(delta) = choice.delta {
+                self.apply_delta(delta, observer);
+            }
+            if choice.finish_reason.is_some() {
+                self.finish_reason = choice.finish_reason;
+            }
+        }
+        Ok(false)
+    }
+
+    fn apply_delta(&mut self, delta: Delta, observer: &mut dyn StreamObserver) {
+        if let Some(text) = delta
+            .content
+            .as_ref()
+            .and_then(content_text)
+            .filter(|t| !t.is_empty())
+        {
+            self.text.push_str(&text);
+            observer.on_delta(&StreamDelta::Text(text));
+        }
+        for piece in delta.tool_calls.into_iter().flatten() {
+            let index = self.call_index(&piece);
+            let call = self.calls.entry(index).or_default();
+            if let Some(id) = piece.id.filter(|id| !id.is_empty()) {
+                call.id = id;
+            }
+            let (name, arguments) = match piece.function {
+                Some(f) => (f.name.filter(|n| !n.is_empty()), f.arguments),
+                None => (None, None),
+            };
+            if let (Some(name), true) = (&name, call.name.is_empty()) {
+                call.name.clone_from(name);
+            }
+            let arguments = arguments.as_ref().map(arguments_text).unwrap_or_default();
+            call.arguments.push_str(&arguments);
+            if name.is_some() || !arguments.is_empty() {
+                observer.on_delta(&StreamDelta::ToolCall {
+                    index,
+                    name,
+                    arguments,
+                });
+            }
+        }
+    }
+
+    /// The call a piece belongs to. Servers that omit `index` send each call whole or start a
+    /// new call with a new id; an id-less piece continues the latest call.
+    fn call_index(&self, piece: &DeltaToolCall) -> u32 {
+        if let Some(index) = piece.index {
+            return index;
+        }
+        let last = self.calls.last_key_value().map(|(k, _)| *k);
+        match piece.id.as_deref().filter(|id| !id.is_empty()) {
+            Some(id) => self
+                .calls
+                .iter()
+                .find(|(_, c)| c.id == id)
+                .map(|(k, _)| *k)
+                .unwrap_or_else(|| last.map_or(0, |k| k.saturating_add(1))),
+            None => last.unwrap_or(0),
+        }
+    }
+
+    /// The reply, once the stream has ended. A stream that ends without `[DONE]` is accepted
+    /// only if it said why the model stopped; otherwise the connection was cut mid-answer.
+    pub(crate) fn finish(self) -> Result<ModelReply, ModelError> {
+        if !self.done && self.finish_reason.is_none() {
+            return Err(ModelError::new(
+                ErrorClass::Transient,
+                format!(
+                    "stream cut: the connection closed before the response was complete \
+                     ({} chars of text and {} tool calls received)",
+                    self.text.chars().count(),
+                    self.calls.len()
+                ),
+            ));
+        }
+        if !self.saw_choice {
+            return Err(ModelError::new(
+                ErrorClass::BadResponse,
+                "the stream carried no choice",
+            ));
+        }
+        if self.usage.is_none() {
+            tracing::warn!("streamed response carries no usage; metering it as zero tokens");
+        }
+        let tool_calls = self
+            .calls
+            .into_values()
+            .map(|c| ToolCall {
+                id: c.id,
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect();
+        Ok(ModelReply {
+            message: AssistantMessage {
+                content: (!self.text.is_empty()).then_some(self.text),
+                tool_calls,
+            },
+            usage: self.usage.unwrap_or_default(),
+            finish_reason: self.finish_reason,
+            served_model: self.model,
+        })
+    }
+}
+
+/// Reads an SSE body to its end (or `[DONE]`) with the body bounds of [`guard_body`].
+pub(crate) async fn read_stream<S>(
+    body: S,
+    idle: Duration,
+    cap: usize,
+    observer: &mut dyn StreamObserver,
+) -> Result<ModelReply, ModelError>
+where
+    S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
+{
+    let mut events = std::pin::pin!(EventStream::new(guard_body(body, idle, cap)));
+    let mut acc = StreamAccumulator::default();
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| match e {
+            EventStreamError::Transport(e) => e,
+            EventStreamError::Utf8(e) => ModelError::new(
+                ErrorClass::BadResponse,
+                format!("stream is not valid UTF-8: {e}"),
+            ),
+            EventStreamError::Parser(e) => ModelError::new(
+                ErrorClass::BadResponse,
+                format!("malformed event stream: {e}"),
+            ),
+        })?;
+        if acc.on_event(&event.event, &event.data, observer)? {
+            // Anything after `[DONE]` is not part of the answer; don't wait for it.
+            break;
+        }
+    }
+    acc.finish()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+#[path = "stream_tests.rs"]
+mod tests;

@@ -1,0 +1,301 @@
+//! The Chat Completions request body.
+//!
+//! Typed structs with a fixed field order, so the same [`ModelRequest`] always serializes to the
+//! same bytes: provider prompt caches match on exact prefixes, and tests can compare bytes.
+
+use baton_core::{ErrorClass, Message, ModelRequest, ResponseMode, ToolSpec};
+use serde::Serialize;
+
+use crate::ModelError;
+
+#[derive(Serialize)]
+struct ChatRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    /// Asks for a final chunk carrying token usage, which streams otherwise omit.
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        /// Sent as `null` when absent: servers expect the key on assistant messages.
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: Canonical<'a>,
+}
+
+/// A JSON value serialized with object keys in sorted order, whatever map type serde_json was
+/// built with: its `preserve_order` feature can be switched on by any crate in a build, and the
+/// request bytes must not depend on that.
+struct Canonical<'a>(&'a serde_json::Value);
+
+impl Serialize for Canonical<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<_> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                let mut out = serializer.serialize_map(Some(entries.len()))?;
+                for (key, value) in entries {
+                    out.serialize_entry(key, &Canonical(value))?;
+                }
+                out.end()
+            }
+            serde_json::Value::Array(items) => {
+                let mut out = serializer.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    out.serialize_element(&Canonical(item))?;
+                }
+                out.end()
+            }
+            other => other.serialize(serializer),
+        }
+    }
+}
+
+fn wire_message(message: &Message) -> WireMessage<'_> {
+    match message {
+        Message::System { content } => WireMessage::System { content },
+        Message::User { content } => WireMessage::User { content },
+        Message::Assistant(assistant) => WireMessage::Assistant {
+            content: assistant.content.as_deref(),
+            tool_calls: assistant
+                .tool_calls
+                .iter()
+                .map(|call| WireToolCall {
+                    id: &call.id,
+                    kind: "function",
+                    function: WireFunctionCall {
+                        name: &call.name,
+                        arguments: &call.arguments,
+                    },
+                })
+                .collect(),
+        },
+        // The tool's name is not part of the wire format: the call id links result and call.
+        Message::Tool {
+            call_id,
+            name: _,
+            content,
+        } => WireMessage::Tool {
+            tool_call_id: call_id,
+            content,
+        },
+    }
+}
+
+fn wire_tool(tool: &ToolSpec) -> WireTool<'_> {
+    // `effect` is baton's own business (resume policy); the model does not need it.
+    WireTool {
+        kind: "function",
+        function: WireFunction {
+            name: &tool.name,
+            description: &tool.description,
+            parameters: Canonical(&tool.parameters),
+        },
+    }
+}
+
+/// The exact bytes sent as the body of a Chat Completions request.
+pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+    let streaming = request.response_mode == ResponseMode::Streaming;
+    let body = ChatRequest {
+        model: &request.model,
+        messages: request.messages.iter().map(wire_message).collect(),
+        tools: request.tools.iter().map(wire_tool).collect(),
+        stream: streaming,
+        stream_options: streaming.then_some(StreamOptions {
+            include_usage: true,
+        }),
+    };
+    // Only string-keyed maps and plain values are serialized, so this cannot fail in practice;
+    // if it ever does, the request is ours to fix, not the server's.
+    serde_json::to_vec(&body).map_err(|e| {
+        ModelError::new(
+            ErrorClass::InvalidRequest,
+            format!("could not encode the request: {e}"),
+        )
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use baton_core::{AssistantMessage, ToolCall, ToolEffect};
+
+    fn sample(mode: ResponseMode) -> ModelRequest {
+        ModelRequest {
+            model: "gpt-test".into(),
+            messages: vec![
+                Message::System {
+                    content: "You are baton.".into(),
+                },
+                Message::User {
+                    content: "Fix the build.".into(),
+                },
+                Message::Assistant(AssistantMessage {
+                    content: Some("Looking.".into()),
+                    tool_calls: vec![
+                        ToolCall {
+                            id: "call_1".into(),
+                            name: "read_file".into(),
+                            arguments: r#"{"path":"Cargo.toml"}"#.into(),
+                        },
+                        ToolCall {
+                            id: "call_2".into(),
+                            name: "shell".into(),
+                            arguments: r#"{"command":"cargo build"}"#.into(),
+                        },
+                    ],
+                }),
+                Message::Tool {
+                    call_id: "call_1".into(),
+                    name: "read_file".into(),
+                    content: "[package]\nname = \"x\"".into(),
+                },
+                Message::Tool {
+                    call_id: "call_2".into(),
+                    name: "shell".into(),
+                    content: "ok".into(),
+                },
+                Message::Assistant(AssistantMessage {
+                    content: None,
+                    tool_calls: vec![],
+                }),
+            ],
+            tools: vec![
+                ToolSpec {
+                    name: "read_file".into(),
+                    description: "Read a file.".into(),
+                    parameters: serde_json::json!({
+                        "type": "object",
+                        "properties": {"path": {"type": "string"}},
+                        "required": ["path"]
+                    }),
+                    effect: ToolEffect::ReadOnly,
+                },
+                ToolSpec {
+                    name: "shell".into(),
+                    description: "Run a command.".into(),
+                    parameters: serde_json::json!({
+                        "type": "object",
+                        "properties": {"command": {"type": "string"}, "timeout_secs": {"type": "integer"}},
+                        "required": ["command"]
+                    }),
+                    effect: ToolEffect::Mutating,
+                },
+            ],
+            response_mode: mode,
+        }
+    }
+
+    fn body_text(request: &ModelRequest) -> String {
+        String::from_utf8(request_body(request).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn streaming_body_snapshot() {
+        insta::assert_snapshot!(body_text(&sample(ResponseMode::Streaming)));
+    }
+
+    #[test]
+    fn whole_body_differs_only_in_stream_fields() {
+        let streaming: serde_json::Value =
+            serde_json::from_str(&body_text(&sample(ResponseMode::Streaming))).unwrap();
+        let whole: serde_json::Value =
+            serde_json::from_str(&body_text(&sample(ResponseMode::Whole))).unwrap();
+        assert_eq!(whole["stream"], serde_json::json!(false));
+        assert!(whole.get("stream_options").is_none());
+        assert_eq!(
+            streaming["stream_options"],
+            serde_json::json!({"include_usage": true})
+        );
+        assert_eq!(whole["messages"], streaming["messages"]);
+        assert_eq!(whole["tools"], streaming["tools"]);
+    }
+
+    #[test]
+    fn same_request_gives_identical_bytes() {
+        let a = request_body(&sample(ResponseMode::Streaming)).unwrap();
+        let b = request_body(&sample(ResponseMode::Streaming).clone()).unwrap();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn tools_key_is_omitted_when_there_are_none() {
+        let mut request = sample(ResponseMode::Whole);
+        request.tools.clear();
+        request.messages.truncate(2);
+        assert_eq!(
+            body_text(&request),
+            r#"{"model":"gpt-test","messages":[{"role":"system","content":"You are baton."},{"role":"user","content":"Fix the build."}],"stream":false}"#
+        );
+    }
+
+    #[test]
+    fn parameters_are_serialized_with_sorted_keys_at_every_depth() {
+        let value = serde_json::json!({"b": [{"z": 1, "a": null}], "a": {"y": true, "x": "s"}});
+        let text = serde_json::to_string(&Canonical(&value)).unwrap();
+        assert_eq!(text, r#"{"a":{"x":"s","y":true},"b":[{"a":null,"z":1}]}"#);
+    }
+
+    #[test]
+    fn effect_is_not_sent() {
+        let text = body_text(&sample(ResponseMode::Streaming));
+        assert!(!text.contains("effect"));
+        assert!(!text.contains("read_only"));
+        assert!(!text.contains("mutating"));
+    }
+}
