@@ -1,14 +1,48 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! Agent tools of baton: workspace-confined file tools, listing, grep, shell and `finish`.
+//!
+//! Every failure — bad arguments, a path outside the workspace, a command that fails — is a
+//! [`ToolResult`] the model sees, never an error that stops the run.
+
+mod args;
+mod finish;
+mod fs_tools;
+mod grep_tool;
+mod list;
+mod output;
+mod path;
+mod read_file;
+mod registry;
+mod shell;
+
+pub use finish::Finish;
+pub use fs_tools::{EditFile, WriteFile};
+pub use grep_tool::Grep;
+pub use list::ListDir;
+pub use output::CappedBuffer;
+pub use path::{Access, PathError, STATE_DIR, Workspace};
+pub use read_file::ReadFile;
+pub use registry::ToolRegistry;
+pub use shell::Shell;
+
+use async_trait::async_trait;
+use baton_core::{ToolResult, ToolSpec};
+use std::time::Duration;
+
+/// What a tool call may use besides its arguments.
+#[derive(Clone, Debug)]
+pub struct ToolContext {
+    pub workspace: Workspace,
+    /// Default wall-clock limit of a shell command.
+    pub shell_timeout: Duration,
+    /// Environment variables never passed to commands (API keys and the like).
+    pub secret_env_vars: Vec<String>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+#[async_trait]
+pub trait Tool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
+    /// Runs the call. `arguments` is the model's raw argument text; parsing it is the tool's
+    /// job, and a parse failure is an error result.
+    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult;
 }

@@ -1,0 +1,377 @@
+//! `write_file` and `edit_file`: workspace-confined file changes.
+
+use crate::args::{parse_args, run_blocking, spec_for};
+use crate::output::group_thousands;
+use crate::path::{Access, Workspace};
+use crate::{Tool, ToolContext};
+use async_trait::async_trait;
+use baton_core::{ToolEffect, ToolResult, ToolSpec};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::fs;
+use std::io;
+use std::path::Path;
+
+/// `edit_file` holds the whole file in memory twice.
+const EDIT_SIZE_CAP: u64 = 16 * 1024 * 1024;
+
+pub const WRITE_FILE: &str = "write_file";
+pub const EDIT_FILE: &str = "edit_file";
+
+#[derive(Deserialize, JsonSchema)]
+struct WriteFileArgs {
+    /// Path of the file, relative to the workspace root. Missing parent directories are created.
+    path: String,
+    /// The complete new content of the file. It replaces any existing content.
+    content: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct EditFileArgs {
+    /// Path of the file to edit, relative to the workspace root.
+    path: String,
+    /// Exact text to replace, including whitespace and indentation. It must occur exactly once
+    /// in the file; include enough surrounding lines to make it unique.
+    old_string: String,
+    /// Text that replaces old_string. May be empty to delete old_string.
+    new_string: String,
+}
+
+/// Creates or overwrites a file.
+pub struct WriteFile;
+
+/// Replaces one exact occurrence of a string in a file.
+pub struct EditFile;
+
+#[async_trait]
+impl Tool for WriteFile {
+    fn spec(&self) -> ToolSpec {
+        spec_for::<WriteFileArgs>(
+            WRITE_FILE,
+            "Create a file or replace its whole content. Parent directories are created as \
+             needed. To change part of an existing file, prefer edit_file.",
+            ToolEffect::Mutating,
+        )
+    }
+
+    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult {
+        let args: WriteFileArgs = match parse_args(WRITE_FILE, arguments) {
+            Ok(args) => args,
+            Err(result) => return result,
+        };
+        let ws = ctx.workspace.clone();
+        run_blocking(move || write_file(&ws, &args)).await
+    }
+}
+
+#[async_trait]
+impl Tool for EditFile {
+    fn spec(&self) -> ToolSpec {
+        spec_for::<EditFileArgs>(
+            EDIT_FILE,
+            "Replace exactly one occurrence of old_string with new_string in a file. old_string \
+             must match the file exactly (whitespace and indentation included, without the line \
+             number prefixes read_file shows) and must be unique in the file.",
+            ToolEffect::Mutating,
+        )
+    }
+
+    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult {
+        let args: EditFileArgs = match parse_args(EDIT_FILE, arguments) {
+            Ok(args) => args,
+            Err(result) => return result,
+        };
+        let ws = ctx.workspace.clone();
+        run_blocking(move || edit_file(&ws, &args)).await
+    }
+}
+
+/// Explains why an existing-file operation cannot start, in terms the model can act on.
+pub(crate) fn check_existing_file(path: &Path, shown: &str) -> Result<fs::Metadata, ToolResult> {
+    match fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Err(ToolResult::error(format!(
+            "'{shown}' is a directory, not a file; use list_dir to see its contents"
+        ))),
+        // A FIFO or device would block the read or never end.
+        Ok(meta) if !meta.is_file() => Err(ToolResult::error(format!(
+            "'{shown}' is not a regular file (a pipe, socket or device); it cannot be read or \
+             edited"
+        ))),
+        Ok(meta) => Ok(meta),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(ToolResult::error(format!(
+            "file '{shown}' does not exist; use list_dir or grep to find the right path"
+        ))),
+        Err(e) => Err(ToolResult::error(format!("cannot access '{shown}': {e}"))),
+    }
+}
+
+fn write_file(ws: &Workspace, args: &WriteFileArgs) -> ToolResult {
+    let path = match ws.resolve(&args.path, Access::Write) {
+        Ok(path) => path,
+        Err(e) => return ToolResult::error(e.to_string()),
+    };
+    let shown = ws.display_relative(&path);
+    if path.is_dir() {
+        return ToolResult::error(format!(
+            "'{shown}' is a directory; give the path of a file inside it"
+        ));
+    }
+    let existed = path.exists();
+    if let Some(parent) = path.parent()
+        && let Err(e) = fs::create_dir_all(parent)
+    {
+        return ToolResult::error(format!(
+            "cannot create the parent directories of '{shown}': {e}"
+        ));
+    }
+    if let Err(e) = fs::write(&path, args.content.as_bytes()) {
+        return ToolResult::error(format!("cannot write '{shown}': {e}"));
+    }
+    let what = if existed {
+        "replaced the existing file"
+    } else {
+        "created a new file"
+    };
+    ToolResult::success(format!(
+        "Wrote {} bytes to {shown} ({what}).",
+        group_thousands(args.content.len() as u64)
+    ))
+}
+
+fn edit_file(ws: &Workspace, args: &EditFileArgs) -> ToolResult {
+    let path = match ws.resolve(&args.path, Access::Write) {
+        Ok(path) => path,
+        Err(e) => return ToolResult::error(e.to_string()),
+    };
+    let shown = ws.display_relative(&path);
+    if args.old_string.is_empty() {
+        return ToolResult::error(
+            "old_string is empty; copy the exact text to replace from the file (to create or \
+             overwrite a whole file use write_file)",
+        );
+    }
+    if args.old_string == args.new_string {
+        return ToolResult::error("old_string and new_string are identical; nothing would change");
+    }
+    let meta = match check_existing_file(&path, &shown) {
+        Ok(meta) => meta,
+        Err(result) => return result,
+    };
+    if meta.len() > EDIT_SIZE_CAP {
+        return ToolResult::error(format!(
+            "'{shown}' is {} bytes, too large for edit_file (limit {} bytes); use the shell tool",
+            group_thousands(meta.len()),
+            group_thousands(EDIT_SIZE_CAP)
+        ));
+    }
+    let content = match fs::read(&path).map(String::from_utf8) {
+        Ok(Ok(content)) => content,
+        Ok(Err(_)) => {
+            return ToolResult::error(format!(
+                "'{shown}' is not valid UTF-8 text; edit_file cannot change it safely"
+            ));
+        }
+        Err(e) => return ToolResult::error(format!("cannot read '{shown}': {e}")),
+    };
+
+    let positions: Vec<usize> = content
+        .match_indices(&args.old_string)
+        .map(|(i, _)| i)
+        .collect();
+    let line_of = |offset: usize| content[..offset].matches('\n').count() + 1;
+    match positions.as_slice() {
+        [] => {
+            let mut msg = format!(
+                "old_string was not found in '{shown}'. It must match the file exactly, \
+                 including whitespace and indentation; read the file again and copy the text."
+            );
+            if content.contains("\r\n") && !args.old_string.contains('\r') {
+                msg.push_str(
+                    " Note: the file uses CRLF (\\r\\n) line endings; old_string must include \
+                     the \\r before each \\n.",
+                );
+            }
+            ToolResult::error(msg)
+        }
+        [at] => {
+            let updated = format!(
+                "{}{}{}",
+                &content[..*at],
+                args.new_string,
+                &content[*at + args.old_string.len()..]
+            );
+            if let Err(e) = fs::write(&path, updated.as_bytes()) {
+                return ToolResult::error(format!("cannot write '{shown}': {e}"));
+            }
+            ToolResult::success(format!(
+                "Edited {shown}: replaced 1 occurrence at line {} ({} lines replaced by {}).",
+                line_of(*at),
+                args.old_string.lines().count(),
+                args.new_string.lines().count()
+            ))
+        }
+        many => {
+            let lines: Vec<String> = many
+                .iter()
+                .take(20)
+                .map(|&at| line_of(at).to_string())
+                .collect();
+            let more = if many.len() > 20 { ", ..." } else { "" };
+            ToolResult::error(format!(
+                "old_string occurs {} times in '{shown}' (at lines {}{more}); include more \
+                 surrounding lines in old_string so it matches exactly one place",
+                many.len(),
+                lines.join(", ")
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use baton_core::ToolOutcome;
+    use std::time::Duration;
+
+    fn ctx() -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext {
+            workspace: Workspace::new(dir.path()).unwrap(),
+            shell_timeout: Duration::from_secs(10),
+            secret_env_vars: vec![],
+        };
+        (dir, ctx)
+    }
+
+    async fn call(tool: &dyn Tool, ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
+        tool.call(ctx, &args.to_string()).await
+    }
+
+    #[tokio::test]
+    async fn write_creates_parents_and_reports_bytes() {
+        let (dir, ctx) = ctx();
+        let r = call(
+            &WriteFile,
+            &ctx,
+            serde_json::json!({"path": "a/b/c.txt", "content": "héllo"}),
+        )
+        .await;
+        assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.content);
+        assert_eq!(
+            r.content,
+            "Wrote 6 bytes to a/b/c.txt (created a new file)."
+        );
+        assert_eq!(
+            fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            "héllo"
+        );
+        let r = call(
+            &WriteFile,
+            &ctx,
+            serde_json::json!({"path": "a/b/c.txt", "content": ""}),
+        )
+        .await;
+        assert!(r.content.contains("replaced the existing file"));
+        assert_eq!(
+            fs::read_to_string(dir.path().join("a/b/c.txt")).unwrap(),
+            ""
+        );
+    }
+
+    #[tokio::test]
+    async fn write_refuses_escapes_and_directories() {
+        let (dir, ctx) = ctx();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
+        for path in ["../x.txt", "out/x.txt", ".baton/journal.db", "."] {
+            let r = call(
+                &WriteFile,
+                &ctx,
+                serde_json::json!({"path": path, "content": "x"}),
+            )
+            .await;
+            assert_eq!(r.outcome, ToolOutcome::Error, "{path}: {}", r.content);
+        }
+        assert!(!outside.path().join("x.txt").exists());
+        assert!(!dir.path().join(".baton").exists());
+        fs::create_dir(dir.path().join("d")).unwrap();
+        let r = call(
+            &WriteFile,
+            &ctx,
+            serde_json::json!({"path": "d", "content": "x"}),
+        )
+        .await;
+        assert!(r.content.contains("is a directory"), "{}", r.content);
+    }
+
+    #[tokio::test]
+    async fn edit_replaces_exactly_one_occurrence() {
+        let (dir, ctx) = ctx();
+        let file = dir.path().join("m.rs");
+        fs::write(&file, "fn a() {}\nfn b() {\n    1\n}\n").unwrap();
+        let r = call(
+            &EditFile,
+            &ctx,
+            serde_json::json!({"path": "m.rs", "old_string": "    1\n", "new_string": "    2\n    3\n"}),
+        )
+        .await;
+        assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.content);
+        assert_eq!(
+            r.content,
+            "Edited m.rs: replaced 1 occurrence at line 3 (1 lines replaced by 2)."
+        );
+        assert_eq!(
+            fs::read_to_string(&file).unwrap(),
+            "fn a() {}\nfn b() {\n    2\n    3\n}\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn edit_errors_are_explained() {
+        let (dir, ctx) = ctx();
+        let file = dir.path().join("m.rs");
+        let original = "x = 1\ny = 1\nz = 1\n";
+        fs::write(&file, original).unwrap();
+        let r = call(
+            &EditFile,
+            &ctx,
+            serde_json::json!({"path": "m.rs", "old_string": "= 1", "new_string": "= 2"}),
+        )
+        .await;
+        assert_eq!(r.outcome, ToolOutcome::Error);
+        assert!(r.content.contains("occurs 3 times"), "{}", r.content);
+        assert!(r.content.contains("lines 1, 2, 3"), "{}", r.content);
+        let r = call(
+            &EditFile,
+            &ctx,
+            serde_json::json!({"path": "m.rs", "old_string": "w = 1", "new_string": "w = 2"}),
+        )
+        .await;
+        assert!(r.content.contains("was not found"), "{}", r.content);
+        let r = call(
+            &EditFile,
+            &ctx,
+            serde_json::json!({"path": "m.rs", "old_string": "", "new_string": "a"}),
+        )
+        .await;
+        assert!(r.content.contains("old_string is empty"), "{}", r.content);
+        let r = call(
+            &EditFile,
+            &ctx,
+            serde_json::json!({"path": "nope.rs", "old_string": "a", "new_string": "b"}),
+        )
+        .await;
+        assert!(r.content.contains("does not exist"), "{}", r.content);
+        assert_eq!(fs::read_to_string(&file).unwrap(), original);
+
+        fs::write(dir.path().join("crlf.txt"), "a\r\nb\r\n").unwrap();
+        let r = call(
+            &EditFile,
+            &ctx,
+            serde_json::json!({"path": "crlf.txt", "old_string": "a\nb", "new_string": "c"}),
+        )
+        .await;
+        assert!(r.content.contains("CRLF"), "{}", r.content);
+    }
+}
