@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Bad input of every kind gets a clear error and loses nothing.
 
 mod support;

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Crash test with real processes and real SIGKILL: kill `baton` at several points of a run,
 //! resume each time, and compare with an uninterrupted run of the same script.
 

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The real `baton` binary solves a small task against a scripted OpenAI-compatible server.
 
 mod support;

@@ -1,0 +1,316 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Property tests of the reducer: journals produced by driving `next_action` (as the engine does)
+//! are always accepted, survive serialization, and replaying any prefix of them yields the state
+//! the live run had at that point.
+
+use baton_core::*;
+use proptest::prelude::*;
+
+/// A deterministic stream of choices drawn from proptest's bytes.
+struct Choices<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Choices<'_> {
+    fn pick(&mut self, n: u8) -> u8 {
+        let b = self.bytes.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b % n.max(1)
+    }
+}
+
+fn settings(max_turns: u32) -> RunSettings {
+    RunSettings {
+        model: ModelSettings {
+            provider: ProviderKind::OpenAiCompatible,
+            base_url: "http://127.0.0.1:1/v1".into(),
+            model: "m".into(),
+            response_mode: ResponseMode::Streaming,
+        },
+        limits: Limits { max_turns, shell_timeout_secs: 5 },
+    }
+}
+
+struct Driver {
+    run_id: RunId,
+    state: RunState,
+    records: Vec<EventRecord>,
+    /// State after each record, for prefix checks.
+    states: Vec<RunState>,
+}
+
+impl Driver {
+    fn push(&mut self, event: Event) {
+        let record = EventRecord {
+            run_id: self.run_id.clone(),
+            seq: self.state.next_seq,
+            at: jiff::Timestamp::from_second(1_700_000_000 + self.records.len() as i64).unwrap(),
+            event,
+        };
+        self.state.apply(&record).unwrap_or_else(|e| panic!("driver produced a rejected event: {e}"));
+        self.records.push(record);
+        self.states.push(self.state.clone());
+    }
+}
+
+fn drive(bytes: &[u8]) -> Driver {
+    let mut c = Choices { bytes, pos: 0 };
+    let mut d = Driver {
+        run_id: RunId::from_string("run-under-test"),
+        state: RunState::default(),
+        records: vec![],
+        states: vec![],
+    };
+    let max_turns = 1 + u32::from(c.pick(4));
+    d.push(Event::RunStarted {
+        goal: "goal".into(),
+        workspace: "/w".into(),
+        settings: settings(max_turns),
+        system_prompt: "sys".into(),
+        project_instructions: (c.pick(2) == 0).then(|| "agents".into()),
+        tools: vec![],
+    });
+    let mut steps = 0;
+    while steps < 200 {
+        steps += 1;
+        // Now and then the process "dies" and comes back: pause + resume at an arbitrary point.
+        if c.pick(12) == 0 && d.state.status == RunStatus::Running {
+            d.push(Event::RunPaused { reason: PauseReason::Interrupted, detail: "crash".into() });
+            d.push(Event::RunResumed { settings: settings(max_turns) });
+            continue;
+        }
+        match next_action(&d.state) {
+            NextAction::Stop => break,
+            NextAction::StartTurn { turn } => d.push(Event::TurnStarted { turn }),
+            NextAction::CallModel { turn, call, attempt } => {
+                d.push(Event::ModelCallStarted { turn, call, attempt, request_sha256: "h".into() });
+                match c.pick(4) {
+                    0 => d.push(Event::ModelCallFailed {
+                        turn,
+                        call,
+                        attempt,
+                        class: ErrorClass::RateLimited,
+                        message: "429".into(),
+                        retry_in_ms: Some(10),
+                    }),
+                    1 => {} // crashed with the request in flight
+                    _ => {
+                        let n = c.pick(4);
+                        let tool_calls = (0..n)
+                            .map(|i| ToolCall {
+                                id: format!("c{turn}-{i}"),
+                                name: if c.pick(6) == 0 { FINISH_TOOL.into() } else { format!("t{}", c.pick(3)) },
+                                arguments: "{}".into(),
+                            })
+                            .collect();
+                        d.push(Event::ModelCallFinished {
+                            turn,
+                            call,
+                            message: AssistantMessage { content: Some("ok".into()), tool_calls },
+                            usage: Usage {
+                                prompt_tokens: u64::from(c.pick(100)),
+                                completion_tokens: u64::from(c.pick(50)),
+                                cached_prompt_tokens: Some(u64::from(c.pick(10))),
+                            },
+                            finish_reason: Some("tool_calls".into()),
+                            served_model: None,
+                            duration_ms: 1,
+                        });
+                    }
+                }
+            }
+            NextAction::RunTool { turn, call } => {
+                let effect = if c.pick(2) == 0 { ToolEffect::ReadOnly } else { ToolEffect::Mutating };
+                d.push(Event::ToolCallStarted {
+                    turn,
+                    call_id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    effect,
+                });
+                if c.pick(5) != 0 {
+                    let result = if c.pick(3) == 0 { ToolResult::error("bad") } else { ToolResult::success("done") };
+                    d.push(Event::ToolCallFinished { turn, call_id: call.id, result, duration_ms: 1 });
+                }
+            }
+            NextAction::RerunTool { turn, call } => d.push(Event::ToolCallFinished {
+                turn,
+                call_id: call.id,
+                result: ToolResult::success("rerun"),
+                duration_ms: 1,
+            }),
+            NextAction::ReportInterrupted { turn, call } => d.push(Event::ToolCallFinished {
+                turn,
+                call_id: call.id,
+                result: ToolResult::interrupted(),
+                duration_ms: 0,
+            }),
+            NextAction::Nudge => d.push(Event::NoteAdded { text: "use tools".into() }),
+            NextAction::FinishTurn { turn } => d.push(Event::TurnFinished { turn }),
+            NextAction::Finish { summary } => d.push(Event::RunFinished { summary }),
+            NextAction::PauseAtTurnLimit { max_turns } => {
+                d.push(Event::RunPaused { reason: PauseReason::MaxTurns, detail: format!("{max_turns}") });
+            }
+        }
+    }
+    d
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn replaying_the_stored_journal_yields_the_live_state(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let d = drive(&bytes);
+        // What a store keeps is JSON; replay must work from that form, not from live values.
+        let stored: Vec<String> = d.records.iter().map(|r| serde_json::to_string(r).unwrap()).collect();
+        let loaded: Vec<EventRecord> = stored.iter().map(|s| serde_json::from_str(s).unwrap()).collect();
+        let replayed = replay(&loaded).unwrap();
+        prop_assert_eq!(&replayed, &d.state);
+    }
+
+    #[test]
+    fn resuming_from_any_prefix_continues_with_the_same_next_action(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let d = drive(&bytes);
+        for (k, live) in d.states.iter().enumerate() {
+            let replayed = replay(&d.records[..=k]).unwrap();
+            prop_assert_eq!(&replayed, live);
+            prop_assert_eq!(next_action(&replayed), next_action(live));
+        }
+    }
+
+    #[test]
+    fn usage_totals_are_the_sum_of_finished_calls(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let d = drive(&bytes);
+        let (mut p, mut c) = (0, 0);
+        for r in &d.records {
+            if let Event::ModelCallFinished { usage, .. } = &r.event {
+                p += usage.prompt_tokens;
+                c += usage.completion_tokens;
+            }
+        }
+        prop_assert_eq!(d.state.usage.prompt_tokens, p);
+        prop_assert_eq!(d.state.usage.completion_tokens, c);
+    }
+
+    #[test]
+    fn a_tampered_journal_is_rejected_or_accepted_but_never_panics(
+        bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        swap in any::<(usize, usize)>(),
+        drop_at in any::<usize>(),
+    ) {
+        let d = drive(&bytes);
+        let mut records = d.records.clone();
+        if records.len() > 2 {
+            let (a, b) = (swap.0 % records.len(), swap.1 % records.len());
+            records.swap(a, b);
+            records.remove(drop_at % records.len());
+        }
+        let _ = replay(&records);
+    }
+}
+
+#[test]
+fn gaps_and_foreign_events_are_named_in_the_error() {
+    let d = drive(&[3; 64]);
+    assert!(d.records.len() > 3, "driver made a real journal");
+    let mut records = d.records.clone();
+    records.remove(2);
+    let err = replay(&records).unwrap_err();
+    assert_eq!(err.seq, 3);
+    assert!(err.to_string().contains("expected sequence number 2"), "{err}");
+
+    let mut foreign = d.records.clone();
+    foreign[1].run_id = RunId::from_string("other");
+    let err = replay(&foreign).unwrap_err();
+    assert!(err.to_string().contains("belongs to run other"), "{err}");
+}
+
+#[test]
+fn a_result_for_a_call_that_never_started_is_refused() {
+    let mut d = drive(&[]);
+    // drive(&[]) picks the first option everywhere; build a fresh run by hand instead.
+    d.state = RunState::default();
+    d.records.clear();
+    d.push(Event::RunStarted {
+        goal: "g".into(),
+        workspace: "/w".into(),
+        settings: settings(3),
+        system_prompt: "s".into(),
+        project_instructions: None,
+        tools: vec![],
+    });
+    d.push(Event::TurnStarted { turn: 1 });
+    let bad = EventRecord {
+        run_id: d.run_id.clone(),
+        seq: d.state.next_seq,
+        at: jiff::Timestamp::UNIX_EPOCH,
+        event: Event::ToolCallFinished { turn: 1, call_id: "x".into(), result: ToolResult::success(""), duration_ms: 0 },
+    };
+    let err = d.state.clone().apply(&bad).unwrap_err();
+    assert!(err.problem.contains("no tool call is running"), "{err}");
+}
+
+#[test]
+fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
+    let mut d = drive(&[]);
+    d.state = RunState::default();
+    d.records.clear();
+    d.push(Event::RunStarted {
+        goal: "g".into(),
+        workspace: "/w".into(),
+        settings: settings(1),
+        system_prompt: "s".into(),
+        project_instructions: None,
+        tools: vec![],
+    });
+    assert_eq!(next_action(&d.state), NextAction::StartTurn { turn: 1 });
+    d.push(Event::TurnStarted { turn: 1 });
+    assert_eq!(next_action(&d.state), NextAction::CallModel { turn: 1, call: 1, attempt: 1 });
+    d.push(Event::ModelCallStarted { turn: 1, call: 1, attempt: 1, request_sha256: "h".into() });
+    // Request in flight, no answer: resume sends it again as attempt 2 of the same call.
+    assert_eq!(next_action(&d.state), NextAction::CallModel { turn: 1, call: 1, attempt: 2 });
+    d.push(Event::ModelCallFinished {
+        turn: 1,
+        call: 1,
+        message: AssistantMessage { content: None, tool_calls: vec![] },
+        usage: Usage::default(),
+        finish_reason: None,
+        served_model: None,
+        duration_ms: 0,
+    });
+    assert_eq!(next_action(&d.state), NextAction::Nudge);
+    d.push(Event::NoteAdded { text: "use tools".into() });
+    assert_eq!(next_action(&d.state), NextAction::FinishTurn { turn: 1 });
+    d.push(Event::TurnFinished { turn: 1 });
+    assert_eq!(next_action(&d.state), NextAction::PauseAtTurnLimit { max_turns: 1 });
+    d.push(Event::RunPaused { reason: PauseReason::MaxTurns, detail: String::new() });
+    assert_eq!(next_action(&d.state), NextAction::Stop);
+    d.push(Event::RunResumed { settings: settings(2) });
+    assert_eq!(next_action(&d.state), NextAction::StartTurn { turn: 2 });
+    d.push(Event::TurnStarted { turn: 2 });
+    d.push(Event::ModelCallStarted { turn: 2, call: 2, attempt: 1, request_sha256: "h".into() });
+    let finish = ToolCall { id: "f".into(), name: FINISH_TOOL.into(), arguments: "{}".into() };
+    d.push(Event::ModelCallFinished {
+        turn: 2,
+        call: 2,
+        message: AssistantMessage { content: None, tool_calls: vec![finish.clone()] },
+        usage: Usage::default(),
+        finish_reason: None,
+        served_model: None,
+        duration_ms: 0,
+    });
+    d.push(Event::ToolCallStarted {
+        turn: 2,
+        call_id: "f".into(),
+        name: FINISH_TOOL.into(),
+        arguments: "{}".into(),
+        effect: ToolEffect::ReadOnly,
+    });
+    d.push(Event::ToolCallFinished { turn: 2, call_id: "f".into(), result: ToolResult::success("all done"), duration_ms: 0 });
+    assert_eq!(next_action(&d.state), NextAction::Finish { summary: "all done".into() });
+    d.push(Event::RunFinished { summary: "all done".into() });
+    assert_eq!(d.state.status, RunStatus::Finished);
+    assert_eq!(next_action(&d.state), NextAction::Stop);
+}
