@@ -76,7 +76,7 @@ impl Heartbeat {
         let task = tokio::spawn(async move {
             let mut lease = lease;
             loop {
-                let ttl = (lease.expires_at - jiff::Timestamp::now()).get_milliseconds().max(0) as u64;
+                let ttl = u64::try_from(lease.expires_at.duration_since(jiff::Timestamp::now()).as_millis()).unwrap_or(0);
                 // Renew at a third of the remaining time; never spin faster than every 200 ms.
                 tokio::time::sleep(Duration::from_millis((ttl / 3).max(200))).await;
                 match store.renew(&lease).await {
