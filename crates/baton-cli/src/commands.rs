@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use baton_core::{
-    Limits, ModelSettings, ProviderKind, ResponseMode, RunId, RunSettings, RunState, RunStatus, replay,
+    Limits, ModelSettings, ProviderKind, ResponseMode, RunId, RunSettings, RunState, RunStatus,
+    replay,
 };
-use baton_engine::{Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
+use baton_engine::{
+    Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun,
+};
 use baton_model::RetryPolicy;
 use baton_model::openai::{OpenAiConfig, OpenAiProvider};
 use baton_store::{RunSummary, SqliteStore, Store, StoreError};
@@ -29,7 +32,10 @@ fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
         .canonicalize()
         .map_err(|e| CliError::usage(anyhow!("workspace {}: {e}", path.display())))?;
     if !dir.is_dir() {
-        return Err(CliError::usage(anyhow!("workspace {} is not a directory", dir.display())));
+        return Err(CliError::usage(anyhow!(
+            "workspace {} is not a directory",
+            dir.display()
+        )));
     }
     Ok(dir)
 }
@@ -56,7 +62,10 @@ fn store_error(e: StoreError) -> CliError {
         StoreError::Locked { .. } => exit::USAGE,
         _ => exit::FAILED,
     };
-    CliError { code, error: e.into() }
+    CliError {
+        code,
+        error: e.into(),
+    }
 }
 
 fn engine_error(e: EngineError) -> CliError {
@@ -77,10 +86,19 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
 }
 
 fn observer(json: bool) -> Arc<dyn RunObserver> {
-    if json { Arc::new(JsonLines::new()) } else { Arc::new(Human) }
+    if json {
+        Arc::new(JsonLines::new())
+    } else {
+        Arc::new(Human)
+    }
 }
 
-fn build_engine(settings: &RunSettings, layer: &ConfigLayer, store: SqliteStore, json: bool) -> Result<Engine, CliError> {
+fn build_engine(
+    settings: &RunSettings,
+    layer: &ConfigLayer,
+    store: SqliteStore,
+    json: bool,
+) -> Result<Engine, CliError> {
     let api_key = config::api_key(env_var);
     let provider = OpenAiProvider::new(OpenAiConfig {
         base_url: settings.model.base_url.clone(),
@@ -102,7 +120,10 @@ fn build_engine(settings: &RunSettings, layer: &ConfigLayer, store: SqliteStore,
         tools: Arc::new(ToolRegistry::standard()),
         retry,
         secrets: api_key.into_iter().collect(),
-        secret_env_vars: config::SECRET_ENV_VARS.iter().map(|s| s.to_string()).collect(),
+        secret_env_vars: config::SECRET_ENV_VARS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
         observer: observer(json),
     }))
 }
@@ -110,14 +131,19 @@ fn build_engine(settings: &RunSettings, layer: &ConfigLayer, store: SqliteStore,
 pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     if args.goal.trim().is_empty() {
-        return Err(CliError::usage(anyhow!("the goal is empty: say what the agent should do")));
+        return Err(CliError::usage(anyhow!(
+            "the goal is empty: say what the agent should do"
+        )));
     }
     let mut layer = ConfigLayer::default();
     if let Some(path) = config::user_config_path(env_var) {
         layer = layer.overlay(config::read_layer(&path).map_err(CliError::usage)?);
     }
     layer = layer
-        .overlay(config::read_layer(&config::project_config_path(&workspace)).map_err(CliError::usage)?)
+        .overlay(
+            config::read_layer(&config::project_config_path(&workspace))
+                .map_err(CliError::usage)?,
+        )
         .overlay(ConfigLayer::from_env(env_var))
         .overlay(flags_layer(&args.model));
     let (Some(base_url), Some(model)) = (layer.base_url.clone(), layer.model.clone()) else {
@@ -133,13 +159,21 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
         },
         limits: Limits {
             max_turns: layer.max_turns.unwrap_or(defaults.max_turns),
-            shell_timeout_secs: layer.shell_timeout_secs.unwrap_or(defaults.shell_timeout_secs),
+            shell_timeout_secs: layer
+                .shell_timeout_secs
+                .unwrap_or(defaults.shell_timeout_secs),
         },
     };
-    let store = SqliteStore::for_workspace(&workspace).await.map_err(store_error)?;
+    let store = SqliteStore::for_workspace(&workspace)
+        .await
+        .map_err(store_error)?;
     let engine = build_engine(&settings, &layer, store, args.json)?;
     let outcome = engine
-        .start(StartRun { goal: args.goal, workspace, settings })
+        .start(StartRun {
+            goal: args.goal,
+            workspace,
+            settings,
+        })
         .await
         .map_err(engine_error)?;
     Ok(report(&outcome, args.json))
@@ -153,7 +187,8 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
         None => latest_run(&store).await?.id,
     };
     let events = store.load_events(&run_id).await.map_err(store_error)?;
-    let state = replay(&events).map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
+    let state = replay(&events)
+        .map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
     let recorded = state
         .settings
         .clone()
@@ -167,7 +202,10 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
     let settings = overrides.apply(recorded);
     let layer = ConfigLayer::default();
     let engine = build_engine(&settings, &layer, store, args.json)?;
-    let outcome = engine.resume(&run_id, &overrides).await.map_err(engine_error)?;
+    let outcome = engine
+        .resume(&run_id, &overrides)
+        .await
+        .map_err(engine_error)?;
     Ok(report(&outcome, args.json))
 }
 
@@ -175,11 +213,17 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
 fn report(outcome: &RunOutcome, json: bool) -> u8 {
     let run = outcome.run_id();
     let (code, text) = match outcome {
-        RunOutcome::Finished { summary, .. } => (exit::FINISHED, format!("run {run} finished: {summary}")),
-        RunOutcome::Failed { error, .. } => (exit::FAILED, format!("run {run} failed: {error}")),
-        RunOutcome::Paused { detail, .. } => {
-            (exit::PAUSED, format!("run {run} paused: {detail}\nresume it with `baton resume {}`", run.short()))
+        RunOutcome::Finished { summary, .. } => {
+            (exit::FINISHED, format!("run {run} finished: {summary}"))
         }
+        RunOutcome::Failed { error, .. } => (exit::FAILED, format!("run {run} failed: {error}")),
+        RunOutcome::Paused { detail, .. } => (
+            exit::PAUSED,
+            format!(
+                "run {run} paused: {detail}\nresume it with `baton resume {}`",
+                run.short()
+            ),
+        ),
     };
     if !json {
         println!("{text}");
@@ -189,14 +233,22 @@ fn report(outcome: &RunOutcome, json: bool) -> u8 {
 
 async fn resolve_run(store: &SqliteStore, prefix: &str) -> Result<RunId, CliError> {
     let runs = store.list_runs().await.map_err(store_error)?;
-    let matches: Vec<&RunSummary> = runs.iter().filter(|r| r.id.as_str().starts_with(prefix)).collect();
+    let matches: Vec<&RunSummary> = runs
+        .iter()
+        .filter(|r| r.id.as_str().starts_with(prefix))
+        .collect();
     match matches.as_slice() {
         [one] => Ok(one.id.clone()),
-        [] => Err(CliError::usage(anyhow!("no run with id {prefix}; `baton ls` lists the runs"))),
+        [] => Err(CliError::usage(anyhow!(
+            "no run with id {prefix}; `baton ls` lists the runs"
+        ))),
         many => Err(CliError::usage(anyhow!(
             "{} runs start with {prefix}: {}; give more characters",
             many.len(),
-            many.iter().map(|r| r.id.short()).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(|r| r.id.short())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -208,14 +260,22 @@ async fn latest_run(store: &SqliteStore) -> Result<RunSummary, CliError> {
         .map_err(store_error)?
         .into_iter()
         .next()
-        .ok_or_else(|| CliError::usage(anyhow!("there are no runs yet; start one with `baton run \"GOAL\"`")))
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "there are no runs yet; start one with `baton run \"GOAL\"`"
+            ))
+        })
 }
 
 async fn summary_for(store: &SqliteStore, run: Option<&str>) -> Result<RunSummary, CliError> {
     match run {
         Some(prefix) => {
             let id = resolve_run(store, prefix).await?;
-            store.get_run(&id).await.map_err(store_error)?.ok_or_else(|| CliError::usage(anyhow!("no run {id}")))
+            store
+                .get_run(&id)
+                .await
+                .map_err(store_error)?
+                .ok_or_else(|| CliError::usage(anyhow!("no run {id}")))
         }
         None => latest_run(store).await,
     }
@@ -235,13 +295,20 @@ pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
     let store = open_existing_store(&workspace).await?;
     let summary = summary_for(&store, run).await?;
     let events = store.load_events(&summary.id).await.map_err(store_error)?;
-    let state: RunState = replay(&events).map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
+    let state: RunState = replay(&events)
+        .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
     println!("run        {}", summary.id);
     println!("goal       {}", output::one_line(&summary.goal, 200));
     println!("status     {}", status_label(&summary));
     if let Some(settings) = &state.settings {
-        println!("model      {} at {}", settings.model.model, settings.model.base_url);
-        println!("turns      {} of max {}", state.turns_finished, settings.limits.max_turns);
+        println!(
+            "model      {} at {}",
+            settings.model.model, settings.model.base_url
+        );
+        println!(
+            "turns      {} of max {}",
+            state.turns_finished, settings.limits.max_turns
+        );
     }
     println!("model calls {}", state.model_calls_finished);
     println!(
@@ -249,14 +316,26 @@ pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
         state.usage.prompt_tokens, state.usage.cached_prompt_tokens, state.usage.completion_tokens
     );
     println!("events     {}", summary.event_count);
-    println!("created    {}", summary.created_at.strftime("%Y-%m-%d %H:%M:%S UTC"));
-    println!("updated    {}", summary.updated_at.strftime("%Y-%m-%d %H:%M:%S UTC"));
-    if let Some((reason, detail)) = &state.pause {
-        if state.status == RunStatus::Paused {
-            println!("paused     {reason:?}: {detail}");
-        }
+    println!(
+        "created    {}",
+        summary.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    );
+    println!(
+        "updated    {}",
+        summary.updated_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    );
+    if let Some((reason, detail)) = state
+        .pause
+        .as_ref()
+        .filter(|_| state.status == RunStatus::Paused)
+    {
+        println!("paused     {reason:?}: {detail}");
     }
-    if let Some(summary_text) = state.finish_summary.as_ref().filter(|_| state.status == RunStatus::Finished) {
+    if let Some(summary_text) = state
+        .finish_summary
+        .as_ref()
+        .filter(|_| state.status == RunStatus::Finished)
+    {
         println!("summary    {}", output::one_line(summary_text, 500));
     }
     if let Some(error) = &state.failure {
@@ -273,7 +352,10 @@ pub async fn ls(workspace: &Path) -> CliResult {
         println!("no runs yet");
         return Ok(exit::FINISHED);
     }
-    println!("{:<12}  {:<24}  {:>6}  {:<19}  GOAL", "RUN", "STATUS", "EVENTS", "CREATED (UTC)");
+    println!(
+        "{:<12}  {:<24}  {:>6}  {:<19}  GOAL",
+        "RUN", "STATUS", "EVENTS", "CREATED (UTC)"
+    );
     for run in &runs {
         println!(
             "{:<12}  {:<24}  {:>6}  {:<19}  {}",
@@ -303,4 +385,3 @@ pub async fn logs(workspace: &Path, run: Option<&str>, full: bool, json: bool) -
     }
     Ok(exit::FINISHED)
 }
-

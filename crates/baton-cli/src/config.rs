@@ -33,7 +33,9 @@ impl ConfigLayer {
             response_mode: over.response_mode.or(self.response_mode),
             shell_timeout_secs: over.shell_timeout_secs.or(self.shell_timeout_secs),
             request_timeout_secs: over.request_timeout_secs.or(self.request_timeout_secs),
-            stream_idle_timeout_secs: over.stream_idle_timeout_secs.or(self.stream_idle_timeout_secs),
+            stream_idle_timeout_secs: over
+                .stream_idle_timeout_secs
+                .or(self.stream_idle_timeout_secs),
             max_retry_attempts: over.max_retry_attempts.or(self.max_retry_attempts),
             max_retry_wait_secs: over.max_retry_wait_secs.or(self.max_retry_wait_secs),
         }
@@ -43,7 +45,11 @@ impl ConfigLayer {
     /// environment).
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> ConfigLayer {
         let non_empty = |k: &str| get(k).filter(|v| !v.trim().is_empty());
-        ConfigLayer { base_url: non_empty("BATON_BASE_URL"), model: non_empty("BATON_MODEL"), ..ConfigLayer::default() }
+        ConfigLayer {
+            base_url: non_empty("BATON_BASE_URL"),
+            model: non_empty("BATON_MODEL"),
+            ..ConfigLayer::default()
+        }
     }
 }
 
@@ -52,7 +58,9 @@ pub fn read_layer(path: &Path) -> anyhow::Result<ConfigLayer> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigLayer::default()),
-        Err(e) => return Err(e).with_context(|| format!("cannot read config file {}", path.display())),
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot read config file {}", path.display()));
+        }
     };
     toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
 }
@@ -62,7 +70,9 @@ pub fn user_config_path(get: impl Fn(&str) -> Option<String>) -> Option<PathBuf>
     if let Some(dir) = get("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
         return Some(PathBuf::from(dir).join("baton/config.toml"));
     }
-    get("HOME").filter(|d| !d.is_empty()).map(|home| PathBuf::from(home).join(".config/baton/config.toml"))
+    get("HOME")
+        .filter(|d| !d.is_empty())
+        .map(|home| PathBuf::from(home).join(".config/baton/config.toml"))
 }
 
 pub fn project_config_path(workspace: &Path) -> PathBuf {
@@ -71,7 +81,9 @@ pub fn project_config_path(workspace: &Path) -> PathBuf {
 
 /// The API key, from `BATON_API_KEY` or else `OPENAI_API_KEY`. Never stored anywhere.
 pub fn api_key(get: impl Fn(&str) -> Option<String>) -> Option<String> {
-    get("BATON_API_KEY").or_else(|| get("OPENAI_API_KEY")).filter(|k| !k.trim().is_empty())
+    get("BATON_API_KEY")
+        .or_else(|| get("OPENAI_API_KEY"))
+        .filter(|k| !k.trim().is_empty())
 }
 
 /// Names of variables that hold secrets: kept out of commands' environments.
@@ -118,7 +130,10 @@ mod tests {
             "BATON_MODEL" => Some("  ".to_string()),
             _ => None,
         };
-        assert_eq!(ConfigLayer::from_env(env), layer(Some("http://x/v1"), None, None));
+        assert_eq!(
+            ConfigLayer::from_env(env),
+            layer(Some("http://x/v1"), None, None)
+        );
     }
 
     #[test]
@@ -144,7 +159,10 @@ mod tests {
         std::fs::write(&path, "modle = \"x\"\n").unwrap();
         let err = format!("{:#}", read_layer(&path).unwrap_err());
         assert!(err.contains("unknown field"), "{err}");
-        assert_eq!(read_layer(&dir.path().join("missing.toml")).unwrap(), ConfigLayer::default());
+        assert_eq!(
+            read_layer(&dir.path().join("missing.toml")).unwrap(),
+            ConfigLayer::default()
+        );
         std::fs::write(&path, "response_mode = \"whole\"\nmax_turns = 5\n").unwrap();
         let ok = read_layer(&path).unwrap();
         assert_eq!(ok.response_mode, Some(ResponseMode::Whole));
@@ -158,8 +176,14 @@ mod tests {
             "HOME" => Some("/h".to_string()),
             _ => None,
         };
-        assert_eq!(user_config_path(xdg), Some(PathBuf::from("/x/baton/config.toml")));
+        assert_eq!(
+            user_config_path(xdg),
+            Some(PathBuf::from("/x/baton/config.toml"))
+        );
         let home = |k: &str| (k == "HOME").then(|| "/h".to_string());
-        assert_eq!(user_config_path(home), Some(PathBuf::from("/h/.config/baton/config.toml")));
+        assert_eq!(
+            user_config_path(home),
+            Some(PathBuf::from("/h/.config/baton/config.toml"))
+        );
     }
 }

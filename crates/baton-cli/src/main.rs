@@ -27,18 +27,28 @@ pub struct CliError {
 
 impl CliError {
     pub fn usage(error: impl Into<anyhow::Error>) -> CliError {
-        CliError { code: exit::USAGE, error: error.into() }
+        CliError {
+            code: exit::USAGE,
+            error: error.into(),
+        }
     }
 }
 
 impl<E: Into<anyhow::Error>> From<E> for CliError {
     fn from(error: E) -> Self {
-        CliError { code: exit::FAILED, error: error.into() }
+        CliError {
+            code: exit::FAILED,
+            error: error.into(),
+        }
     }
 }
 
 #[derive(Parser)]
-#[command(name = "baton", version, about = "A durable harness for long-running coding agents")]
+#[command(
+    name = "baton",
+    version,
+    about = "A durable harness for long-running coding agents"
+)]
 struct Cli {
     /// Workspace directory (where the agent works and `.baton/` lives).
     #[arg(long, global = true, value_name = "DIR")]
@@ -119,7 +129,10 @@ pub struct ResumeArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -133,7 +146,9 @@ fn main() -> ExitCode {
             Command::Resume(args) => commands::resume(&workspace, args).await,
             Command::Status { run } => commands::status(&workspace, run.as_deref()).await,
             Command::Ls => commands::ls(&workspace).await,
-            Command::Logs { run, full, json } => commands::logs(&workspace, run.as_deref(), full, json).await,
+            Command::Logs { run, full, json } => {
+                commands::logs(&workspace, run.as_deref(), full, json).await
+            }
         }
     });
     match result {
@@ -153,5 +168,8 @@ fn init_logging(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

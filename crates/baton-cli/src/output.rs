@@ -26,13 +26,20 @@ pub struct JsonLines {
 
 impl JsonLines {
     pub fn new() -> Self {
-        JsonLines { out: Mutex::new(std::io::stdout()) }
+        JsonLines {
+            out: Mutex::new(std::io::stdout()),
+        }
     }
 }
 
 pub fn json_line(record: &EventRecord) -> String {
-    serde_json::to_string(&StreamLine { v: EVENT_SCHEMA_VERSION, record })
-        .unwrap_or_else(|e| format!("{{\"v\":{EVENT_SCHEMA_VERSION},\"type\":\"encoding_error\",\"error\":\"{e}\"}}"))
+    serde_json::to_string(&StreamLine {
+        v: EVENT_SCHEMA_VERSION,
+        record,
+    })
+    .unwrap_or_else(|e| {
+        format!("{{\"v\":{EVENT_SCHEMA_VERSION},\"type\":\"encoding_error\",\"error\":\"{e}\"}}")
+    })
 }
 
 impl RunObserver for JsonLines {
@@ -60,9 +67,18 @@ impl RunObserver for Human {
 
 fn progress_line(event: &Event, state: &RunState) -> Option<String> {
     Some(match event {
-        Event::RunStarted { goal, workspace, settings, .. } => format!(
+        Event::RunStarted {
+            goal,
+            workspace,
+            settings,
+            ..
+        } => format!(
             "▶ run {} started in {workspace}\n  goal: {}\n  model: {} at {}",
-            state.run_id.as_ref().map(|r| r.short().to_string()).unwrap_or_default(),
+            state
+                .run_id
+                .as_ref()
+                .map(|r| r.short().to_string())
+                .unwrap_or_default(),
             one_line(goal, 200),
             settings.model.model,
             settings.model.base_url
@@ -72,11 +88,29 @@ fn progress_line(event: &Event, state: &RunState) -> Option<String> {
             state.turns_finished, state.model_calls_finished
         ),
         Event::TurnStarted { turn } => format!("── turn {turn}"),
-        Event::ModelCallFailed { attempt, class, message, retry_in_ms, .. } => match retry_in_ms {
-            Some(ms) => format!("  ! model call attempt {attempt} failed ({class:?}): {} — retrying in {:.1}s", one_line(message, 200), *ms as f64 / 1000.0),
-            None => format!("  ! model call attempt {attempt} failed ({class:?}): {}", one_line(message, 300)),
+        Event::ModelCallFailed {
+            attempt,
+            class,
+            message,
+            retry_in_ms,
+            ..
+        } => match retry_in_ms {
+            Some(ms) => format!(
+                "  ! model call attempt {attempt} failed ({class:?}): {} — retrying in {:.1}s",
+                one_line(message, 200),
+                *ms as f64 / 1000.0
+            ),
+            None => format!(
+                "  ! model call attempt {attempt} failed ({class:?}): {}",
+                one_line(message, 300)
+            ),
         },
-        Event::ModelCallFinished { message, usage, duration_ms, .. } => {
+        Event::ModelCallFinished {
+            message,
+            usage,
+            duration_ms,
+            ..
+        } => {
             let mut line = format!(
                 "  model: {} prompt + {} completion tokens in {:.1}s",
                 usage.prompt_tokens,
@@ -88,14 +122,24 @@ fn progress_line(event: &Event, state: &RunState) -> Option<String> {
             }
             line
         }
-        Event::ToolCallStarted { name, arguments, .. } => format!("  → {name} {}", one_line(arguments, 160)),
-        Event::ToolCallFinished { result, duration_ms, .. } => {
+        Event::ToolCallStarted {
+            name, arguments, ..
+        } => format!("  → {name} {}", one_line(arguments, 160)),
+        Event::ToolCallFinished {
+            result,
+            duration_ms,
+            ..
+        } => {
             let mark = match result.outcome {
                 ToolOutcome::Success => "ok",
                 ToolOutcome::Error => "error",
                 ToolOutcome::Interrupted => "interrupted",
             };
-            format!("    {mark} ({:.1}s): {}", *duration_ms as f64 / 1000.0, one_line(&result.content, 160))
+            format!(
+                "    {mark} ({:.1}s): {}",
+                *duration_ms as f64 / 1000.0,
+                one_line(&result.content, 160)
+            )
         }
         Event::NoteAdded { text } => format!("  note to model: {}", one_line(text, 160)),
         Event::RunPaused { detail, .. } => format!("⏸ paused: {detail}"),

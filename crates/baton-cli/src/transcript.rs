@@ -10,49 +10,105 @@ pub fn render(records: &[EventRecord]) -> String {
     for record in records {
         let time = record.at.strftime("%H:%M:%S");
         let text = match &record.event {
-            Event::RunStarted { goal, workspace, settings, project_instructions, tools, .. } => format!(
+            Event::RunStarted {
+                goal,
+                workspace,
+                settings,
+                project_instructions,
+                tools,
+                ..
+            } => format!(
                 "run {} started in {workspace}\ngoal: {goal}\nmodel: {} at {} ({:?}), max {} turns\ntools: {}{}",
                 record.run_id,
                 settings.model.model,
                 settings.model.base_url,
                 settings.model.response_mode,
                 settings.limits.max_turns,
-                tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
-                if project_instructions.is_some() { "\nAGENTS.md: included" } else { "" }
+                tools
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if project_instructions.is_some() {
+                    "\nAGENTS.md: included"
+                } else {
+                    ""
+                }
             ),
             Event::RunResumed { settings } => {
-                format!("resumed (model {}, max {} turns)", settings.model.model, settings.limits.max_turns)
+                format!(
+                    "resumed (model {}, max {} turns)",
+                    settings.model.model, settings.limits.max_turns
+                )
             }
             Event::TurnStarted { turn } => format!("── turn {turn} ──"),
-            Event::ModelCallStarted { call, attempt, .. } => format!("model call {call}, attempt {attempt} sent"),
-            Event::ModelCallFailed { attempt, class, message, retry_in_ms, .. } => format!(
+            Event::ModelCallStarted { call, attempt, .. } => {
+                format!("model call {call}, attempt {attempt} sent")
+            }
+            Event::ModelCallFailed {
+                attempt,
+                class,
+                message,
+                retry_in_ms,
+                ..
+            } => format!(
                 "model call attempt {attempt} failed [{class:?}]: {message}{}",
-                retry_in_ms.map(|ms| format!(" (retry in {ms} ms)")).unwrap_or_default()
+                retry_in_ms
+                    .map(|ms| format!(" (retry in {ms} ms)"))
+                    .unwrap_or_default()
             ),
-            Event::ModelCallFinished { message, usage, duration_ms, finish_reason, .. } => {
+            Event::ModelCallFinished {
+                message,
+                usage,
+                duration_ms,
+                finish_reason,
+                ..
+            } => {
                 let mut s = format!(
                     "model answered in {duration_ms} ms: {} prompt tokens{}, {} completion tokens{}",
                     usage.prompt_tokens,
-                    usage.cached_prompt_tokens.map(|c| format!(" ({c} cached)")).unwrap_or_default(),
+                    usage
+                        .cached_prompt_tokens
+                        .map(|c| format!(" ({c} cached)"))
+                        .unwrap_or_default(),
                     usage.completion_tokens,
-                    finish_reason.as_ref().map(|r| format!(", finish reason {r}")).unwrap_or_default()
+                    finish_reason
+                        .as_ref()
+                        .map(|r| format!(", finish reason {r}"))
+                        .unwrap_or_default()
                 );
                 if let Some(text) = message.content.as_deref().filter(|t| !t.trim().is_empty()) {
                     s.push_str(&format!("\nassistant: {}", indent(text)));
                 }
                 for call in &message.tool_calls {
-                    s.push_str(&format!("\n  wants {} [{}] {}", call.name, call.id, call.arguments));
+                    s.push_str(&format!(
+                        "\n  wants {} [{}] {}",
+                        call.name, call.id, call.arguments
+                    ));
                 }
                 s
             }
-            Event::ToolCallStarted { name, call_id, effect, .. } => format!("tool {name} [{call_id}] started ({effect:?})"),
-            Event::ToolCallFinished { call_id, result, duration_ms, .. } => {
+            Event::ToolCallStarted {
+                name,
+                call_id,
+                effect,
+                ..
+            } => format!("tool {name} [{call_id}] started ({effect:?})"),
+            Event::ToolCallFinished {
+                call_id,
+                result,
+                duration_ms,
+                ..
+            } => {
                 let outcome = match result.outcome {
                     ToolOutcome::Success => "ok",
                     ToolOutcome::Error => "ERROR",
                     ToolOutcome::Interrupted => "INTERRUPTED",
                 };
-                format!("tool [{call_id}] {outcome} in {duration_ms} ms:\n{}", indent(&shorten(&result.content)))
+                format!(
+                    "tool [{call_id}] {outcome} in {duration_ms} ms:\n{}",
+                    indent(&shorten(&result.content))
+                )
             }
             Event::NoteAdded { text } => format!("note to model: {text}"),
             Event::TurnFinished { turn } => format!("turn {turn} done"),
@@ -88,8 +144,14 @@ fn shorten(text: &str) -> String {
 pub fn render_full(records: &[EventRecord]) -> String {
     let mut out = render(&records[..0]);
     for record in records {
-        if let Event::ToolCallFinished { call_id, result, .. } = &record.event {
-            out.push_str(&format!("#{} tool [{call_id}] {:?}:\n{}\n", record.seq, result.outcome, result.content));
+        if let Event::ToolCallFinished {
+            call_id, result, ..
+        } = &record.event
+        {
+            out.push_str(&format!(
+                "#{} tool [{call_id}] {:?}:\n{}\n",
+                record.seq, result.outcome, result.content
+            ));
         } else {
             out.push_str(&render(std::slice::from_ref(record)));
         }

@@ -22,10 +22,19 @@ fn no_model_configured_explains_how_and_exits_2() {
     let out = run_output(cmd);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    for needle in ["no model configured", "BATON_BASE_URL", "--base-url", ".baton/config.toml", "BATON_API_KEY"] {
+    for needle in [
+        "no model configured",
+        "BATON_BASE_URL",
+        "--base-url",
+        ".baton/config.toml",
+        "BATON_API_KEY",
+    ] {
         assert!(stderr.contains(needle), "missing {needle:?} in: {stderr}");
     }
-    assert!(!ws.path().join(".baton").exists(), "nothing should be created without a model");
+    assert!(
+        !ws.path().join(".baton").exists(),
+        "nothing should be created without a model"
+    );
 }
 
 #[test]
@@ -47,16 +56,36 @@ fn garbage_database_is_named_and_left_untouched() {
     let home = tempfile::tempdir().unwrap();
     let db = ws.path().join(".baton/baton.db");
     std::fs::create_dir_all(db.parent().unwrap()).unwrap();
-    let garbage: Vec<u8> = (0..10_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let garbage: Vec<u8> = (0..10_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     std::fs::write(&db, &garbage).unwrap();
-    for args in [vec!["run", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "x"], vec!["status"], vec!["resume", "--last"]] {
+    for args in [
+        vec![
+            "run",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "x",
+        ],
+        vec!["status"],
+        vec!["resume", "--last"],
+    ] {
         let mut cmd = baton(ws.path(), home.path());
         cmd.args(&args);
         let out = run_output(cmd);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(&db.display().to_string()), "{args:?}: {stderr}");
-        assert_eq!(std::fs::read(&db).unwrap(), garbage, "{args:?} changed the file");
+        assert!(
+            stderr.contains(&db.display().to_string()),
+            "{args:?}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read(&db).unwrap(),
+            garbage,
+            "{args:?} changed the file"
+        );
     }
 }
 
@@ -67,8 +96,15 @@ async fn truncated_database_is_named_and_left_untouched() {
     let home = tempfile::tempdir().unwrap();
     let mut cmd = baton(ws.path(), home.path());
     cmd.args(["run", "--base-url", &server.base_url(), "--model", "m", "x"]);
-    let out = tokio::task::spawn_blocking(move || run_output(cmd)).await.unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tokio::task::spawn_blocking(move || run_output(cmd))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let db = ws.path().join(".baton/baton.db");
     for suffix in ["-wal", "-shm"] {
         let _ = std::fs::remove_file(ws.path().join(format!(".baton/baton.db{suffix}")));
@@ -87,7 +123,10 @@ async fn truncated_database_is_named_and_left_untouched() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_arguments_and_unknown_tools_go_back_to_the_model() {
     let server = ScriptedServer::start(vec![
-        raw_turn(&[("write_file", r#"{"path": "x.txt", "content": "#), ("launch_rockets", "{}")]),
+        raw_turn(&[
+            ("write_file", r#"{"path": "x.txt", "content": "#),
+            ("launch_rockets", "{}"),
+        ]),
         turn(&[("finish", json!({"summary": "recovered"}))]),
     ])
     .await;
@@ -95,8 +134,15 @@ async fn malformed_arguments_and_unknown_tools_go_back_to_the_model() {
     let home = tempfile::tempdir().unwrap();
     let mut cmd = baton(ws.path(), home.path());
     cmd.args(["run", "--base-url", &server.base_url(), "--model", "m", "x"]);
-    let out = tokio::task::spawn_blocking(move || run_output(cmd)).await.unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tokio::task::spawn_blocking(move || run_output(cmd))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let journal = journal(ws.path(), home.path());
     let results = of_type(&journal, "tool_call_finished");
     assert_eq!(results.len(), 3);
@@ -104,16 +150,30 @@ async fn malformed_arguments_and_unknown_tools_go_back_to_the_model() {
     assert_eq!(results[1]["result"]["outcome"], "error");
     assert!(!ws.path().join("x.txt").exists());
     let second = &server.received()[1].body["messages"];
-    let tool_texts: Vec<&str> =
-        second.as_array().unwrap().iter().filter(|m| m["role"] == "tool").map(|m| m["content"].as_str().unwrap()).collect();
-    assert!(tool_texts[0].to_lowercase().contains("json"), "{tool_texts:?}");
-    assert!(tool_texts[1].contains("launch_rockets") && tool_texts[1].contains("read_file"), "{tool_texts:?}");
+    let tool_texts: Vec<&str> = second
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        tool_texts[0].to_lowercase().contains("json"),
+        "{tool_texts:?}"
+    );
+    assert!(
+        tool_texts[1].contains("launch_rockets") && tool_texts[1].contains("read_file"),
+        "{tool_texts:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_megabytes_of_output_are_capped() {
     let server = ScriptedServer::start(vec![
-        turn(&[("shell", json!({"command": "yes 0123456789 | head -c 50000000; echo END"}))]),
+        turn(&[(
+            "shell",
+            json!({"command": "yes 0123456789 | head -c 50000000; echo END"}),
+        )]),
         turn(&[("finish", json!({"summary": "ok"}))]),
     ])
     .await;
@@ -121,13 +181,30 @@ async fn fifty_megabytes_of_output_are_capped() {
     let home = tempfile::tempdir().unwrap();
     let mut cmd = baton(ws.path(), home.path());
     cmd.args(["run", "--base-url", &server.base_url(), "--model", "m", "x"]);
-    let out = tokio::task::spawn_blocking(move || run_output(cmd)).await.unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tokio::task::spawn_blocking(move || run_output(cmd))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let journal = journal(ws.path(), home.path());
-    let content = of_type(&journal, "tool_call_finished")[0]["result"]["content"].as_str().unwrap().to_string();
-    assert!(content.len() < 200_000, "output not capped: {} bytes", content.len());
+    let content = of_type(&journal, "tool_call_finished")[0]["result"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content.len() < 200_000,
+        "output not capped: {} bytes",
+        content.len()
+    );
     assert!(content.contains("cut"), "no note of what was cut");
-    assert!(content.contains("END"), "the tail of the output was not kept");
+    assert!(
+        content.contains("END"),
+        "the tail of the output was not kept"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,11 +215,21 @@ async fn a_second_process_cannot_resume_a_run_in_progress() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let mut cmd = baton(ws.path(), home.path());
-    cmd.args(["run", "--base-url", &server.base_url(), "--model", "m", "--json", "x"]);
+    cmd.args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "--json",
+        "x",
+    ]);
     let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
     let second = tokio::task::spawn_blocking(move || {
-        let (mut child, mut events) = spawn_json(cmd);
-        events.until(|e| e["type"] == "model_call_started").expect("run started");
+        let (child, mut events) = spawn_json(cmd);
+        events
+            .until(|e| e["type"] == "model_call_started")
+            .expect("run started");
         let mut resume = baton(&w, &h);
         resume.args(["resume", "--last"]);
         let second = run_output(resume);
@@ -155,7 +242,11 @@ async fn a_second_process_cannot_resume_a_run_in_progress() {
     assert_eq!(second.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(stderr.contains("pid"), "{stderr}");
-    assert_eq!(first.status.code(), Some(0), "the first process was disturbed");
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "the first process was disturbed"
+    );
     let journal = journal(ws.path(), home.path());
     assert_eq!(of_type(&journal, "run_resumed").len(), 0);
     assert_eq!(server.requests_per_turn(), vec![1]);
@@ -165,23 +256,53 @@ async fn a_second_process_cannot_resume_a_run_in_progress() {
 async fn the_api_key_never_reaches_the_journal_or_commands() {
     let secret = "sk-test-0123456789abcdef";
     let server = ScriptedServer::start(vec![
-        turn(&[("shell", json!({"command": format!("echo key=$BATON_API_KEY; echo {secret}")}))]),
+        turn(&[(
+            "shell",
+            json!({"command": format!("echo key=$BATON_API_KEY; echo {secret}")}),
+        )]),
         turn(&[("finish", json!({"summary": "ok"}))]),
     ])
     .await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let mut cmd = baton(ws.path(), home.path());
-    cmd.env("BATON_API_KEY", secret).args(["run", "--base-url", &server.base_url(), "--model", "m", "--json", "x"]);
-    let out = tokio::task::spawn_blocking(move || run_output(cmd)).await.unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    cmd.env("BATON_API_KEY", secret).args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "--json",
+        "x",
+    ]);
+    let out = tokio::task::spawn_blocking(move || run_output(cmd))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!String::from_utf8_lossy(&out.stdout).contains(secret));
     let journal = journal(ws.path(), home.path());
-    let shell = of_type(&journal, "tool_call_finished")[0]["result"]["content"].as_str().unwrap().to_string();
-    assert!(shell.contains("key=\n") || shell.contains("key=\r\n") || shell.contains("key="), "{shell}");
-    assert!(!shell.contains(secret) && shell.contains("[REDACTED]"), "{shell}");
+    let shell = of_type(&journal, "tool_call_finished")[0]["result"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        shell.contains("key=\n") || shell.contains("key=\r\n") || shell.contains("key="),
+        "{shell}"
+    );
+    assert!(
+        !shell.contains(secret) && shell.contains("[REDACTED]"),
+        "{shell}"
+    );
     for entry in std::fs::read_dir(ws.path().join(".baton")).unwrap() {
         let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        assert!(!bytes.windows(secret.len()).any(|w| w == secret.as_bytes()), "secret found in .baton");
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "secret found in .baton"
+        );
     }
 }

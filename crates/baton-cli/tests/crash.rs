@@ -15,18 +15,36 @@ fn script() -> Vec<Turn> {
     let mut t2 = turn(&[("write_file", json!({"path": "b.txt", "content": "two\n"}))]);
     t2.delay = Some(Duration::from_millis(1500));
     vec![
-        turn(&[("write_file", json!({"path": "a.txt", "content": "one\n"})), ("read_file", json!({"path": "a.txt"}))]),
+        turn(&[
+            ("write_file", json!({"path": "a.txt", "content": "one\n"})),
+            ("read_file", json!({"path": "a.txt"})),
+        ]),
         t2,
         turn(&[("shell", json!({"command": "sleep 2; echo slept"}))]),
-        turn(&[("edit_file", json!({"path": "a.txt", "old_string": "one", "new_string": "uno"}))]),
+        turn(&[(
+            "edit_file",
+            json!({"path": "a.txt", "old_string": "one", "new_string": "uno"}),
+        )]),
         turn(&[("write_file", json!({"path": "c.txt", "content": "three\n"}))]),
         turn(&[("finish", json!({"summary": "done"}))]),
     ]
 }
 
-fn run_cmd(server: &ScriptedServer, ws: &std::path::Path, home: &std::path::Path) -> std::process::Command {
+fn run_cmd(
+    server: &ScriptedServer,
+    ws: &std::path::Path,
+    home: &std::path::Path,
+) -> std::process::Command {
     let mut cmd = baton(ws, home);
-    cmd.args(["run", "--base-url", &server.base_url(), "--model", "m", "--json", "crash test goal"]);
+    cmd.args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "--json",
+        "crash test goal",
+    ]);
     cmd
 }
 
@@ -41,7 +59,12 @@ fn kill_at(cmd: std::process::Command, at: impl Fn(&Value) -> bool, what: &str) 
     kill_at_after(cmd, at, || {}, what)
 }
 
-fn kill_at_after(cmd: std::process::Command, at: impl Fn(&Value) -> bool, before_kill: impl Fn(), what: &str) {
+fn kill_at_after(
+    cmd: std::process::Command,
+    at: impl Fn(&Value) -> bool,
+    before_kill: impl Fn(),
+    what: &str,
+) {
     let (mut child, mut events) = spawn_json(cmd);
     let seen = events.until(at);
     assert!(seen.is_some(), "baton ended before reaching: {what}");
@@ -61,8 +84,19 @@ async fn killed_runs_resume_to_the_same_result_without_repeating_finished_work()
     let ref_ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let cmd = run_cmd(&reference_server, ref_ws.path(), home.path());
-    let out = tokio::task::spawn_blocking(move || { let mut cmd = cmd; cmd.output() }).await.unwrap().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = cmd;
+        cmd.output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let reference_journal = journal(ref_ws.path(), home.path());
 
     // The same script, killed four times.
@@ -83,24 +117,52 @@ async fn killed_runs_resume_to_the_same_result_without_repeating_finished_work()
             }
             panic!("the turn 2 request never reached the server");
         };
-        kill_at_after(first, is("model_call_started", |e| e["turn"] == 2), in_flight, "turn 2 model call");
+        kill_at_after(
+            first,
+            is("model_call_started", |e| e["turn"] == 2),
+            in_flight,
+            "turn 2 model call",
+        );
         // 2. Right after a tool finished (turn 2's write).
-        kill_at(resume_cmd(&w, &h), is("tool_call_finished", |e| e["turn"] == 2), "turn 2 tool result");
+        kill_at(
+            resume_cmd(&w, &h),
+            is("tool_call_finished", |e| e["turn"] == 2),
+            "turn 2 tool result",
+        );
         // 3. While the shell tool runs `sleep 2`.
-        kill_at(resume_cmd(&w, &h), is("tool_call_started", |e| e["name"] == "shell"), "shell start");
+        kill_at(
+            resume_cmd(&w, &h),
+            is("tool_call_started", |e| e["name"] == "shell"),
+            "shell start",
+        );
         // 4. Between turns.
-        kill_at(resume_cmd(&w, &h), is("turn_finished", |e| e["turn"] == 4), "end of turn 4");
+        kill_at(
+            resume_cmd(&w, &h),
+            is("turn_finished", |e| e["turn"] == 4),
+            "end of turn 4",
+        );
         resume_cmd(&w, &h).output().unwrap()
     })
     .await
     .unwrap();
-    assert_eq!(final_out.status.code(), Some(0), "{}", String::from_utf8_lossy(&final_out.stderr));
+    assert_eq!(
+        final_out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&final_out.stderr)
+    );
 
     // Same workspace, same number of completed turns and model calls.
     assert_eq!(snapshot_files(ws.path()), snapshot_files(ref_ws.path()));
     let journal = journal(ws.path(), home.path());
-    assert_eq!(of_type(&journal, "turn_finished").len(), of_type(&reference_journal, "turn_finished").len());
-    assert_eq!(of_type(&journal, "model_call_finished").len(), of_type(&reference_journal, "model_call_finished").len());
+    assert_eq!(
+        of_type(&journal, "turn_finished").len(),
+        of_type(&reference_journal, "turn_finished").len()
+    );
+    assert_eq!(
+        of_type(&journal, "model_call_finished").len(),
+        of_type(&reference_journal, "model_call_finished").len()
+    );
     assert_eq!(of_type(&journal, "run_resumed").len(), 4);
 
     // The server never got a second request for a turn whose answer had been journaled: every
@@ -111,15 +173,29 @@ async fn killed_runs_resume_to_the_same_result_without_repeating_finished_work()
     assert_eq!(requests[1], 2, "{requests:?}");
     for (t, n) in requests.iter().enumerate() {
         let turn = t as u64 + 1;
-        let attempts = of_type(&journal, "model_call_started").into_iter().filter(|e| e["turn"] == turn).count();
-        let answers = of_type(&journal, "model_call_finished").into_iter().filter(|e| e["turn"] == turn).count();
+        let attempts = of_type(&journal, "model_call_started")
+            .into_iter()
+            .filter(|e| e["turn"] == turn)
+            .count();
+        let answers = of_type(&journal, "model_call_finished")
+            .into_iter()
+            .filter(|e| e["turn"] == turn)
+            .count();
         assert_eq!(answers, 1, "turn {turn}");
-        assert!(*n <= attempts, "turn {turn}: {n} requests but {attempts} journaled attempts");
+        assert!(
+            *n <= attempts,
+            "turn {turn}: {n} requests but {attempts} journaled attempts"
+        );
     }
-    let turn2_attempts: Vec<&Value> =
-        of_type(&journal, "model_call_started").into_iter().filter(|e| e["turn"] == 2).collect();
+    let turn2_attempts: Vec<&Value> = of_type(&journal, "model_call_started")
+        .into_iter()
+        .filter(|e| e["turn"] == 2)
+        .collect();
     assert_eq!(turn2_attempts.len(), 2);
-    assert_eq!(turn2_attempts[0]["request_sha256"], turn2_attempts[1]["request_sha256"], "resent request differs");
+    assert_eq!(
+        turn2_attempts[0]["request_sha256"], turn2_attempts[1]["request_sha256"],
+        "resent request differs"
+    );
 
     // Each finished tool call ran once: one write of b.txt in the journal.
     let b_writes = of_type(&journal, "tool_call_started")
@@ -135,13 +211,27 @@ async fn killed_runs_resume_to_the_same_result_without_repeating_finished_work()
         .unwrap()
         .clone();
     assert_eq!(shell_result["result"]["outcome"], "interrupted");
-    let turn4_request = server.received().into_iter().find(|r| r.turn_index == 3).unwrap();
-    let told = turn4_request.body["messages"].as_array().unwrap().iter().any(|m| {
-        m["role"] == "tool" && m["content"].as_str().unwrap_or("").contains("interrupted")
-    });
-    assert!(told, "the model was not told that the shell call was interrupted");
+    let turn4_request = server
+        .received()
+        .into_iter()
+        .find(|r| r.turn_index == 3)
+        .unwrap();
+    let told = turn4_request.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| {
+            m["role"] == "tool" && m["content"].as_str().unwrap_or("").contains("interrupted")
+        });
+    assert!(
+        told,
+        "the model was not told that the shell call was interrupted"
+    );
 
     // Replaying the journal gives a run that is finished (status reads the same journal).
-    let status = baton(ws.path(), home.path()).arg("status").output().unwrap();
+    let status = baton(ws.path(), home.path())
+        .arg("status")
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&status.stdout).contains("finished"));
 }

@@ -8,10 +8,22 @@ use support::*;
 
 fn fix_calc_script() -> Vec<Turn> {
     vec![
-        turn(&[("list_dir", json!({})), ("read_file", json!({"path": "calc.sh"}))]),
-        turn(&[("edit_file", json!({"path": "calc.sh", "old_string": "2 - 2", "new_string": "2 + 2"}))]),
+        turn(&[
+            ("list_dir", json!({})),
+            ("read_file", json!({"path": "calc.sh"})),
+        ]),
+        turn(&[(
+            "edit_file",
+            json!({"path": "calc.sh", "old_string": "2 - 2", "new_string": "2 + 2"}),
+        )]),
         turn(&[("shell", json!({"command": "sh calc.sh"}))]),
-        turn(&[("write_file", json!({"path": "notes/done.md", "content": "calc fixed\n"})), ("finish", json!({"summary": "calc.sh now prints 4"}))]),
+        turn(&[
+            (
+                "write_file",
+                json!({"path": "notes/done.md", "content": "calc fixed\n"}),
+            ),
+            ("finish", json!({"summary": "calc.sh now prints 4"})),
+        ]),
     ]
 }
 
@@ -23,22 +35,41 @@ async fn solve(stream: bool) {
     std::fs::write(ws.path().join("AGENTS.md"), "Keep scripts POSIX.\n").unwrap();
 
     let mut cmd = baton(ws.path(), home.path());
-    cmd.args(["run", "--base-url", &server.base_url(), "--model", "scripted-model", "--json"]);
+    cmd.args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "scripted-model",
+        "--json",
+    ]);
     if !stream {
         cmd.arg("--no-stream");
     }
     cmd.arg("Make calc.sh print 4");
-    let out = tokio::task::spawn_blocking(move || cmd.output()).await.unwrap().unwrap();
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "baton failed: {stderr}");
 
     // The files really changed.
-    assert_eq!(std::fs::read_to_string(ws.path().join("calc.sh")).unwrap(), "echo $((2 + 2))\n");
-    assert_eq!(std::fs::read_to_string(ws.path().join("notes/done.md")).unwrap(), "calc fixed\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("calc.sh")).unwrap(),
+        "echo $((2 + 2))\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("notes/done.md")).unwrap(),
+        "calc fixed\n"
+    );
 
     // The stdout event stream is the journal, one versioned object per line.
-    let streamed: Vec<serde_json::Value> =
-        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let streamed: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert!(streamed.iter().all(|e| e["v"] == 1));
     let journal = journal(ws.path(), home.path());
     assert_eq!(streamed, journal, "--json stream and journal differ");
@@ -46,15 +77,28 @@ async fn solve(stream: bool) {
     assert_eq!(seqs, (0..journal.len() as u64).collect::<Vec<_>>());
 
     assert_eq!(of_type(&journal, "model_call_finished").len(), 4);
-    assert_eq!(of_type(&journal, "turn_finished").len(), 3, "the finish turn ends the run, not the turn");
+    assert_eq!(
+        of_type(&journal, "turn_finished").len(),
+        3,
+        "the finish turn ends the run, not the turn"
+    );
     let finished = of_type(&journal, "model_call_finished");
-    assert_eq!(finished[0]["usage"], json!({"prompt_tokens": 100, "completion_tokens": 10, "cached_prompt_tokens": 50}));
+    assert_eq!(
+        finished[0]["usage"],
+        json!({"prompt_tokens": 100, "completion_tokens": 10, "cached_prompt_tokens": 50})
+    );
     let tool_results = of_type(&journal, "tool_call_finished");
     assert_eq!(tool_results.len(), 6);
     let shell = tool_results[3];
     assert_eq!(shell["result"]["exit_code"], 0);
-    assert!(shell["result"]["content"].as_str().unwrap().contains('4'), "{shell}");
-    assert_eq!(of_type(&journal, "run_finished")[0]["summary"], "calc.sh now prints 4");
+    assert!(
+        shell["result"]["content"].as_str().unwrap().contains('4'),
+        "{shell}"
+    );
+    assert_eq!(
+        of_type(&journal, "run_finished")[0]["summary"],
+        "calc.sh now prints 4"
+    );
     let started = &of_type(&journal, "run_started")[0];
     assert_eq!(started["project_instructions"], "Keep scripts POSIX.\n");
 
@@ -62,18 +106,38 @@ async fn solve(stream: bool) {
     assert_eq!(server.requests_per_turn(), vec![1, 1, 1, 1]);
     let received = server.received();
     let last = &received[3].body["messages"];
-    let tool_msg = last.as_array().unwrap().iter().rev().find(|m| m["role"] == "tool").unwrap();
+    let tool_msg = last
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
     assert!(tool_msg["content"].as_str().unwrap().contains('4'));
-    assert!(received[0].body["messages"][0]["content"].as_str().unwrap().contains("Keep scripts POSIX."));
+    assert!(
+        received[0].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Keep scripts POSIX.")
+    );
     assert_eq!(received[0].body["stream"], stream);
 
     // Readable surfaces.
     let logs = baton(ws.path(), home.path()).arg("logs").output().unwrap();
     let logs = String::from_utf8_lossy(&logs.stdout);
-    assert!(logs.contains("edit_file") && logs.contains("FINISHED: calc.sh now prints 4"), "{logs}");
-    let status = baton(ws.path(), home.path()).arg("status").output().unwrap();
+    assert!(
+        logs.contains("edit_file") && logs.contains("FINISHED: calc.sh now prints 4"),
+        "{logs}"
+    );
+    let status = baton(ws.path(), home.path())
+        .arg("status")
+        .output()
+        .unwrap();
     let status = String::from_utf8_lossy(&status.stdout);
-    assert!(status.contains("finished") && status.contains("406 prompt"), "{status}");
+    assert!(
+        status.contains("finished") && status.contains("406 prompt"),
+        "{status}"
+    );
     let ls = baton(ws.path(), home.path()).arg("ls").output().unwrap();
     assert!(String::from_utf8_lossy(&ls.stdout).contains("Make calc.sh print 4"));
 }
@@ -97,25 +161,57 @@ async fn pauses_at_the_turn_limit_and_resume_raises_it() {
     let base = server.base_url();
     let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
     let out = tokio::task::spawn_blocking(move || {
-        baton(&w, &h).args(["run", "--base-url", &base, "--model", "m", "--max-turns", "2", "Fix calc"]).output()
+        baton(&w, &h)
+            .args([
+                "run",
+                "--base-url",
+                &base,
+                "--model",
+                "m",
+                "--max-turns",
+                "2",
+                "Fix calc",
+            ])
+            .output()
     })
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("paused"));
 
     let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
-    let out = tokio::task::spawn_blocking(move || baton(&w, &h).args(["resume", "--last", "--max-turns", "10"]).output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(server.requests_per_turn(), vec![1, 1, 1, 1], "no turn was asked for twice");
+    let out = tokio::task::spawn_blocking(move || {
+        baton(&w, &h)
+            .args(["resume", "--last", "--max-turns", "10"])
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        server.requests_per_turn(),
+        vec![1, 1, 1, 1],
+        "no turn was asked for twice"
+    );
     let journal = journal(ws.path(), home.path());
     let resumed = of_type(&journal, "run_resumed");
     assert_eq!(resumed.len(), 1);
     assert_eq!(resumed[0]["settings"]["limits"]["max_turns"], 10);
     // The recorded base URL was reused without being given again.
-    assert_eq!(resumed[0]["settings"]["model"]["base_url"], server.base_url());
+    assert_eq!(
+        resumed[0]["settings"]["model"]["base_url"],
+        server.base_url()
+    );
 }

@@ -38,7 +38,9 @@ pub fn assemble(state: &RunState) -> Option<ModelRequest> {
     }
     let mut messages = Vec::with_capacity(state.history.len() + 2);
     messages.push(Message::System { content: system });
-    messages.push(Message::User { content: format!("Goal:\n{}", state.goal) });
+    messages.push(Message::User {
+        content: format!("Goal:\n{}", state.goal),
+    });
     messages.extend(state.history.iter().cloned());
     Some(ModelRequest {
         model: settings.model.model.clone(),

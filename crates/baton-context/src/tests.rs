@@ -28,15 +28,28 @@ fn state_with_history() -> RunState {
             tools,
         },
         Event::TurnStarted { turn: 1 },
-        Event::ModelCallStarted { turn: 1, call: 1, attempt: 1, request_sha256: "x".into() },
+        Event::ModelCallStarted {
+            turn: 1,
+            call: 1,
+            attempt: 1,
+            request_sha256: "x".into(),
+        },
         Event::ModelCallFinished {
             turn: 1,
             call: 1,
             message: AssistantMessage {
                 content: Some("Reading.".into()),
-                tool_calls: vec![ToolCall { id: "c1".into(), name: "read_file".into(), arguments: r#"{"path":"a.txt"}"#.into() }],
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "read_file".into(),
+                    arguments: r#"{"path":"a.txt"}"#.into(),
+                }],
             },
-            usage: Usage { prompt_tokens: 10, completion_tokens: 5, cached_prompt_tokens: None },
+            usage: Usage {
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                cached_prompt_tokens: None,
+            },
             finish_reason: Some("tool_calls".into()),
             served_model: None,
             duration_ms: 3,
@@ -48,7 +61,12 @@ fn state_with_history() -> RunState {
             arguments: r#"{"path":"a.txt"}"#.into(),
             effect: ToolEffect::ReadOnly,
         },
-        Event::ToolCallFinished { turn: 1, call_id: "c1".into(), result: ToolResult::success("1: hello"), duration_ms: 1 },
+        Event::ToolCallFinished {
+            turn: 1,
+            call_id: "c1".into(),
+            result: ToolResult::success("1: hello"),
+            duration_ms: 1,
+        },
     ];
     let records: Vec<EventRecord> = events
         .into_iter()
@@ -68,7 +86,10 @@ fn state_with_history() -> RunState {
 fn request_is_byte_identical_for_the_same_journal() {
     let a = assemble(&state_with_history()).unwrap();
     let b = assemble(&state_with_history()).unwrap();
-    assert_eq!(serde_json::to_vec(&a).unwrap(), serde_json::to_vec(&b).unwrap());
+    assert_eq!(
+        serde_json::to_vec(&a).unwrap(),
+        serde_json::to_vec(&b).unwrap()
+    );
     assert_eq!(request_digest(&a), request_digest(&b));
 }
 
@@ -76,7 +97,9 @@ fn request_is_byte_identical_for_the_same_journal() {
 fn history_growth_keeps_the_prefix_and_changes_the_digest() {
     let before = assemble(&state_with_history()).unwrap();
     let mut state = state_with_history();
-    state.history.push(Message::User { content: "more".into() });
+    state.history.push(Message::User {
+        content: "more".into(),
+    });
     let after = assemble(&state).unwrap();
     assert_eq!(before.messages[..], after.messages[..before.messages.len()]);
     assert_ne!(request_digest(&before), request_digest(&after));

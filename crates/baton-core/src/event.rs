@@ -31,9 +31,18 @@ pub enum Event {
         tools: Vec<ToolSpec>,
     },
     /// A process took the run over again; `settings` are the effective ones from now on.
-    RunResumed { settings: RunSettings },
-    TurnStarted { turn: u32 },
-    ModelCallStarted { turn: u32, call: u32, attempt: u32, request_sha256: String },
+    RunResumed {
+        settings: RunSettings,
+    },
+    TurnStarted {
+        turn: u32,
+    },
+    ModelCallStarted {
+        turn: u32,
+        call: u32,
+        attempt: u32,
+        request_sha256: String,
+    },
     ModelCallFailed {
         turn: u32,
         call: u32,
@@ -53,14 +62,36 @@ pub enum Event {
         served_model: Option<String>,
         duration_ms: u64,
     },
-    ToolCallStarted { turn: u32, call_id: String, name: String, arguments: String, effect: ToolEffect },
-    ToolCallFinished { turn: u32, call_id: String, result: ToolResult, duration_ms: u64 },
+    ToolCallStarted {
+        turn: u32,
+        call_id: String,
+        name: String,
+        arguments: String,
+        effect: ToolEffect,
+    },
+    ToolCallFinished {
+        turn: u32,
+        call_id: String,
+        result: ToolResult,
+        duration_ms: u64,
+    },
     /// A message from the harness to the model (for example a nudge to use tools).
-    NoteAdded { text: String },
-    TurnFinished { turn: u32 },
-    RunPaused { reason: PauseReason, detail: String },
-    RunFinished { summary: String },
-    RunFailed { error: String },
+    NoteAdded {
+        text: String,
+    },
+    TurnFinished {
+        turn: u32,
+    },
+    RunPaused {
+        reason: PauseReason,
+        detail: String,
+    },
+    RunFinished {
+        summary: String,
+    },
+    RunFailed {
+        error: String,
+    },
 }
 
 impl Event {

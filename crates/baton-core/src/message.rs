@@ -4,10 +4,18 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "snake_case")]
 pub enum Message {
-    System { content: String },
-    User { content: String },
+    System {
+        content: String,
+    },
+    User {
+        content: String,
+    },
     Assistant(AssistantMessage),
-    Tool { call_id: String, name: String, content: String },
+    Tool {
+        call_id: String,
+        name: String,
+        content: String,
+    },
 }
 
 /// What the model answered: optional text and the tool calls it asked for, in order.
@@ -68,11 +76,19 @@ pub struct ToolResult {
 
 impl ToolResult {
     pub fn success(content: impl Into<String>) -> Self {
-        ToolResult { outcome: ToolOutcome::Success, content: content.into(), exit_code: None }
+        ToolResult {
+            outcome: ToolOutcome::Success,
+            content: content.into(),
+            exit_code: None,
+        }
     }
 
     pub fn error(content: impl Into<String>) -> Self {
-        ToolResult { outcome: ToolOutcome::Error, content: content.into(), exit_code: None }
+        ToolResult {
+            outcome: ToolOutcome::Error,
+            content: content.into(),
+            exit_code: None,
+        }
     }
 
     pub fn interrupted() -> Self {

@@ -8,21 +8,42 @@ use crate::state::{Phase, RunState};
 pub enum NextAction {
     /// The run is not running (not started, paused, finished or failed).
     Stop,
-    StartTurn { turn: u32 },
+    StartTurn {
+        turn: u32,
+    },
     /// Send the turn's model request: `call` is the call to (re)open, `attempt` the next attempt.
     /// A call that started but never finished is sent again: its response was never recorded.
-    CallModel { turn: u32, call: u32, attempt: u32 },
-    RunTool { turn: u32, call: ToolCall },
+    CallModel {
+        turn: u32,
+        call: u32,
+        attempt: u32,
+    },
+    RunTool {
+        turn: u32,
+        call: ToolCall,
+    },
     /// A read-only call started but has no result (the process died): run it again.
-    RerunTool { turn: u32, call: ToolCall },
+    RerunTool {
+        turn: u32,
+        call: ToolCall,
+    },
     /// A mutating call started but has no result: tell the model it was interrupted.
-    ReportInterrupted { turn: u32, call: ToolCall },
+    ReportInterrupted {
+        turn: u32,
+        call: ToolCall,
+    },
     /// The model answered without tool calls: remind it how to make progress.
     Nudge,
-    FinishTurn { turn: u32 },
-    Finish { summary: String },
+    FinishTurn {
+        turn: u32,
+    },
+    Finish {
+        summary: String,
+    },
     /// The turn limit is reached.
-    PauseAtTurnLimit { max_turns: u32 },
+    PauseAtTurnLimit {
+        max_turns: u32,
+    },
 }
 
 pub fn next_action(state: &RunState) -> NextAction {
@@ -30,7 +51,9 @@ pub fn next_action(state: &RunState) -> NextAction {
         return NextAction::Stop;
     }
     if let Some(summary) = &state.finish_summary {
-        return NextAction::Finish { summary: summary.clone() };
+        return NextAction::Finish {
+            summary: summary.clone(),
+        };
     }
     match &state.phase {
         Phase::Idle => {
@@ -38,15 +61,26 @@ pub fn next_action(state: &RunState) -> NextAction {
             if state.turns_finished >= max_turns {
                 NextAction::PauseAtTurnLimit { max_turns }
             } else {
-                NextAction::StartTurn { turn: state.turns_started + 1 }
+                NextAction::StartTurn {
+                    turn: state.turns_started + 1,
+                }
             }
         }
-        Phase::AwaitingModel { turn, call, attempts } => NextAction::CallModel {
+        Phase::AwaitingModel {
+            turn,
+            call,
+            attempts,
+        } => NextAction::CallModel {
             turn: *turn,
             call: call.unwrap_or(state.model_calls_started + 1),
             attempt: attempts + 1,
         },
-        Phase::RunningTools { turn, remaining, in_flight, needs_nudge } => {
+        Phase::RunningTools {
+            turn,
+            remaining,
+            in_flight,
+            needs_nudge,
+        } => {
             if let Some(flight) = in_flight {
                 let call = flight.call.clone();
                 return match flight.effect {
@@ -55,7 +89,10 @@ pub fn next_action(state: &RunState) -> NextAction {
                 };
             }
             if let Some(call) = remaining.first() {
-                NextAction::RunTool { turn: *turn, call: call.clone() }
+                NextAction::RunTool {
+                    turn: *turn,
+                    call: call.clone(),
+                }
             } else if *needs_nudge {
                 NextAction::Nudge
             } else {

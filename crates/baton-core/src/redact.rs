@@ -10,8 +10,10 @@ const MIN_SECRET_LEN: usize = 8;
 
 impl Redactor {
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
-        let mut secrets: Vec<String> =
-            secrets.into_iter().filter(|s| s.len() >= MIN_SECRET_LEN).collect();
+        let mut secrets: Vec<String> = secrets
+            .into_iter()
+            .filter(|s| s.len() >= MIN_SECRET_LEN)
+            .collect();
         // Longest first, so a secret containing another is replaced whole.
         secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
         secrets.dedup();
@@ -36,12 +38,18 @@ mod tests {
     #[test]
     fn replaces_every_occurrence_and_ignores_short_values() {
         let r = Redactor::new(["sk-abcdefgh123".to_string(), "abc".to_string()]);
-        assert_eq!(r.redact("key=sk-abcdefgh123 again sk-abcdefgh123 abc"), "key=[REDACTED] again [REDACTED] abc");
+        assert_eq!(
+            r.redact("key=sk-abcdefgh123 again sk-abcdefgh123 abc"),
+            "key=[REDACTED] again [REDACTED] abc"
+        );
     }
 
     #[test]
     fn longer_secret_wins_over_its_prefix() {
-        let r = Redactor::new(["token-12345678".to_string(), "token-12345678-extended".to_string()]);
+        let r = Redactor::new([
+            "token-12345678".to_string(),
+            "token-12345678-extended".to_string(),
+        ]);
         assert_eq!(r.redact("x token-12345678-extended y"), "x [REDACTED] y");
     }
 }

@@ -41,6 +41,9 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_turns: 200, shell_timeout_secs: 120 }
+        Limits {
+            max_turns: 200,
+            shell_timeout_secs: 120,
+        }
     }
 }

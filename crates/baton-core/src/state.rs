@@ -1,7 +1,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, EventRecord, PauseReason, RunStatus};
-use crate::message::{AssistantMessage, Message, ToolCall, ToolEffect, ToolOutcome, ToolSpec, Usage};
+use crate::message::{
+    AssistantMessage, Message, ToolCall, ToolEffect, ToolOutcome, ToolSpec, Usage,
+};
 use crate::settings::RunSettings;
 use crate::{FINISH_TOOL, RunId};
 
@@ -41,7 +43,11 @@ pub enum Phase {
     #[default]
     Idle,
     /// The turn started; its model call has not finished. `call` is set once an attempt started.
-    AwaitingModel { turn: u32, call: Option<u32>, attempts: u32 },
+    AwaitingModel {
+        turn: u32,
+        call: Option<u32>,
+        attempts: u32,
+    },
     /// The model answered; its tool calls run in order.
     RunningTools {
         turn: u32,
@@ -86,13 +92,20 @@ pub struct ReplayError {
 impl RunState {
     /// Applies one journaled event. This is the only way run state changes.
     pub fn apply(&mut self, record: &EventRecord) -> Result<(), ReplayError> {
-        let fail = |problem: String| ReplayError { seq: record.seq, kind: record.event.kind(), problem };
+        let fail = |problem: String| ReplayError {
+            seq: record.seq,
+            kind: record.event.kind(),
+            problem,
+        };
         if record.seq != self.next_seq {
             return Err(fail(format!("expected sequence number {}", self.next_seq)));
         }
         match &self.run_id {
             Some(id) if *id != record.run_id => {
-                return Err(fail(format!("event belongs to run {}, not {}", record.run_id, id)));
+                return Err(fail(format!(
+                    "event belongs to run {}, not {}",
+                    record.run_id, id
+                )));
             }
             _ => {}
         }
@@ -103,7 +116,8 @@ impl RunState {
         if self.status.is_terminal() {
             return Err(fail(format!("the run already {}", self.status.as_str())));
         }
-        self.apply_event(&record.event, &record.run_id).map_err(fail)?;
+        self.apply_event(&record.event, &record.run_id)
+            .map_err(fail)?;
         if let Some(status) = record.event.status_change() {
             self.status = status;
         }
@@ -114,7 +128,14 @@ impl RunState {
     fn apply_event(&mut self, event: &Event, run_id: &RunId) -> Result<(), String> {
         let running = self.status == RunStatus::Running;
         match event {
-            Event::RunStarted { goal, workspace, settings, system_prompt, project_instructions, tools } => {
+            Event::RunStarted {
+                goal,
+                workspace,
+                settings,
+                system_prompt,
+                project_instructions,
+                tools,
+            } => {
                 if self.run_id.is_some() {
                     return Err("the run was already started".into());
                 }
@@ -139,18 +160,35 @@ impl RunState {
                     return Err(format!("expected turn {}", self.turns_started + 1));
                 }
                 self.turns_started = *turn;
-                self.phase = Phase::AwaitingModel { turn: *turn, call: None, attempts: 0 };
+                self.phase = Phase::AwaitingModel {
+                    turn: *turn,
+                    call: None,
+                    attempts: 0,
+                };
             }
-            Event::ModelCallStarted { turn, call, attempt, .. } => {
+            Event::ModelCallStarted {
+                turn,
+                call,
+                attempt,
+                ..
+            } => {
                 require_running(running)?;
-                let Phase::AwaitingModel { turn: current, call: current_call, attempts } = &mut self.phase else {
+                let Phase::AwaitingModel {
+                    turn: current,
+                    call: current_call,
+                    attempts,
+                } = &mut self.phase
+                else {
                     return Err("no turn is waiting for a model call".into());
                 };
                 check_turn(*current, *turn)?;
                 match current_call {
                     None => {
                         if *call != self.model_calls_started + 1 {
-                            return Err(format!("expected model call {}", self.model_calls_started + 1));
+                            return Err(format!(
+                                "expected model call {}",
+                                self.model_calls_started + 1
+                            ));
                         }
                         self.model_calls_started = *call;
                         *current_call = Some(*call);
@@ -166,7 +204,13 @@ impl RunState {
             Event::ModelCallFailed { turn, call, .. } => {
                 self.expect_open_call(*turn, *call)?;
             }
-            Event::ModelCallFinished { turn, call, message, usage, .. } => {
+            Event::ModelCallFinished {
+                turn,
+                call,
+                message,
+                usage,
+                ..
+            } => {
                 require_running(running)?;
                 self.expect_open_call(*turn, *call)?;
                 self.usage.add(usage);
@@ -179,9 +223,21 @@ impl RunState {
                     needs_nudge: needs_nudge(message),
                 };
             }
-            Event::ToolCallStarted { turn, call_id, name, arguments, effect } => {
+            Event::ToolCallStarted {
+                turn,
+                call_id,
+                name,
+                arguments,
+                effect,
+            } => {
                 require_running(running)?;
-                let Phase::RunningTools { turn: current, remaining, in_flight, .. } = &mut self.phase else {
+                let Phase::RunningTools {
+                    turn: current,
+                    remaining,
+                    in_flight,
+                    ..
+                } = &mut self.phase
+                else {
                     return Err("no model answer is waiting for its tool calls".into());
                 };
                 check_turn(*current, *turn)?;
@@ -189,15 +245,33 @@ impl RunState {
                     return Err("another tool call is still running".into());
                 }
                 match remaining.first() {
-                    Some(next) if next.id == *call_id && next.name == *name && next.arguments == *arguments => {}
-                    Some(next) => return Err(format!("the next tool call is {} ({})", next.id, next.name)),
+                    Some(next)
+                        if next.id == *call_id
+                            && next.name == *name
+                            && next.arguments == *arguments => {}
+                    Some(next) => {
+                        return Err(format!("the next tool call is {} ({})", next.id, next.name));
+                    }
                     None => return Err(format!("tool call {call_id} was not requested")),
                 }
                 let call = remaining.remove(0);
-                *in_flight = Some(InFlightTool { call, effect: *effect });
+                *in_flight = Some(InFlightTool {
+                    call,
+                    effect: *effect,
+                });
             }
-            Event::ToolCallFinished { turn, call_id, result, .. } => {
-                let Phase::RunningTools { turn: current, in_flight, .. } = &mut self.phase else {
+            Event::ToolCallFinished {
+                turn,
+                call_id,
+                result,
+                ..
+            } => {
+                let Phase::RunningTools {
+                    turn: current,
+                    in_flight,
+                    ..
+                } = &mut self.phase
+                else {
                     return Err("no tool call is running".into());
                 };
                 check_turn(*current, *turn)?;
@@ -216,16 +290,26 @@ impl RunState {
             Event::NoteAdded { text } => {
                 match &mut self.phase {
                     Phase::Idle => {}
-                    Phase::RunningTools { in_flight: None, needs_nudge, .. } => *needs_nudge = false,
+                    Phase::RunningTools {
+                        in_flight: None,
+                        needs_nudge,
+                        ..
+                    } => *needs_nudge = false,
                     _ => return Err("a note cannot interrupt a model or tool call".into()),
                 }
-                self.history.push(Message::User { content: text.clone() });
+                self.history.push(Message::User {
+                    content: text.clone(),
+                });
             }
             Event::TurnFinished { turn } => {
                 require_running(running)?;
                 match &self.phase {
-                    Phase::RunningTools { turn: current, remaining, in_flight: None, .. }
-                        if remaining.is_empty() && current == turn => {}
+                    Phase::RunningTools {
+                        turn: current,
+                        remaining,
+                        in_flight: None,
+                        ..
+                    } if remaining.is_empty() && current == turn => {}
                     _ => return Err(format!("turn {turn} still has work in progress")),
                 }
                 self.turns_finished = *turn;
@@ -246,7 +330,11 @@ impl RunState {
 
     fn expect_open_call(&self, turn: u32, call: u32) -> Result<(), String> {
         match &self.phase {
-            Phase::AwaitingModel { turn: t, call: Some(c), .. } if *t == turn && *c == call => Ok(()),
+            Phase::AwaitingModel {
+                turn: t,
+                call: Some(c),
+                ..
+            } if *t == turn && *c == call => Ok(()),
             _ => Err(format!("model call {call} of turn {turn} is not open")),
         }
     }
@@ -257,11 +345,19 @@ impl RunState {
 }
 
 fn require_running(running: bool) -> Result<(), String> {
-    if running { Ok(()) } else { Err("the run is not running (resume it first)".into()) }
+    if running {
+        Ok(())
+    } else {
+        Err("the run is not running (resume it first)".into())
+    }
 }
 
 fn check_turn(current: u32, got: u32) -> Result<(), String> {
-    if current == got { Ok(()) } else { Err(format!("the current turn is {current}, not {got}")) }
+    if current == got {
+        Ok(())
+    } else {
+        Err(format!("the current turn is {current}, not {got}"))
+    }
 }
 
 fn needs_nudge(message: &AssistantMessage) -> bool {
@@ -269,7 +365,9 @@ fn needs_nudge(message: &AssistantMessage) -> bool {
 }
 
 /// Folds a whole journal into a state.
-pub fn replay<'a>(records: impl IntoIterator<Item = &'a EventRecord>) -> Result<RunState, ReplayError> {
+pub fn replay<'a>(
+    records: impl IntoIterator<Item = &'a EventRecord>,
+) -> Result<RunState, ReplayError> {
     let mut state = RunState::default();
     for record in records {
         state.apply(record)?;

@@ -28,7 +28,10 @@ fn settings(max_turns: u32) -> RunSettings {
             model: "m".into(),
             response_mode: ResponseMode::Streaming,
         },
-        limits: Limits { max_turns, shell_timeout_secs: 5 },
+        limits: Limits {
+            max_turns,
+            shell_timeout_secs: 5,
+        },
     }
 }
 
@@ -48,7 +51,9 @@ impl Driver {
             at: jiff::Timestamp::from_second(1_700_000_000 + self.records.len() as i64).unwrap(),
             event,
         };
-        self.state.apply(&record).unwrap_or_else(|e| panic!("driver produced a rejected event: {e}"));
+        self.state
+            .apply(&record)
+            .unwrap_or_else(|e| panic!("driver produced a rejected event: {e}"));
         self.records.push(record);
         self.states.push(self.state.clone());
     }
@@ -76,15 +81,29 @@ fn drive(bytes: &[u8]) -> Driver {
         steps += 1;
         // Now and then the process "dies" and comes back: pause + resume at an arbitrary point.
         if c.pick(12) == 0 && d.state.status == RunStatus::Running {
-            d.push(Event::RunPaused { reason: PauseReason::Interrupted, detail: "crash".into() });
-            d.push(Event::RunResumed { settings: settings(max_turns) });
+            d.push(Event::RunPaused {
+                reason: PauseReason::Interrupted,
+                detail: "crash".into(),
+            });
+            d.push(Event::RunResumed {
+                settings: settings(max_turns),
+            });
             continue;
         }
         match next_action(&d.state) {
             NextAction::Stop => break,
             NextAction::StartTurn { turn } => d.push(Event::TurnStarted { turn }),
-            NextAction::CallModel { turn, call, attempt } => {
-                d.push(Event::ModelCallStarted { turn, call, attempt, request_sha256: "h".into() });
+            NextAction::CallModel {
+                turn,
+                call,
+                attempt,
+            } => {
+                d.push(Event::ModelCallStarted {
+                    turn,
+                    call,
+                    attempt,
+                    request_sha256: "h".into(),
+                });
                 match c.pick(4) {
                     0 => d.push(Event::ModelCallFailed {
                         turn,
@@ -100,14 +119,21 @@ fn drive(bytes: &[u8]) -> Driver {
                         let tool_calls = (0..n)
                             .map(|i| ToolCall {
                                 id: format!("c{turn}-{i}"),
-                                name: if c.pick(6) == 0 { FINISH_TOOL.into() } else { format!("t{}", c.pick(3)) },
+                                name: if c.pick(6) == 0 {
+                                    FINISH_TOOL.into()
+                                } else {
+                                    format!("t{}", c.pick(3))
+                                },
                                 arguments: "{}".into(),
                             })
                             .collect();
                         d.push(Event::ModelCallFinished {
                             turn,
                             call,
-                            message: AssistantMessage { content: Some("ok".into()), tool_calls },
+                            message: AssistantMessage {
+                                content: Some("ok".into()),
+                                tool_calls,
+                            },
                             usage: Usage {
                                 prompt_tokens: u64::from(c.pick(100)),
                                 completion_tokens: u64::from(c.pick(50)),
@@ -121,7 +147,11 @@ fn drive(bytes: &[u8]) -> Driver {
                 }
             }
             NextAction::RunTool { turn, call } => {
-                let effect = if c.pick(2) == 0 { ToolEffect::ReadOnly } else { ToolEffect::Mutating };
+                let effect = if c.pick(2) == 0 {
+                    ToolEffect::ReadOnly
+                } else {
+                    ToolEffect::Mutating
+                };
                 d.push(Event::ToolCallStarted {
                     turn,
                     call_id: call.id.clone(),
@@ -130,8 +160,17 @@ fn drive(bytes: &[u8]) -> Driver {
                     effect,
                 });
                 if c.pick(5) != 0 {
-                    let result = if c.pick(3) == 0 { ToolResult::error("bad") } else { ToolResult::success("done") };
-                    d.push(Event::ToolCallFinished { turn, call_id: call.id, result, duration_ms: 1 });
+                    let result = if c.pick(3) == 0 {
+                        ToolResult::error("bad")
+                    } else {
+                        ToolResult::success("done")
+                    };
+                    d.push(Event::ToolCallFinished {
+                        turn,
+                        call_id: call.id,
+                        result,
+                        duration_ms: 1,
+                    });
                 }
             }
             NextAction::RerunTool { turn, call } => d.push(Event::ToolCallFinished {
@@ -146,11 +185,16 @@ fn drive(bytes: &[u8]) -> Driver {
                 result: ToolResult::interrupted(),
                 duration_ms: 0,
             }),
-            NextAction::Nudge => d.push(Event::NoteAdded { text: "use tools".into() }),
+            NextAction::Nudge => d.push(Event::NoteAdded {
+                text: "use tools".into(),
+            }),
             NextAction::FinishTurn { turn } => d.push(Event::TurnFinished { turn }),
             NextAction::Finish { summary } => d.push(Event::RunFinished { summary }),
             NextAction::PauseAtTurnLimit { max_turns } => {
-                d.push(Event::RunPaused { reason: PauseReason::MaxTurns, detail: format!("{max_turns}") });
+                d.push(Event::RunPaused {
+                    reason: PauseReason::MaxTurns,
+                    detail: format!("{max_turns}"),
+                });
             }
         }
     }
@@ -219,7 +263,10 @@ fn gaps_and_foreign_events_are_named_in_the_error() {
     records.remove(2);
     let err = replay(&records).unwrap_err();
     assert_eq!(err.seq, 3);
-    assert!(err.to_string().contains("expected sequence number 2"), "{err}");
+    assert!(
+        err.to_string().contains("expected sequence number 2"),
+        "{err}"
+    );
 
     let mut foreign = d.records.clone();
     foreign[1].run_id = RunId::from_string("other");
@@ -246,7 +293,12 @@ fn a_result_for_a_call_that_never_started_is_refused() {
         run_id: d.run_id.clone(),
         seq: d.state.next_seq,
         at: jiff::Timestamp::UNIX_EPOCH,
-        event: Event::ToolCallFinished { turn: 1, call_id: "x".into(), result: ToolResult::success(""), duration_ms: 0 },
+        event: Event::ToolCallFinished {
+            turn: 1,
+            call_id: "x".into(),
+            result: ToolResult::success(""),
+            duration_ms: 0,
+        },
     };
     let err = d.state.clone().apply(&bad).unwrap_err();
     assert!(err.problem.contains("no tool call is running"), "{err}");
@@ -267,35 +319,79 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
     });
     assert_eq!(next_action(&d.state), NextAction::StartTurn { turn: 1 });
     d.push(Event::TurnStarted { turn: 1 });
-    assert_eq!(next_action(&d.state), NextAction::CallModel { turn: 1, call: 1, attempt: 1 });
-    d.push(Event::ModelCallStarted { turn: 1, call: 1, attempt: 1, request_sha256: "h".into() });
+    assert_eq!(
+        next_action(&d.state),
+        NextAction::CallModel {
+            turn: 1,
+            call: 1,
+            attempt: 1
+        }
+    );
+    d.push(Event::ModelCallStarted {
+        turn: 1,
+        call: 1,
+        attempt: 1,
+        request_sha256: "h".into(),
+    });
     // Request in flight, no answer: resume sends it again as attempt 2 of the same call.
-    assert_eq!(next_action(&d.state), NextAction::CallModel { turn: 1, call: 1, attempt: 2 });
+    assert_eq!(
+        next_action(&d.state),
+        NextAction::CallModel {
+            turn: 1,
+            call: 1,
+            attempt: 2
+        }
+    );
     d.push(Event::ModelCallFinished {
         turn: 1,
         call: 1,
-        message: AssistantMessage { content: None, tool_calls: vec![] },
+        message: AssistantMessage {
+            content: None,
+            tool_calls: vec![],
+        },
         usage: Usage::default(),
         finish_reason: None,
         served_model: None,
         duration_ms: 0,
     });
     assert_eq!(next_action(&d.state), NextAction::Nudge);
-    d.push(Event::NoteAdded { text: "use tools".into() });
+    d.push(Event::NoteAdded {
+        text: "use tools".into(),
+    });
     assert_eq!(next_action(&d.state), NextAction::FinishTurn { turn: 1 });
     d.push(Event::TurnFinished { turn: 1 });
-    assert_eq!(next_action(&d.state), NextAction::PauseAtTurnLimit { max_turns: 1 });
-    d.push(Event::RunPaused { reason: PauseReason::MaxTurns, detail: String::new() });
+    assert_eq!(
+        next_action(&d.state),
+        NextAction::PauseAtTurnLimit { max_turns: 1 }
+    );
+    d.push(Event::RunPaused {
+        reason: PauseReason::MaxTurns,
+        detail: String::new(),
+    });
     assert_eq!(next_action(&d.state), NextAction::Stop);
-    d.push(Event::RunResumed { settings: settings(2) });
+    d.push(Event::RunResumed {
+        settings: settings(2),
+    });
     assert_eq!(next_action(&d.state), NextAction::StartTurn { turn: 2 });
     d.push(Event::TurnStarted { turn: 2 });
-    d.push(Event::ModelCallStarted { turn: 2, call: 2, attempt: 1, request_sha256: "h".into() });
-    let finish = ToolCall { id: "f".into(), name: FINISH_TOOL.into(), arguments: "{}".into() };
+    d.push(Event::ModelCallStarted {
+        turn: 2,
+        call: 2,
+        attempt: 1,
+        request_sha256: "h".into(),
+    });
+    let finish = ToolCall {
+        id: "f".into(),
+        name: FINISH_TOOL.into(),
+        arguments: "{}".into(),
+    };
     d.push(Event::ModelCallFinished {
         turn: 2,
         call: 2,
-        message: AssistantMessage { content: None, tool_calls: vec![finish.clone()] },
+        message: AssistantMessage {
+            content: None,
+            tool_calls: vec![finish.clone()],
+        },
         usage: Usage::default(),
         finish_reason: None,
         served_model: None,
@@ -308,9 +404,21 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
         arguments: "{}".into(),
         effect: ToolEffect::ReadOnly,
     });
-    d.push(Event::ToolCallFinished { turn: 2, call_id: "f".into(), result: ToolResult::success("all done"), duration_ms: 0 });
-    assert_eq!(next_action(&d.state), NextAction::Finish { summary: "all done".into() });
-    d.push(Event::RunFinished { summary: "all done".into() });
+    d.push(Event::ToolCallFinished {
+        turn: 2,
+        call_id: "f".into(),
+        result: ToolResult::success("all done"),
+        duration_ms: 0,
+    });
+    assert_eq!(
+        next_action(&d.state),
+        NextAction::Finish {
+            summary: "all done".into()
+        }
+    );
+    d.push(Event::RunFinished {
+        summary: "all done".into(),
+    });
     assert_eq!(d.state.status, RunStatus::Finished);
     assert_eq!(next_action(&d.state), NextAction::Stop);
 }

@@ -21,9 +21,20 @@ pub(crate) struct Journal {
 }
 
 impl Journal {
-    pub(crate) fn new(store: Arc<dyn Store>, lease: Lease, state: RunState, observer: Arc<dyn RunObserver>) -> Self {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        lease: Lease,
+        state: RunState,
+        observer: Arc<dyn RunObserver>,
+    ) -> Self {
         let heartbeat = Heartbeat::start(store.clone(), lease.clone());
-        Journal { store, lease, state, observer, heartbeat }
+        Journal {
+            store,
+            lease,
+            state,
+            observer,
+            heartbeat,
+        }
     }
 
     pub(crate) fn state(&self) -> &RunState {
@@ -48,8 +59,12 @@ impl Journal {
         };
         // Applying first validates the event; if the append then fails the process stops using
         // this state, so the store stays the only truth.
-        self.state.apply(&record).map_err(|e| EngineError::Internal(e.to_string()))?;
-        self.store.append(&self.lease, std::slice::from_ref(&record)).await?;
+        self.state
+            .apply(&record)
+            .map_err(|e| EngineError::Internal(e.to_string()))?;
+        self.store
+            .append(&self.lease, std::slice::from_ref(&record))
+            .await?;
         self.observer.on_event(&record, &self.state);
         Ok(())
     }
@@ -57,7 +72,10 @@ impl Journal {
     pub(crate) async fn close(self) {
         self.heartbeat.stop();
         if let Err(e) = self.store.release(&self.lease).await {
-            tracing::warn!("could not release the lease of run {}: {e}", self.lease.run_id);
+            tracing::warn!(
+                "could not release the lease of run {}: {e}",
+                self.lease.run_id
+            );
         }
     }
 }
@@ -76,7 +94,13 @@ impl Heartbeat {
         let task = tokio::spawn(async move {
             let mut lease = lease;
             loop {
-                let ttl = u64::try_from(lease.expires_at.duration_since(jiff::Timestamp::now()).as_millis()).unwrap_or(0);
+                let ttl = u64::try_from(
+                    lease
+                        .expires_at
+                        .duration_since(jiff::Timestamp::now())
+                        .as_millis(),
+                )
+                .unwrap_or(0);
                 // Renew at a third of the remaining time; never spin faster than every 200 ms.
                 tokio::time::sleep(Duration::from_millis((ttl / 3).max(200))).await;
                 match store.renew(&lease).await {
@@ -89,11 +113,17 @@ impl Heartbeat {
                 }
             }
         });
-        Heartbeat { run_id, task, lost: rx }
+        Heartbeat {
+            run_id,
+            task,
+            lost: rx,
+        }
     }
 
     fn lost(&self) -> Option<StoreError> {
-        (*self.lost.borrow()).then(|| StoreError::LeaseLost { run_id: self.run_id.clone() })
+        (*self.lost.borrow()).then(|| StoreError::LeaseLost {
+            run_id: self.run_id.clone(),
+        })
     }
 
     fn stop(self) {

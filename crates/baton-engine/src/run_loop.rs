@@ -10,7 +10,9 @@ use baton_core::{
     AssistantMessage, ErrorClass, Event, EventRecord, NextAction, PauseReason, Redactor, RunId,
     RunSettings, RunState, RunStatus, ToolCall, ToolEffect, ToolResult, next_action, replay,
 };
-use baton_model::{ModelError, ModelProvider, RetryPolicy, RetrySchedule, StreamDelta, StreamObserver};
+use baton_model::{
+    ModelError, ModelProvider, RetryPolicy, RetrySchedule, StreamDelta, StreamObserver,
+};
 use baton_store::{Holder, NewRun, Store};
 use baton_tools::{ToolContext, ToolRegistry, Workspace};
 
@@ -26,15 +28,27 @@ pub trait RunObserver: Send + Sync {
 /// How a run ended this time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunOutcome {
-    Finished { run_id: RunId, summary: String },
-    Failed { run_id: RunId, error: String },
-    Paused { run_id: RunId, reason: PauseReason, detail: String },
+    Finished {
+        run_id: RunId,
+        summary: String,
+    },
+    Failed {
+        run_id: RunId,
+        error: String,
+    },
+    Paused {
+        run_id: RunId,
+        reason: PauseReason,
+        detail: String,
+    },
 }
 
 impl RunOutcome {
     pub fn run_id(&self) -> &RunId {
         match self {
-            RunOutcome::Finished { run_id, .. } | RunOutcome::Failed { run_id, .. } | RunOutcome::Paused { run_id, .. } => run_id,
+            RunOutcome::Finished { run_id, .. }
+            | RunOutcome::Failed { run_id, .. }
+            | RunOutcome::Paused { run_id, .. } => run_id,
         }
     }
 }
@@ -110,9 +124,21 @@ impl Engine {
         let lease = self
             .parts
             .store
-            .create_run(&NewRun { id: run_id.clone(), goal: request.goal.clone(), workspace: root.clone() }, &Holder::this_process())
+            .create_run(
+                &NewRun {
+                    id: run_id.clone(),
+                    goal: request.goal.clone(),
+                    workspace: root.clone(),
+                },
+                &Holder::this_process(),
+            )
             .await?;
-        let mut journal = Journal::new(self.parts.store.clone(), lease, RunState::default(), self.parts.observer.clone());
+        let mut journal = Journal::new(
+            self.parts.store.clone(),
+            lease,
+            RunState::default(),
+            self.parts.observer.clone(),
+        );
         let started = Event::RunStarted {
             goal: request.goal,
             workspace: root,
@@ -130,8 +156,16 @@ impl Engine {
     }
 
     /// Replays a run's journal and keeps going from where it stopped.
-    pub async fn resume(&self, run_id: &RunId, overrides: &SettingsOverride) -> Result<RunOutcome, EngineError> {
-        let lease = self.parts.store.acquire(run_id, &Holder::this_process()).await?;
+    pub async fn resume(
+        &self,
+        run_id: &RunId,
+        overrides: &SettingsOverride,
+    ) -> Result<RunOutcome, EngineError> {
+        let lease = self
+            .parts
+            .store
+            .acquire(run_id, &Holder::this_process())
+            .await?;
         let events = match self.parts.store.load_events(run_id).await {
             Ok(events) => events,
             Err(e) => {
@@ -147,45 +181,80 @@ impl Engine {
             }
             Err(source) => {
                 let _ = self.parts.store.release(&lease).await;
-                return Err(EngineError::Replay { run_id: run_id.clone(), source });
+                return Err(EngineError::Replay {
+                    run_id: run_id.clone(),
+                    source,
+                });
             }
         };
-        let mut journal = Journal::new(self.parts.store.clone(), lease, state, self.parts.observer.clone());
+        let mut journal = Journal::new(
+            self.parts.store.clone(),
+            lease,
+            state,
+            self.parts.observer.clone(),
+        );
         let result = self.resume_journal(&mut journal, overrides).await;
         journal.close().await;
         result
     }
 
-    async fn resume_journal(&self, journal: &mut Journal, overrides: &SettingsOverride) -> Result<RunOutcome, EngineError> {
+    async fn resume_journal(
+        &self,
+        journal: &mut Journal,
+        overrides: &SettingsOverride,
+    ) -> Result<RunOutcome, EngineError> {
         let state = journal.state();
         if let Some(outcome) = terminal_outcome(state) {
             return Ok(outcome);
         }
-        let workspace = Workspace::new(Path::new(&state.workspace)).map_err(|e| EngineError::Workspace {
-            path: state.workspace.clone(),
-            detail: e.to_string(),
-        })?;
-        let settings = state.settings.clone().ok_or_else(|| EngineError::EmptyRun(journal.run_id().clone()))?;
-        journal.record(Event::RunResumed { settings: overrides.apply(settings) }).await?;
+        let workspace =
+            Workspace::new(Path::new(&state.workspace)).map_err(|e| EngineError::Workspace {
+                path: state.workspace.clone(),
+                detail: e.to_string(),
+            })?;
+        let settings = state
+            .settings
+            .clone()
+            .ok_or_else(|| EngineError::EmptyRun(journal.run_id().clone()))?;
+        journal
+            .record(Event::RunResumed {
+                settings: overrides.apply(settings),
+            })
+            .await?;
         self.drive(journal, workspace).await
     }
 
-    async fn drive(&self, journal: &mut Journal, workspace: Workspace) -> Result<RunOutcome, EngineError> {
+    async fn drive(
+        &self,
+        journal: &mut Journal,
+        workspace: Workspace,
+    ) -> Result<RunOutcome, EngineError> {
         let mut retry: Option<(u32, RetrySchedule)> = None;
         loop {
             let action = next_action(journal.state());
             match action {
                 NextAction::Stop => break,
-                NextAction::StartTurn { turn } => journal.record(Event::TurnStarted { turn }).await?,
-                NextAction::CallModel { turn, call, attempt } => {
+                NextAction::StartTurn { turn } => {
+                    journal.record(Event::TurnStarted { turn }).await?
+                }
+                NextAction::CallModel {
+                    turn,
+                    call,
+                    attempt,
+                } => {
                     let schedule = match &mut retry {
                         Some((c, schedule)) if *c == call => schedule,
                         _ => &mut retry.insert((call, self.parts.retry.schedule())).1,
                     };
-                    self.call_model(journal, turn, call, attempt, schedule).await?;
+                    self.call_model(journal, turn, call, attempt, schedule)
+                        .await?;
                 }
                 NextAction::RunTool { turn, call } => {
-                    let effect = self.parts.tools.effect_of(&call.name).unwrap_or(ToolEffect::ReadOnly);
+                    let effect = self
+                        .parts
+                        .tools
+                        .effect_of(&call.name)
+                        .unwrap_or(ToolEffect::ReadOnly);
                     journal
                         .record(Event::ToolCallStarted {
                             turn,
@@ -197,27 +266,51 @@ impl Engine {
                         .await?;
                     self.run_tool(journal, &workspace, turn, &call).await?;
                 }
-                NextAction::RerunTool { turn, call } => self.run_tool(journal, &workspace, turn, &call).await?,
+                NextAction::RerunTool { turn, call } => {
+                    self.run_tool(journal, &workspace, turn, &call).await?
+                }
                 NextAction::ReportInterrupted { turn, call } => {
                     journal
-                        .record(Event::ToolCallFinished { turn, call_id: call.id, result: ToolResult::interrupted(), duration_ms: 0 })
+                        .record(Event::ToolCallFinished {
+                            turn,
+                            call_id: call.id,
+                            result: ToolResult::interrupted(),
+                            duration_ms: 0,
+                        })
                         .await?;
                 }
-                NextAction::Nudge => journal.record(Event::NoteAdded { text: NUDGE.to_string() }).await?,
-                NextAction::FinishTurn { turn } => journal.record(Event::TurnFinished { turn }).await?,
-                NextAction::Finish { summary } => journal.record(Event::RunFinished { summary }).await?,
+                NextAction::Nudge => {
+                    journal
+                        .record(Event::NoteAdded {
+                            text: NUDGE.to_string(),
+                        })
+                        .await?
+                }
+                NextAction::FinishTurn { turn } => {
+                    journal.record(Event::TurnFinished { turn }).await?
+                }
+                NextAction::Finish { summary } => {
+                    journal.record(Event::RunFinished { summary }).await?
+                }
                 NextAction::PauseAtTurnLimit { max_turns } => {
                     let detail = format!(
                         "reached the limit of {max_turns} turns; continue with `baton resume --max-turns {}`",
                         max_turns.saturating_mul(2).max(1)
                     );
-                    journal.record(Event::RunPaused { reason: PauseReason::MaxTurns, detail }).await?;
+                    journal
+                        .record(Event::RunPaused {
+                            reason: PauseReason::MaxTurns,
+                            detail,
+                        })
+                        .await?;
                 }
             }
         }
         terminal_outcome(journal.state())
             .or_else(|| paused_outcome(journal.state()))
-            .ok_or_else(|| EngineError::Internal("the run loop stopped while the run was still running".into()))
+            .ok_or_else(|| {
+                EngineError::Internal("the run loop stopped while the run was still running".into())
+            })
     }
 
     async fn call_model(
@@ -228,11 +321,21 @@ impl Engine {
         attempt: u32,
         schedule: &mut RetrySchedule,
     ) -> Result<(), EngineError> {
-        let request = assemble(journal.state()).ok_or_else(|| EngineError::Internal("no settings in run state".into()))?;
+        let request = assemble(journal.state())
+            .ok_or_else(|| EngineError::Internal("no settings in run state".into()))?;
         let request_sha256 = request_digest(&request);
-        journal.record(Event::ModelCallStarted { turn, call, attempt, request_sha256 }).await?;
+        journal
+            .record(Event::ModelCallStarted {
+                turn,
+                call,
+                attempt,
+                request_sha256,
+            })
+            .await?;
         let started = Instant::now();
-        let mut deltas = DeltaForwarder { observer: self.parts.observer.clone() };
+        let mut deltas = DeltaForwarder {
+            observer: self.parts.observer.clone(),
+        };
         match self.parts.provider.complete(&request, &mut deltas).await {
             Ok(reply) => {
                 let message = self.normalize_reply(reply.message, turn);
@@ -248,7 +351,10 @@ impl Engine {
                     })
                     .await
             }
-            Err(error) => self.model_call_failed(journal, turn, call, attempt, error, schedule).await,
+            Err(error) => {
+                self.model_call_failed(journal, turn, call, attempt, error, schedule)
+                    .await
+            }
         }
     }
 
@@ -278,27 +384,44 @@ impl Engine {
             return Ok(());
         }
         let event = match error.class {
-            ErrorClass::InvalidRequest => Event::RunFailed { error: format!("the model server rejected the request: {message}") },
+            ErrorClass::InvalidRequest => Event::RunFailed {
+                error: format!("the model server rejected the request: {message}"),
+            },
             ErrorClass::Auth | ErrorClass::QuotaExhausted => Event::RunPaused {
                 reason: PauseReason::ModelAuth,
                 detail: format!("{message} — fix the API key or quota, then `baton resume`"),
             },
             ErrorClass::ContextOverflow => Event::RunPaused {
                 reason: PauseReason::ContextOverflow,
-                detail: format!("{message} — the conversation no longer fits the model's context window"),
+                detail: format!(
+                    "{message} — the conversation no longer fits the model's context window"
+                ),
             },
-            ErrorClass::RateLimited | ErrorClass::Overloaded | ErrorClass::Transient | ErrorClass::BadResponse => {
-                Event::RunPaused {
-                    reason: PauseReason::ModelUnavailable,
-                    detail: format!("gave up after {attempt} attempts: {message} — `baton resume` tries again"),
-                }
-            }
+            ErrorClass::RateLimited
+            | ErrorClass::Overloaded
+            | ErrorClass::Transient
+            | ErrorClass::BadResponse => Event::RunPaused {
+                reason: PauseReason::ModelUnavailable,
+                detail: format!(
+                    "gave up after {attempt} attempts: {message} — `baton resume` tries again"
+                ),
+            },
         };
         journal.record(event).await
     }
 
-    async fn run_tool(&self, journal: &mut Journal, workspace: &Workspace, turn: u32, call: &ToolCall) -> Result<(), EngineError> {
-        let settings = journal.state().settings.clone().ok_or_else(|| EngineError::Internal("no settings".into()))?;
+    async fn run_tool(
+        &self,
+        journal: &mut Journal,
+        workspace: &Workspace,
+        turn: u32,
+        call: &ToolCall,
+    ) -> Result<(), EngineError> {
+        let settings = journal
+            .state()
+            .settings
+            .clone()
+            .ok_or_else(|| EngineError::Internal("no settings".into()))?;
         let ctx = ToolContext {
             workspace: workspace.clone(),
             shell_timeout: Duration::from_secs(settings.limits.shell_timeout_secs),
@@ -308,7 +431,12 @@ impl Engine {
         let mut result = self.parts.tools.execute(&ctx, call).await;
         result.content = self.redactor.redact(&result.content);
         journal
-            .record(Event::ToolCallFinished { turn, call_id: call.id.clone(), result, duration_ms: elapsed_ms(started) })
+            .record(Event::ToolCallFinished {
+                turn,
+                call_id: call.id.clone(),
+                result,
+                duration_ms: elapsed_ms(started),
+            })
             .await
     }
 
@@ -331,8 +459,14 @@ impl Engine {
 fn terminal_outcome(state: &RunState) -> Option<RunOutcome> {
     let run_id = state.run_id.clone()?;
     match state.status {
-        RunStatus::Finished => Some(RunOutcome::Finished { run_id, summary: state.finish_summary.clone().unwrap_or_default() }),
-        RunStatus::Failed => Some(RunOutcome::Failed { run_id, error: state.failure.clone().unwrap_or_default() }),
+        RunStatus::Finished => Some(RunOutcome::Finished {
+            run_id,
+            summary: state.finish_summary.clone().unwrap_or_default(),
+        }),
+        RunStatus::Failed => Some(RunOutcome::Failed {
+            run_id,
+            error: state.failure.clone().unwrap_or_default(),
+        }),
         _ => None,
     }
 }
@@ -342,8 +476,15 @@ fn paused_outcome(state: &RunState) -> Option<RunOutcome> {
     if state.status != RunStatus::Paused {
         return None;
     }
-    let (reason, detail) = state.pause.clone().unwrap_or((PauseReason::Interrupted, String::new()));
-    Some(RunOutcome::Paused { run_id, reason, detail })
+    let (reason, detail) = state
+        .pause
+        .clone()
+        .unwrap_or((PauseReason::Interrupted, String::new()));
+    Some(RunOutcome::Paused {
+        run_id,
+        reason,
+        detail,
+    })
 }
 
 fn elapsed_ms(started: Instant) -> u64 {

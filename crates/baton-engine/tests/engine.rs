@@ -28,7 +28,10 @@ fn settings() -> RunSettings {
             model: "m".into(),
             response_mode: ResponseMode::Whole,
         },
-        limits: Limits { max_turns: 10, shell_timeout_secs: 10 },
+        limits: Limits {
+            max_turns: 10,
+            shell_timeout_secs: 10,
+        },
     }
 }
 
@@ -38,10 +41,18 @@ fn reply(calls: &[(&str, serde_json::Value)]) -> Result<ModelReply, ModelError> 
             content: None,
             tool_calls: calls
                 .iter()
-                .map(|(n, a)| ToolCall { id: String::new(), name: n.to_string(), arguments: a.to_string() })
+                .map(|(n, a)| ToolCall {
+                    id: String::new(),
+                    name: n.to_string(),
+                    arguments: a.to_string(),
+                })
                 .collect(),
         },
-        usage: Usage { prompt_tokens: 7, completion_tokens: 3, cached_prompt_tokens: None },
+        usage: Usage {
+            prompt_tokens: 7,
+            completion_tokens: 3,
+            cached_prompt_tokens: None,
+        },
         finish_reason: Some("tool_calls".into()),
         served_model: None,
     })
@@ -56,7 +67,11 @@ fn fast_retry(max_attempts: u32) -> RetryPolicy {
     }
 }
 
-fn engine(store: Arc<SqliteStore>, script: Vec<Result<ModelReply, ModelError>>, retry: RetryPolicy) -> (Engine, Arc<ScriptedProvider>, Arc<Collect>) {
+fn engine(
+    store: Arc<SqliteStore>,
+    script: Vec<Result<ModelReply, ModelError>>,
+    retry: RetryPolicy,
+) -> (Engine, Arc<ScriptedProvider>, Arc<Collect>) {
     let provider = Arc::new(ScriptedProvider::new(script));
     let observer = Arc::new(Collect::default());
     let engine = Engine::new(EngineParts {
@@ -77,20 +92,51 @@ async fn transient_failures_are_retried_and_each_attempt_is_journaled() {
     let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
     let script = vec![
         Err(ModelError::new(ErrorClass::Overloaded, "529 overloaded")),
-        Err(ModelError::new(ErrorClass::RateLimited, "429").with_retry_after(Duration::from_millis(2))),
-        reply(&[("write_file", serde_json::json!({"path": "f.txt", "content": "x"}))]),
+        Err(ModelError::new(ErrorClass::RateLimited, "429")
+            .with_retry_after(Duration::from_millis(2))),
+        reply(&[(
+            "write_file",
+            serde_json::json!({"path": "f.txt", "content": "x"}),
+        )]),
         reply(&[("finish", serde_json::json!({"summary": "ok"}))]),
     ];
     let (engine, provider, observer) = engine(store.clone(), script, fast_retry(5));
-    let outcome = engine.start(StartRun { goal: "g".into(), workspace: ws.path().into(), settings: settings() }).await.unwrap();
-    assert!(matches!(outcome, RunOutcome::Finished { .. }), "{outcome:?}");
-    assert_eq!(std::fs::read_to_string(ws.path().join("f.txt")).unwrap(), "x");
+    let outcome = engine
+        .start(StartRun {
+            goal: "g".into(),
+            workspace: ws.path().into(),
+            settings: settings(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("f.txt")).unwrap(),
+        "x"
+    );
 
     let events = observer.0.lock().unwrap().clone();
-    let failed: Vec<_> = events.iter().filter(|r| matches!(r.event, Event::ModelCallFailed { .. })).collect();
+    let failed: Vec<_> = events
+        .iter()
+        .filter(|r| matches!(r.event, Event::ModelCallFailed { .. }))
+        .collect();
     assert_eq!(failed.len(), 2);
-    let Event::ModelCallFailed { attempt, class, retry_in_ms, .. } = &failed[1].event else { unreachable!() };
-    assert_eq!((*attempt, *class, *retry_in_ms), (2, ErrorClass::RateLimited, Some(2)));
+    let Event::ModelCallFailed {
+        attempt,
+        class,
+        retry_in_ms,
+        ..
+    } = &failed[1].event
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        (*attempt, *class, *retry_in_ms),
+        (2, ErrorClass::RateLimited, Some(2))
+    );
     // The three attempts of call 1 sent the identical request.
     let requests = provider.requests();
     assert_eq!(requests.len(), 4);
@@ -101,9 +147,17 @@ async fn transient_failures_are_retried_and_each_attempt_is_journaled() {
     assert_eq!(stored, events);
     let state = replay(&stored).unwrap();
     assert_eq!(state.status, RunStatus::Finished);
-    assert_eq!(state.usage.prompt_tokens, 14, "usage counted once per successful call");
+    assert_eq!(
+        state.usage.prompt_tokens, 14,
+        "usage counted once per successful call"
+    );
     // Missing tool-call ids were filled in, uniquely.
-    let Event::ModelCallFinished { message, .. } = &stored.iter().find(|r| matches!(r.event, Event::ModelCallFinished { .. })).unwrap().event else {
+    let Event::ModelCallFinished { message, .. } = &stored
+        .iter()
+        .find(|r| matches!(r.event, Event::ModelCallFinished { .. }))
+        .unwrap()
+        .event
+    else {
         unreachable!()
     };
     assert_eq!(message.tool_calls[0].id, "call_1_0");
@@ -114,22 +168,48 @@ async fn exhausted_retries_pause_and_resume_continues_without_resending_finished
     let ws = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
     let script = vec![
-        reply(&[("write_file", serde_json::json!({"path": "a.txt", "content": "1"}))]),
+        reply(&[(
+            "write_file",
+            serde_json::json!({"path": "a.txt", "content": "1"}),
+        )]),
         Err(ModelError::new(ErrorClass::Transient, "connection reset")),
         Err(ModelError::new(ErrorClass::Transient, "connection reset")),
     ];
     let (first, _, _) = engine(store.clone(), script, fast_retry(2));
-    let outcome = first.start(StartRun { goal: "g".into(), workspace: ws.path().into(), settings: settings() }).await.unwrap();
-    let RunOutcome::Paused { run_id, reason, .. } = outcome else { panic!("{outcome:?}") };
+    let outcome = first
+        .start(StartRun {
+            goal: "g".into(),
+            workspace: ws.path().into(),
+            settings: settings(),
+        })
+        .await
+        .unwrap();
+    let RunOutcome::Paused { run_id, reason, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
     assert_eq!(reason, PauseReason::ModelUnavailable);
 
-    let (second, provider, _) = engine(store.clone(), vec![reply(&[("finish", serde_json::json!({"summary": "done"}))])], fast_retry(2));
-    let outcome = second.resume(&run_id, &SettingsOverride::default()).await.unwrap();
-    assert!(matches!(outcome, RunOutcome::Finished { .. }), "{outcome:?}");
+    let (second, provider, _) = engine(
+        store.clone(),
+        vec![reply(&[("finish", serde_json::json!({"summary": "done"}))])],
+        fast_retry(2),
+    );
+    let outcome = second
+        .resume(&run_id, &SettingsOverride::default())
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
     // Only turn 2 was asked for again; turn 1's answer came from the journal.
     let requests = provider.requests();
     assert_eq!(requests.len(), 1);
-    let assistant_msgs = requests[0].messages.iter().filter(|m| matches!(m, Message::Assistant(_))).count();
+    let assistant_msgs = requests[0]
+        .messages
+        .iter()
+        .filter(|m| matches!(m, Message::Assistant(_)))
+        .count();
     assert_eq!(assistant_msgs, 1);
     let state = replay(&store.load_events(&run_id).await.unwrap()).unwrap();
     assert_eq!(state.model_calls_started, 2);
@@ -140,13 +220,49 @@ async fn exhausted_retries_pause_and_resume_continues_without_resending_finished
 async fn permanent_errors_fail_or_pause_by_class() {
     let ws = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
-    let (e, _, _) = engine(store.clone(), vec![Err(ModelError::new(ErrorClass::Auth, "bad key"))], fast_retry(5));
-    let outcome = e.start(StartRun { goal: "g".into(), workspace: ws.path().into(), settings: settings() }).await.unwrap();
-    assert!(matches!(outcome, RunOutcome::Paused { reason: PauseReason::ModelAuth, .. }), "{outcome:?}");
+    let (e, _, _) = engine(
+        store.clone(),
+        vec![Err(ModelError::new(ErrorClass::Auth, "bad key"))],
+        fast_retry(5),
+    );
+    let outcome = e
+        .start(StartRun {
+            goal: "g".into(),
+            workspace: ws.path().into(),
+            settings: settings(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            RunOutcome::Paused {
+                reason: PauseReason::ModelAuth,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
 
-    let (e, _, _) = engine(store.clone(), vec![Err(ModelError::new(ErrorClass::InvalidRequest, "bad schema"))], fast_retry(5));
-    let outcome = e.start(StartRun { goal: "g".into(), workspace: ws.path().into(), settings: settings() }).await.unwrap();
-    let RunOutcome::Failed { error, .. } = outcome else { panic!("{outcome:?}") };
+    let (e, _, _) = engine(
+        store.clone(),
+        vec![Err(ModelError::new(
+            ErrorClass::InvalidRequest,
+            "bad schema",
+        ))],
+        fast_retry(5),
+    );
+    let outcome = e
+        .start(StartRun {
+            goal: "g".into(),
+            workspace: ws.path().into(),
+            settings: settings(),
+        })
+        .await
+        .unwrap();
+    let RunOutcome::Failed { error, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
     assert!(error.contains("bad schema"));
 }
 
@@ -154,12 +270,26 @@ async fn permanent_errors_fail_or_pause_by_class() {
 async fn resuming_a_finished_run_changes_nothing() {
     let ws = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
-    let (e, _, _) = engine(store.clone(), vec![reply(&[("finish", serde_json::json!({"summary": "s"}))])], fast_retry(1));
-    let outcome = e.start(StartRun { goal: "g".into(), workspace: ws.path().into(), settings: settings() }).await.unwrap();
+    let (e, _, _) = engine(
+        store.clone(),
+        vec![reply(&[("finish", serde_json::json!({"summary": "s"}))])],
+        fast_retry(1),
+    );
+    let outcome = e
+        .start(StartRun {
+            goal: "g".into(),
+            workspace: ws.path().into(),
+            settings: settings(),
+        })
+        .await
+        .unwrap();
     let run_id = outcome.run_id().clone();
     let before = store.load_events(&run_id).await.unwrap();
     let (e, provider, _) = engine(store.clone(), vec![], fast_retry(1));
-    let again = e.resume(&run_id, &SettingsOverride::default()).await.unwrap();
+    let again = e
+        .resume(&run_id, &SettingsOverride::default())
+        .await
+        .unwrap();
     assert_eq!(again, outcome);
     assert!(provider.requests().is_empty());
     assert_eq!(store.load_events(&run_id).await.unwrap(), before);

@@ -24,14 +24,24 @@ pub struct Turn {
 pub fn turn(calls: &[(&str, Value)]) -> Turn {
     Turn {
         text: None,
-        calls: calls.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect(),
+        calls: calls
+            .iter()
+            .map(|(n, a)| (n.to_string(), a.to_string()))
+            .collect(),
         delay: None,
     }
 }
 
 /// A raw-arguments call (for malformed JSON).
 pub fn raw_turn(calls: &[(&str, &str)]) -> Turn {
-    Turn { text: None, calls: calls.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect(), delay: None }
+    Turn {
+        text: None,
+        calls: calls
+            .iter()
+            .map(|(n, a)| (n.to_string(), a.to_string()))
+            .collect(),
+        delay: None,
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -56,16 +66,21 @@ impl Respond for ScriptResponder {
             .as_array()
             .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
             .unwrap_or(0);
-        self.received.lock().unwrap().push(Received { turn_index, body: body.clone() });
+        self.received.lock().unwrap().push(Received {
+            turn_index,
+            body: body.clone(),
+        });
         let Some(turn) = self.script.get(turn_index) else {
-            return ResponseTemplate::new(400).set_body_string(format!("script has no answer #{turn_index}"));
+            return ResponseTemplate::new(400)
+                .set_body_string(format!("script has no answer #{turn_index}"));
         };
         let streaming = body["stream"] == true;
         let usage = json!({"prompt_tokens": 100 + turn_index as u64, "completion_tokens": 10 + turn_index as u64,
                            "total_tokens": 110 + 2 * turn_index as u64,
                            "prompt_tokens_details": {"cached_tokens": 50}});
         let mut template = if streaming {
-            ResponseTemplate::new(200).set_body_raw(sse_body(turn, turn_index, &usage), "text/event-stream")
+            ResponseTemplate::new(200)
+                .set_body_raw(sse_body(turn, turn_index, &usage), "text/event-stream")
         } else {
             ResponseTemplate::new(200).set_body_json(whole_body(turn, turn_index, &usage))
         };
@@ -106,7 +121,10 @@ fn sse_body(turn: &Turn, turn_index: usize, usage: &Value) -> String {
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
     };
     if let Some(text) = &turn.text {
-        push(chunk(json!({"role": "assistant", "content": text}), Value::Null));
+        push(chunk(
+            json!({"role": "assistant", "content": text}),
+            Value::Null,
+        ));
     }
     for (i, (name, args)) in turn.calls.iter().enumerate() {
         push(chunk(
@@ -117,11 +135,16 @@ fn sse_body(turn: &Turn, turn_index: usize, usage: &Value) -> String {
         let chars: Vec<char> = args.chars().collect();
         for piece in chars.chunks(7) {
             let piece: String = piece.iter().collect();
-            push(chunk(json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}), Value::Null));
+            push(chunk(
+                json!({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}),
+                Value::Null,
+            ));
         }
     }
     push(chunk(json!({}), json!("tool_calls")));
-    push(json!({"id": "x", "object": "chat.completion.chunk", "model": "scripted", "choices": [], "usage": usage}));
+    push(
+        json!({"id": "x", "object": "chat.completion.chunk", "model": "scripted", "choices": [], "usage": usage}),
+    );
     out.push_str("data: [DONE]\n\n");
     out
 }
@@ -137,7 +160,10 @@ impl ScriptedServer {
         let received = Arc::new(Mutex::new(Vec::new()));
         Mock::given(method("POST"))
             .and(path("/v1/chat/completions"))
-            .respond_with(ScriptResponder { script, received: received.clone() })
+            .respond_with(ScriptResponder {
+                script,
+                received: received.clone(),
+            })
             .mount(&server)
             .await;
         ScriptedServer { server, received }
@@ -159,8 +185,14 @@ impl ScriptedServer {
     /// How many requests asked for each answer of the script.
     pub fn requests_per_turn(&self) -> Vec<usize> {
         let received = self.received();
-        let max = received.iter().map(|r| r.turn_index).max().map_or(0, |m| m + 1);
-        (0..max).map(|t| received.iter().filter(|r| r.turn_index == t).count()).collect()
+        let max = received
+            .iter()
+            .map(|r| r.turn_index)
+            .max()
+            .map_or(0, |m| m + 1);
+        (0..max)
+            .map(|t| received.iter().filter(|r| r.turn_index == t).count())
+            .collect()
     }
 }
 
@@ -182,9 +214,18 @@ pub fn baton(workspace: &Path, home: &Path) -> Command {
 
 /// Spawns `baton ... --json` and returns the child and a reader of its event lines.
 pub fn spawn_json(mut cmd: Command) -> (Child, EventLines) {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn baton");
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn baton");
     let stdout = child.stdout.take().expect("stdout");
-    (child, EventLines { lines: BufReader::new(stdout).lines() })
+    (
+        child,
+        EventLines {
+            lines: BufReader::new(stdout).lines(),
+        },
+    )
 }
 
 pub struct EventLines {
@@ -196,7 +237,8 @@ impl EventLines {
     pub fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Option<Value> {
         for line in self.lines.by_ref() {
             let line = line.ok()?;
-            let event: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad JSONL line {line:?}: {e}"));
+            let event: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("bad JSONL line {line:?}: {e}"));
             if pred(&event) {
                 return Some(event);
             }
@@ -207,8 +249,15 @@ impl EventLines {
 
 /// The run's journal, through `baton logs --json`.
 pub fn journal(workspace: &Path, home: &Path) -> Vec<Value> {
-    let out = baton(workspace, home).args(["logs", "--json"]).output().expect("run baton logs");
-    assert!(out.status.success(), "baton logs failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = baton(workspace, home)
+        .args(["logs", "--json"])
+        .output()
+        .expect("run baton logs");
+    assert!(
+        out.status.success(),
+        "baton logs failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -226,7 +275,11 @@ pub fn snapshot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
         for entry in std::fs::read_dir(dir).unwrap() {
             let entry = entry.unwrap();
             let path = entry.path();
-            let rel = path.strip_prefix(root).unwrap().to_string_lossy().to_string();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .to_string();
             if rel == ".baton" {
                 continue;
             }
