@@ -11,6 +11,7 @@ use baton_core::{
 };
 use baton_engine::{
     Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun,
+    StopSignal,
 };
 use baton_model::RetryPolicy;
 use baton_model::openai::{OpenAiConfig, OpenAiProvider};
@@ -125,7 +126,35 @@ fn build_engine(
             .map(|s| s.to_string())
             .collect(),
         observer: observer(json),
+        stop: stop_on_signals(),
     }))
+}
+
+/// First Ctrl-C / SIGTERM: pause the run cleanly (exit 3). Second: quit at once.
+fn stop_on_signals() -> StopSignal {
+    let (handle, signal) = StopSignal::new();
+    tokio::spawn(async move {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        for round in 0.. {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            if round == 0 {
+                eprintln!(
+                    "stopping: pausing the run cleanly (send the signal again to quit at once)"
+                );
+                handle.stop();
+            } else {
+                std::process::exit(130);
+            }
+        }
+    });
+    signal
 }
 
 pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {

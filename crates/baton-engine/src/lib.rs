@@ -8,6 +8,8 @@
 mod error;
 mod journal;
 mod run_loop;
+mod stop;
 
 pub use error::EngineError;
 pub use run_loop::{Engine, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
+pub use stop::{StopHandle, StopSignal};

@@ -18,6 +18,7 @@ use baton_tools::{ToolContext, ToolRegistry, Workspace};
 
 use crate::EngineError;
 use crate::journal::Journal;
+use crate::stop::StopSignal;
 
 /// Receives every journaled event (for the JSONL stream and the terminal) and live stream deltas.
 pub trait RunObserver: Send + Sync {
@@ -97,6 +98,8 @@ pub struct EngineParts {
     /// Environment variable names never passed to commands.
     pub secret_env_vars: Vec<String>,
     pub observer: Arc<dyn RunObserver>,
+    /// Asks the run to pause cleanly (Ctrl-C, SIGTERM).
+    pub stop: StopSignal,
 }
 
 pub struct Engine {
@@ -231,6 +234,14 @@ impl Engine {
     ) -> Result<RunOutcome, EngineError> {
         let mut retry: Option<(u32, RetrySchedule)> = None;
         loop {
+            if self.parts.stop.is_stopped() && journal.state().status == RunStatus::Running {
+                journal
+                    .record(Event::RunPaused {
+                        reason: PauseReason::Interrupted,
+                        detail: "stopped on request; `baton resume` continues it".into(),
+                    })
+                    .await?;
+            }
             let action = next_action(journal.state());
             match action {
                 NextAction::Stop => break,
@@ -336,7 +347,16 @@ impl Engine {
         let mut deltas = DeltaForwarder {
             observer: self.parts.observer.clone(),
         };
-        match self.parts.provider.complete(&request, &mut deltas).await {
+        let Some(outcome) = self
+            .parts
+            .stop
+            .race(self.parts.provider.complete(&request, &mut deltas))
+            .await
+        else {
+            // Abandoned: the call stays open in the journal and is sent again on resume.
+            return Ok(());
+        };
+        match outcome {
             Ok(reply) => {
                 let message = self.normalize_reply(reply.message, turn);
                 journal
@@ -380,7 +400,7 @@ impl Engine {
             })
             .await?;
         if let Some(delay) = delay {
-            tokio::time::sleep(delay).await;
+            self.parts.stop.race(tokio::time::sleep(delay)).await;
             return Ok(());
         }
         let event = match error.class {
@@ -428,7 +448,16 @@ impl Engine {
             secret_env_vars: self.parts.secret_env_vars.clone(),
         };
         let started = Instant::now();
-        let mut result = self.parts.tools.execute(&ctx, call).await;
+        let Some(mut result) = self
+            .parts
+            .stop
+            .race(self.parts.tools.execute(&ctx, call))
+            .await
+        else {
+            // Abandoned (the tool's process group is killed on drop): resume treats the call as
+            // interrupted.
+            return Ok(());
+        };
         result.content = self.redactor.redact(&result.content);
         journal
             .record(Event::ToolCallFinished {

@@ -82,6 +82,7 @@ fn engine(
         secrets: vec![],
         secret_env_vars: vec![],
         observer: observer.clone(),
+        stop: baton_engine::StopSignal::never(),
     });
     (engine, provider, observer)
 }
