@@ -9,7 +9,10 @@ use serde_json::json;
 use support::*;
 
 fn signal(pid: u32, sig: &str) {
-    let status = std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap();
+    let status = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
 }
 
@@ -17,11 +20,20 @@ fn signal(pid: u32, sig: &str) {
 async fn sigint_and_sigterm_pause_cleanly_and_resume_finishes() {
     let mut slow = turn(&[("shell", json!({"command": "sleep 30"}))]);
     slow.delay = Some(Duration::from_secs(3));
-    let server = ScriptedServer::start(vec![slow, turn(&[("finish", json!({"summary": "ok"}))])]).await;
+    let server =
+        ScriptedServer::start(vec![slow, turn(&[("finish", json!({"summary": "ok"}))])]).await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let mut cmd = baton(ws.path(), home.path());
-    cmd.args(["run", "--base-url", &server.base_url(), "--model", "m", "--json", "x"]);
+    cmd.args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "--json",
+        "x",
+    ]);
     let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
     let (first, second, last) = tokio::task::spawn_blocking(move || {
         // SIGINT while the model request is in flight.
@@ -48,7 +60,12 @@ async fn sigint_and_sigterm_pause_cleanly_and_resume_finishes() {
     .unwrap();
     assert_eq!(first.status.code(), Some(3));
     assert_eq!(second.status.code(), Some(3));
-    assert_eq!(last.status.code(), Some(0), "{}", String::from_utf8_lossy(&last.stderr));
+    assert_eq!(
+        last.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
 
     let journal = journal(ws.path(), home.path());
     let paused = of_type(&journal, "run_paused");

@@ -1,1 +1,140 @@
-fn main() {}
+//! Journal benchmarks: the per-event cost of a durable append as history grows (it must stay
+//! flat), and the time to load and replay a long run (what `baton resume` pays).
+//!
+//! Run with `cargo bench -p baton-store`. Files live under cargo's target tmp dir, on the same
+//! disk as the build, so that fsync costs what it costs there (not on a RAM-backed /tmp).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/support/journal.rs"]
+mod journal;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use baton_core::{RunId, replay};
+use baton_store::{Holder, Lease, NewRun, SqliteStore, Store};
+use journal::Journal;
+
+const MEASURED_APPENDS: usize = 200;
+const REPLAY_EVENTS: usize = 10_000;
+const REPLAY_REPETITIONS: usize = 7;
+/// Prefixes are written in batches of this many events (one transaction, one fsync each).
+const PREFIX_BATCH: usize = 500;
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(run());
+}
+
+async fn run() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    println!(
+        "baton-store journal benchmark: SQLite WAL, synchronous=FULL, files in {}",
+        dir.path().display()
+    );
+    println!();
+    println!("durable append, one event per append ({MEASURED_APPENDS} appends):");
+    for prior in [100, 10_000] {
+        append_latency(&dir.path().join(format!("append-{prior}.db")), prior).await;
+    }
+    println!();
+    load_and_replay(&dir.path().join("replay.db")).await;
+}
+
+/// A store with one run whose journal already holds `prior` events.
+async fn run_with_history(path: &Path, prior: usize) -> (SqliteStore, Lease, Journal) {
+    let store = SqliteStore::open(path).await.unwrap();
+    let run = NewRun {
+        id: RunId::new(),
+        goal: "migrate the codebase".into(),
+        workspace: "/w".into(),
+    };
+    let lease = store
+        .create_run(&run, &Holder::this_process())
+        .await
+        .unwrap();
+    let mut journal = Journal::new(run.id);
+    let mut prefix = vec![journal.started("migrate the codebase")];
+    prefix.extend(journal.take(prior - 1));
+    for batch in prefix.chunks(PREFIX_BATCH) {
+        store.append(&lease, batch).await.unwrap();
+    }
+    (store, lease, journal)
+}
+
+async fn append_latency(path: &Path, prior: usize) {
+    let (store, lease, mut journal) = run_with_history(path, prior).await;
+    let mut samples = Vec::with_capacity(MEASURED_APPENDS);
+    let mut bytes = 0;
+    for _ in 0..MEASURED_APPENDS {
+        let record = journal.take(1);
+        bytes += serde_json::to_string(&record[0].event).unwrap().len();
+        let start = Instant::now();
+        store.append(&lease, &record).await.unwrap();
+        samples.push(start.elapsed());
+    }
+    samples.sort();
+    println!(
+        "  append p50 {} p99 {} max {} ({prior} prior events, payload {} B/event avg)",
+        ms(percentile(&samples, 50)),
+        ms(percentile(&samples, 99)),
+        ms(samples[samples.len() - 1]),
+        bytes / MEASURED_APPENDS,
+    );
+    store.close().await;
+}
+
+async fn load_and_replay(path: &Path) {
+    let (store, _lease, _) = run_with_history(path, REPLAY_EVENTS).await;
+    let run_id = store.list_runs().await.unwrap()[0].id.clone();
+    store.close().await;
+    let size = std::fs::metadata(path).unwrap().len();
+
+    let start = Instant::now();
+    let store = SqliteStore::open(path).await.unwrap();
+    let open = start.elapsed();
+
+    let (mut loads, mut replays, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..REPLAY_REPETITIONS {
+        let start = Instant::now();
+        let events = store.load_events(&run_id).await.unwrap();
+        let loaded = start.elapsed();
+        let state = replay(&events).unwrap();
+        let total = start.elapsed();
+        assert_eq!(state.next_seq, REPLAY_EVENTS as u64);
+        loads.push(loaded);
+        replays.push(total - loaded);
+        totals.push(total);
+    }
+    for samples in [&mut loads, &mut replays, &mut totals] {
+        samples.sort();
+    }
+    println!(
+        "load + replay of a {REPLAY_EVENTS}-event run (median of {REPLAY_REPETITIONS}; target < 100 ms):"
+    );
+    println!(
+        "  load_events {} + replay {} = {}",
+        ms(percentile(&loads, 50)),
+        ms(percentile(&replays, 50)),
+        ms(percentile(&totals, 50)),
+    );
+    println!(
+        "  open (integrity check + migrate) of the {:.1} MB store: {}",
+        size as f64 / 1e6,
+        ms(open)
+    );
+}
+
+/// The `p`th percentile of sorted samples (nearest rank).
+fn percentile(sorted: &[Duration], p: usize) -> Duration {
+    let rank = (sorted.len() * p).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}

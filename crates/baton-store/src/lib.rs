@@ -1,14 +1,114 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! Durable journal and run store of baton.
+//!
+//! The [`Store`] trait is what the engine sees; [`SqliteStore`] is the embedded default under
+//! `<workspace>/.baton/`. A Postgres backend implements the same trait (leases, fenced appends,
+//! gap-free sequence numbers) without the engine changing.
+
+mod error;
+mod process;
+mod sqlite;
+
+pub use error::StoreError;
+pub use sqlite::{SqliteOptions, SqliteStore};
+
+use async_trait::async_trait;
+use baton_core::{EventRecord, RunId, RunStatus};
+
+/// Who holds (or wants) a run: one process. Recorded with the lease so that `baton status` can
+/// say who is working on a run and so that a holder that died on this machine can be detected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    pub host: String,
+    pub pid: u32,
+    /// Process start time (Linux: field 22 of /proc/PID/stat); guards against PID reuse.
+    pub pid_start: Option<u64>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+impl Holder {
+    /// The current process.
+    pub fn this_process() -> Holder {
+        process::this_process_holder()
     }
+
+    pub fn describe(&self) -> String {
+        format!("pid {} on {}", self.pid, self.host)
+    }
+}
+
+/// Proof that this process holds a run. Every append is checked against `token` in the same
+/// transaction (fencing): after a takeover the old holder's appends fail with `LeaseLost`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub run_id: RunId,
+    pub token: String,
+    pub expires_at: jiff::Timestamp,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewRun {
+    pub id: RunId,
+    pub goal: String,
+    pub workspace: String,
+}
+
+/// A row of the runs table: what listing needs without replaying the journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunSummary {
+    pub id: RunId,
+    pub goal: String,
+    pub workspace: String,
+    pub status: RunStatus,
+    pub created_at: jiff::Timestamp,
+    pub updated_at: jiff::Timestamp,
+    /// Number of journaled events.
+    pub event_count: u64,
+    /// The current lease holder, if the lease has not been released.
+    pub holder: Option<HolderInfo>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HolderInfo {
+    pub holder: Holder,
+    pub expires_at: jiff::Timestamp,
+    /// False when the holder is known to be dead (same host, process gone) or the lease expired.
+    pub alive: bool,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Creates a run and takes its lease.
+    async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError>;
+
+    /// Takes a run's lease. Fails with [`StoreError::Locked`] while another live holder has it;
+    /// an expired lease, or one whose holder process is gone, is taken over.
+    async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError>;
+
+    /// Extends the lease. Fails with [`StoreError::LeaseLost`] if another holder took it.
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError>;
+
+    /// Gives the lease up (no-op if it was lost).
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError>;
+
+    /// Appends events durably: when this returns Ok, they survive a crash or power loss.
+    /// The first record's `seq` must equal the number of events already stored (no gaps, no
+    /// overwrites) and the lease must still be held — both checked in one transaction.
+    async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError>;
+
+    /// Events of a run with `seq >= from_seq`, in order, at most `limit`.
+    async fn read_events(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, StoreError>;
+
+    /// The whole journal of a run.
+    async fn load_events(&self, run_id: &RunId) -> Result<Vec<EventRecord>, StoreError> {
+        self.read_events(run_id, 0, u64::MAX).await
+    }
+
+    async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError>;
+
+    /// All runs, newest first.
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
 }

@@ -1,0 +1,150 @@
+use std::path::PathBuf;
+
+use baton_core::RunId;
+
+/// Everything a store operation can fail with.
+///
+/// Callers decide between "try again" and "stop and tell the user" with
+/// [`StoreError::is_retryable`]; the messages are written for the person at the terminal, so
+/// they say what happened and what to do, and name the file when one is involved.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Another live process holds the run's lease.
+    #[error(
+        "run {run_id} is being run by {holder} (lease until {expires_at}); wait for it or stop it"
+    )]
+    Locked {
+        run_id: RunId,
+        holder: String,
+        expires_at: jiff::Timestamp,
+    },
+
+    /// The lease presented is no longer the run's lease: it expired and another process took
+    /// the run over. The holder must stop working on the run (its writes are refused).
+    #[error(
+        "lost the lease on run {run_id}: another process took the run over, so this one must \
+         stop working on it"
+    )]
+    LeaseLost { run_id: RunId },
+
+    #[error("no run {run_id} in this store")]
+    NotFound { run_id: RunId },
+
+    #[error("a run with id {run_id} already exists")]
+    AlreadyExists { run_id: RunId },
+
+    /// An append did not continue the journal exactly where it ends: another writer appended
+    /// first, or the caller skipped or repeated an event.
+    #[error(
+        "journal of run {run_id} continues at event #{expected}, but the append starts at \
+         #{got}; nothing was written"
+    )]
+    SequenceConflict {
+        run_id: RunId,
+        expected: u64,
+        got: u64,
+    },
+
+    /// The records handed to an append are not a contiguous batch of the leased run.
+    #[error("refused to append to run {run_id}: {detail}; nothing was written")]
+    InvalidRecords { run_id: RunId, detail: String },
+
+    /// The database file is damaged or is not a baton store. Opening never modifies such a
+    /// file, so the user can move it aside and keep it for recovery.
+    #[error(
+        "the store {} is damaged or is not a baton database ({detail}); nothing was changed. \
+         Move it aside (for example `mv {0} {0}.damaged`) and baton will start a new store; \
+         the old file stays available for recovery",
+        .path.display()
+    )]
+    Corrupt { path: PathBuf, detail: String },
+
+    /// The database was migrated by a newer baton; an older one must not write to it.
+    #[error(
+        "the store {} has schema version {found}, but this baton knows only up to {supported}; \
+         nothing was changed. Upgrade baton to use this store",
+        .path.display()
+    )]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+
+    #[error("database error while {context}: {source}")]
+    Database {
+        context: String,
+        #[source]
+        source: sqlx::Error,
+    },
+
+    #[error("could not serialize event #{seq} of run {run_id}: {source}")]
+    Serialization {
+        run_id: RunId,
+        seq: u64,
+        #[source]
+        source: serde_json::Error,
+    },
+
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// SQLite primary result codes that mean "another connection is in the way right now".
+const SQLITE_BUSY: i64 = 5;
+const SQLITE_LOCKED: i64 = 6;
+
+impl StoreError {
+    /// Whether the same call may succeed if made again a little later with nothing else
+    /// changed: a database busy past its timeout or a pool that had no free connection.
+    ///
+    /// [`StoreError::Locked`] is deliberately not retryable: another process is working on
+    /// the run and may do so for hours, so the caller should tell the user rather than spin.
+    /// Corruption, lost leases, missing runs and sequence conflicts never fix themselves.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            StoreError::Database { source, .. } => sqlx_error_is_retryable(source),
+            StoreError::Io { source, .. } => io_kind_is_retryable(source.kind()),
+            StoreError::Locked { .. }
+            | StoreError::LeaseLost { .. }
+            | StoreError::NotFound { .. }
+            | StoreError::AlreadyExists { .. }
+            | StoreError::SequenceConflict { .. }
+            | StoreError::InvalidRecords { .. }
+            | StoreError::Corrupt { .. }
+            | StoreError::NewerSchema { .. }
+            | StoreError::Serialization { .. } => false,
+        }
+    }
+}
+
+fn sqlx_error_is_retryable(error: &sqlx::Error) -> bool {
+    match error {
+        sqlx::Error::Database(db) => {
+            sqlite_primary_code(db.as_ref()).is_some_and(|c| c == SQLITE_BUSY || c == SQLITE_LOCKED)
+        }
+        sqlx::Error::PoolTimedOut => true,
+        sqlx::Error::Io(io) => io_kind_is_retryable(io.kind()),
+        _ => false,
+    }
+}
+
+fn io_kind_is_retryable(kind: std::io::ErrorKind) -> bool {
+    use std::io::ErrorKind;
+    matches!(
+        kind,
+        ErrorKind::Interrupted | ErrorKind::TimedOut | ErrorKind::WouldBlock
+    )
+}
+
+/// The primary SQLite result code of a database error. sqlx reports the extended code (for
+/// example 517, SQLITE_BUSY_SNAPSHOT); its low byte is the primary code.
+pub(crate) fn sqlite_primary_code(db: &dyn sqlx::error::DatabaseError) -> Option<i64> {
+    db.code()
+        .and_then(|c| c.parse::<i64>().ok())
+        .map(|c| c & 0xff)
+}

@@ -1,0 +1,472 @@
+//! The embedded SQLite backend.
+
+mod open;
+mod rows;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_core::{EventRecord, RunId, RunStatus};
+use jiff::Timestamp;
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::{Sqlite, Transaction};
+
+use self::open::classify;
+use self::rows::{RUN_COLUMNS, corrupt, from_db_int, to_db_int, ts_to_text};
+use crate::process::{holder_is_dead, local_hostname};
+use crate::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
+
+/// Settings of a [`SqliteStore`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SqliteOptions {
+    /// How long a lease lasts without renewal. A holder renews well before this; a holder that
+    /// stops renewing (hung, or on a machine that went away) loses the run after this long.
+    pub lease_ttl: Duration,
+    /// How long a statement waits for another connection's write lock before failing with a
+    /// retryable error. Two processes (say `baton run` and `baton status`) share the file.
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            lease_ttl: Duration::from_secs(60),
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A [`Store`] in one SQLite file, shared safely by several processes on one machine.
+///
+/// # Durability
+///
+/// The database runs in WAL mode with `synchronous = FULL`: a transaction commits only after
+/// its WAL frames are fsynced, so when [`Store::append`] returns `Ok` the events survive a
+/// process crash *and* a power loss. The cost is one fsync of the WAL per append (typically
+/// 0.1–10 ms depending on the disk; see `benches/journal.rs`), paid once per journaled event —
+/// the price of "journal before effect". Batching several events into one append pays it once.
+///
+/// # Opening
+///
+/// An existing file is first checked on a read-only connection (SQLite header, `PRAGMA
+/// quick_check`, schema version). A damaged file, another program's database or one migrated
+/// by a newer baton is refused with [`StoreError::Corrupt`] / [`StoreError::NewerSchema`] and
+/// left byte-for-byte unchanged. The quick check reads the whole file, so opening a very large
+/// store takes time proportional to its size.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    path: PathBuf,
+    lease_ttl: Duration,
+    /// Leases held by processes on this host can be checked for a dead holder.
+    local_host: String,
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the store at `path` with default options.
+    pub async fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        Self::open_with(path, SqliteOptions::default()).await
+    }
+
+    pub async fn open_with(path: &Path, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty())
+            && !parent.is_dir()
+        {
+            let source = std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the directory for the store does not exist",
+            );
+            return Err(StoreError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+        open::check_existing(path).await?;
+        let pool = open::connect(path, options.busy_timeout).await?;
+        if let Err(e) = open::migrate(&pool, path).await {
+            pool.close().await;
+            return Err(e);
+        }
+        Ok(SqliteStore {
+            pool,
+            path: path.to_owned(),
+            lease_ttl: options.lease_ttl,
+            local_host: local_hostname(),
+        })
+    }
+
+    /// The store of a workspace: `<workspace>/.baton/baton.db`, creating `.baton/` if needed.
+    pub async fn for_workspace(workspace: &Path) -> Result<SqliteStore, StoreError> {
+        Self::for_workspace_with(workspace, SqliteOptions::default()).await
+    }
+
+    pub async fn for_workspace_with(
+        workspace: &Path,
+        options: SqliteOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let path = Self::workspace_db_path(workspace);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        Self::open_with(&path, options).await
+    }
+
+    /// Where [`SqliteStore::for_workspace`] keeps the database of `workspace`.
+    pub fn workspace_db_path(workspace: &Path) -> PathBuf {
+        workspace.join(".baton").join("baton.db")
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
+    }
+
+    /// Closes all connections, letting SQLite checkpoint the WAL into the main file. Dropping the
+    /// store without closing is safe too: committed data is already durable in the WAL.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn db(&self, context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+        let context = context.to_owned();
+        move |e| classify(&self.path, &context, e)
+    }
+
+    fn expiry(&self, now: Timestamp) -> Timestamp {
+        now.checked_add(self.lease_ttl).unwrap_or(Timestamp::MAX)
+    }
+
+    /// A write transaction that takes SQLite's write lock at BEGIN, so that what it reads
+    /// cannot be changed by another writer before it writes (check-then-act is safe).
+    async fn begin_write(&self, context: &str) -> Result<Transaction<'static, Sqlite>, StoreError> {
+        self.pool
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(self.db(context))
+    }
+
+    /// Sets a fresh lease for `holder` on `run_id` within `tx`.
+    async fn write_lease(
+        &self,
+        tx: &mut Transaction<'static, Sqlite>,
+        run_id: &RunId,
+        holder: &Holder,
+        now: Timestamp,
+    ) -> Result<Lease, StoreError> {
+        let lease = Lease {
+            run_id: run_id.clone(),
+            token: new_token(),
+            expires_at: self.expiry(now),
+        };
+        sqlx::query(
+            "UPDATE runs SET lease_token = ?, lease_host = ?, lease_pid = ?, lease_pid_start = ?, \
+             lease_expires_at = ? WHERE id = ?",
+        )
+        .bind(&lease.token)
+        .bind(&holder.host)
+        .bind(i64::from(holder.pid))
+        .bind(holder.pid_start.map(to_db_int))
+        .bind(ts_to_text(lease.expires_at))
+        .bind(run_id.as_str())
+        .execute(&mut **tx)
+        .await
+        .map_err(self.db("recording the lease"))?;
+        Ok(lease)
+    }
+
+    async fn run_exists(&self, run_id: &RunId) -> Result<bool, StoreError> {
+        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM runs WHERE id = ?")
+            .bind(run_id.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(self.db("looking up a run"))?;
+        Ok(found.is_some())
+    }
+
+    /// Why a fenced update matched no row: the run is gone, or its lease changed hands.
+    async fn lease_failure(&self, run_id: &RunId) -> StoreError {
+        match self.run_exists(run_id).await {
+            Ok(true) => StoreError::LeaseLost {
+                run_id: run_id.clone(),
+            },
+            Ok(false) => StoreError::NotFound {
+                run_id: run_id.clone(),
+            },
+            Err(e) => e,
+        }
+    }
+
+    fn summary(&self, row: &SqliteRow, now: Timestamp) -> Result<RunSummary, StoreError> {
+        rows::summary_from_row(row, &self.path, &self.local_host, now)
+    }
+}
+
+/// A lease token: unique per acquisition, so a holder that lost the lease can never match the
+/// new holder's token, even if it is the same process acquiring again.
+fn new_token() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// Checks that `records` are one contiguous batch of `run_id`'s journal; returns the first seq.
+fn check_batch(run_id: &RunId, records: &[EventRecord]) -> Result<u64, StoreError> {
+    let first = records.first().map_or(0, |r| r.seq);
+    for (i, record) in records.iter().enumerate() {
+        if record.run_id != *run_id {
+            return Err(StoreError::InvalidRecords {
+                run_id: run_id.clone(),
+                detail: format!("event #{} belongs to run {}", record.seq, record.run_id),
+            });
+        }
+        let expected = first.saturating_add(i as u64);
+        if record.seq != expected {
+            return Err(StoreError::SequenceConflict {
+                run_id: run_id.clone(),
+                expected,
+                got: record.seq,
+            });
+        }
+    }
+    Ok(first)
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
+        let now = Timestamp::now();
+        let mut tx = self.begin_write("creating a run").await?;
+        let created = ts_to_text(now);
+        let inserted = sqlx::query(
+            "INSERT INTO runs (id, goal, workspace, status, created_at, updated_at, event_count) \
+             VALUES (?, ?, ?, ?, ?, ?, 0)",
+        )
+        .bind(run.id.as_str())
+        .bind(&run.goal)
+        .bind(&run.workspace)
+        .bind(RunStatus::Created.as_str())
+        .bind(&created)
+        .bind(&created)
+        .execute(&mut *tx)
+        .await;
+        match inserted {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                return Err(StoreError::AlreadyExists {
+                    run_id: run.id.clone(),
+                });
+            }
+            Err(e) => return Err(self.db("creating a run")(e)),
+        }
+        let lease = self.write_lease(&mut tx, &run.id, holder, now).await?;
+        tx.commit().await.map_err(self.db("committing a new run"))?;
+        Ok(lease)
+    }
+
+    async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
+        let mut tx = self.begin_write("taking a lease").await?;
+        let row = sqlx::query(
+            "SELECT lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at \
+             FROM runs WHERE id = ?",
+        )
+        .bind(run_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db("reading a lease"))?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound {
+                run_id: run_id.clone(),
+            });
+        };
+        let now = Timestamp::now();
+        if let Some((_, current, expires_at)) = rows::lease_from_row(&row, &self.path)? {
+            // The same process may take its lease again; anyone else only an expired lease or
+            // one whose holder died on this machine (no need to wait out the TTL then).
+            let free = expires_at <= now
+                || current == *holder
+                || holder_is_dead(&current, &self.local_host);
+            if !free {
+                return Err(StoreError::Locked {
+                    run_id: run_id.clone(),
+                    holder: current.describe(),
+                    expires_at,
+                });
+            }
+        }
+        let lease = self.write_lease(&mut tx, run_id, holder, now).await?;
+        tx.commit().await.map_err(self.db("committing a lease"))?;
+        Ok(lease)
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        let expires_at = self.expiry(Timestamp::now());
+        let done =
+            sqlx::query("UPDATE runs SET lease_expires_at = ? WHERE id = ? AND lease_token = ?")
+                .bind(ts_to_text(expires_at))
+                .bind(lease.run_id.as_str())
+                .bind(&lease.token)
+                .execute(&self.pool)
+                .await
+                .map_err(self.db("renewing a lease"))?;
+        if done.rows_affected() == 0 {
+            return Err(self.lease_failure(&lease.run_id).await);
+        }
+        Ok(Lease {
+            expires_at,
+            ..lease.clone()
+        })
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE runs SET lease_token = NULL, lease_host = NULL, lease_pid = NULL, \
+             lease_pid_start = NULL, lease_expires_at = NULL WHERE id = ? AND lease_token = ?",
+        )
+        .bind(lease.run_id.as_str())
+        .bind(&lease.token)
+        .execute(&self.pool)
+        .await
+        .map_err(self.db("releasing a lease"))?;
+        Ok(())
+    }
+
+    async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
+        let run_id = &lease.run_id;
+        let first = check_batch(run_id, records)?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        // Serialize before taking the write lock, which other writers wait on.
+        let payloads = records
+            .iter()
+            .map(|r| {
+                serde_json::to_string(&r.event).map_err(|source| StoreError::Serialization {
+                    run_id: run_id.clone(),
+                    seq: r.seq,
+                    source,
+                })
+            })
+            .collect::<Result<Vec<String>, StoreError>>()?;
+        let status = records.iter().rev().find_map(|r| r.event.status_change());
+        let count = records.len() as u64;
+
+        let mut tx = self.begin_write("appending events").await?;
+        // The fence: this one statement checks the lease token and that the batch starts right
+        // where the journal ends, and moves the end, so no two writers can interleave.
+        let fenced = sqlx::query(
+            "UPDATE runs SET event_count = event_count + ?, status = COALESCE(?, status), \
+             updated_at = ? WHERE id = ? AND lease_token = ? AND event_count = ?",
+        )
+        .bind(to_db_int(count))
+        .bind(status.map(RunStatus::as_str))
+        .bind(ts_to_text(Timestamp::now()))
+        .bind(run_id.as_str())
+        .bind(&lease.token)
+        .bind(to_db_int(first))
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db("appending events"))?;
+        if fenced.rows_affected() == 0 {
+            let row: Option<(Option<String>, i64)> =
+                sqlx::query_as("SELECT lease_token, event_count FROM runs WHERE id = ?")
+                    .bind(run_id.as_str())
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.db("checking why an append was refused"))?;
+            return Err(match row {
+                None => StoreError::NotFound {
+                    run_id: run_id.clone(),
+                },
+                Some((token, _)) if token.as_deref() != Some(lease.token.as_str()) => {
+                    StoreError::LeaseLost {
+                        run_id: run_id.clone(),
+                    }
+                }
+                Some((_, stored)) => StoreError::SequenceConflict {
+                    run_id: run_id.clone(),
+                    expected: from_db_int(&self.path, "event count", stored)?,
+                    got: first,
+                },
+            });
+        }
+        for (record, payload) in records.iter().zip(&payloads) {
+            sqlx::query(
+                "INSERT INTO events (run_id, seq, kind, at, payload) VALUES (?, ?, ?, ?, ?)",
+            )
+            .bind(run_id.as_str())
+            .bind(to_db_int(record.seq))
+            .bind(record.event.kind())
+            .bind(ts_to_text(record.at))
+            .bind(payload)
+            .execute(&mut *tx)
+            .await
+            .map_err(self.db("inserting events"))?;
+        }
+        // With synchronous = FULL the commit returns after the WAL is fsynced.
+        tx.commit().await.map_err(self.db("committing events"))
+    }
+
+    async fn read_events(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, at, payload FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
+        )
+        .bind(run_id.as_str())
+        .bind(to_db_int(from_seq))
+        .bind(to_db_int(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db("reading events"))?;
+        if rows.is_empty() && !self.run_exists(run_id).await? {
+            return Err(StoreError::NotFound {
+                run_id: run_id.clone(),
+            });
+        }
+        let records = rows
+            .iter()
+            .map(|row| rows::record_from_row(row, &self.path, run_id))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The primary key makes seq unique; a gap means rows were deleted behind our back.
+        for (offset, record) in records.iter().enumerate() {
+            let expected = from_seq.saturating_add(offset as u64);
+            if record.seq != expected {
+                let detail = format!("the journal of run {run_id} has no event #{expected}");
+                return Err(corrupt(&self.path, detail));
+            }
+        }
+        Ok(records)
+    }
+
+    async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"
+        )))
+        .bind(run_id.as_str())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(self.db("reading a run"))?;
+        let now = Timestamp::now();
+        row.map(|row| self.summary(&row, now)).transpose()
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC, id DESC"
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db("listing runs"))?;
+        let now = Timestamp::now();
+        rows.iter().map(|row| self.summary(row, now)).collect()
+    }
+}
