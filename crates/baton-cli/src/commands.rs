@@ -196,16 +196,17 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
     let store = SqliteStore::for_workspace(&workspace)
         .await
         .map_err(store_error)?;
-    let engine = build_engine(&settings, &layer, store, args.json)?;
-    let outcome = engine
+    let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
+    let result = engine
         .start(StartRun {
             goal: args.goal,
             workspace,
             settings,
         })
-        .await
-        .map_err(engine_error)?;
-    Ok(report(&outcome, args.json))
+        .await;
+    // Closing checkpoints the WAL into the main file; committed events are durable either way.
+    store.close().await;
+    Ok(report(&result.map_err(engine_error)?, args.json))
 }
 
 pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
@@ -230,12 +231,10 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
     };
     let settings = overrides.apply(recorded);
     let layer = ConfigLayer::default();
-    let engine = build_engine(&settings, &layer, store, args.json)?;
-    let outcome = engine
-        .resume(&run_id, &overrides)
-        .await
-        .map_err(engine_error)?;
-    Ok(report(&outcome, args.json))
+    let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
+    let result = engine.resume(&run_id, &overrides).await;
+    store.close().await;
+    Ok(report(&result.map_err(engine_error)?, args.json))
 }
 
 /// Prints the final line (unless streaming JSON) and maps the outcome to the exit code.

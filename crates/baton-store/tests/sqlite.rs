@@ -6,9 +6,8 @@
 #[path = "support/journal.rs"]
 mod journal;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -350,114 +349,6 @@ async fn a_reused_pid_does_not_keep_a_dead_holders_lease() {
     let run = new_run("goal");
     store.create_run(&run, &ghost).await.unwrap();
     store.acquire(&run.id, &me).await.unwrap();
-}
-
-const HELPER_ENV: &str = "BATON_STORE_TEST_HOLDER_DB";
-
-/// Not a test on its own: the body of the second process in
-/// `a_run_held_by_another_process_is_locked_until_it_dies`. It creates a run, journals its start,
-/// says so on stdout and then holds the lease until it is killed.
-#[tokio::test]
-#[ignore = "run as a child process by a_run_held_by_another_process_is_locked_until_it_dies"]
-async fn helper_process_holding_a_run() {
-    let Some(path) = std::env::var_os(HELPER_ENV) else {
-        return;
-    };
-    let store = SqliteStore::open(Path::new(&path)).await.unwrap();
-    let run = new_run("held by a helper process");
-    let lease = store
-        .create_run(&run, &Holder::this_process())
-        .await
-        .unwrap();
-    store
-        .append(&lease, &[Journal::new(run.id.clone()).started("goal")])
-        .await
-        .unwrap();
-    println!("READY {}", run.id);
-    // Hold the lease until killed, or until the parent closes stdin (it died), or at most two
-    // minutes, so that a failing parent never leaves this process behind.
-    let (done, wait) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = std::io::stdin().read_line(&mut String::new());
-        let _ = done.send(());
-    });
-    let _ = wait.recv_timeout(Duration::from_secs(120));
-}
-
-fn spawn_holder_process(path: &Path) -> (Child, RunId) {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "helper_process_holding_a_run",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(HELPER_ENV, path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    for line in stdout.lines() {
-        // libtest may print "test NAME ... " on the same line before the test's own output.
-        let line = line.unwrap();
-        if let Some((_, id)) = line.split_once("READY ") {
-            return (child, RunId::from_string(id.trim()));
-        }
-    }
-    panic!(
-        "the helper process exited without creating its run: {:?}",
-        child.wait()
-    );
-}
-
-#[tokio::test]
-async fn a_run_held_by_another_process_is_locked_until_it_dies() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let (mut child, run_id) = spawn_holder_process(&path);
-    let store = SqliteStore::open(&path).await.unwrap();
-
-    let err = store
-        .acquire(&run_id, &Holder::this_process())
-        .await
-        .unwrap_err();
-    let message = err.to_string();
-    assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
-    assert!(
-        message.contains(&format!("pid {} on ", child.id())),
-        "{message}"
-    );
-    assert!(message.contains("wait for it or stop it"), "{message}");
-    let holder = store
-        .get_run(&run_id)
-        .await
-        .unwrap()
-        .unwrap()
-        .holder
-        .unwrap();
-    assert_eq!(holder.holder.pid, child.id());
-    assert!(holder.alive);
-    // Nothing of this process keeps the file open across the kill: the next open must recover
-    // the dead process's WAL, as `baton resume` after a crash does.
-    store.close().await;
-    drop(store);
-
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let store = SqliteStore::open(&path).await.unwrap();
-    let lease = store
-        .acquire(&run_id, &Holder::this_process())
-        .await
-        .unwrap();
-    // The journal the dead process wrote is intact and continues where it ended.
-    let events = store.load_events(&run_id).await.unwrap();
-    assert_eq!(events.len(), 1);
-    let mut journal = Journal::new(run_id.clone());
-    journal.started("goal");
-    store.append(&lease, &journal.take(3)).await.unwrap();
-    replay(&store.load_events(&run_id).await.unwrap()).unwrap();
 }
 
 #[tokio::test]
