@@ -231,22 +231,8 @@ fn edit_file(ws: &Workspace, args: &EditFileArgs) -> ToolResult {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::test_support::{call, ctx};
     use baton_core::ToolOutcome;
-    use std::time::Duration;
-
-    fn ctx() -> (tempfile::TempDir, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = ToolContext {
-            workspace: Workspace::new(dir.path()).unwrap(),
-            shell_timeout: Duration::from_secs(10),
-            secret_env_vars: vec![],
-        };
-        (dir, ctx)
-    }
-
-    async fn call(tool: &dyn Tool, ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
-        tool.call(ctx, &args.to_string()).await
-    }
 
     #[tokio::test]
     async fn write_creates_parents_and_reports_bytes() {

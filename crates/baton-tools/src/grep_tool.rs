@@ -219,19 +219,9 @@ fn grep(ws: &Workspace, args: &GrepArgs) -> ToolResult {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::test_support::ctx;
     use baton_core::ToolOutcome;
     use std::fs;
-    use std::time::Duration;
-
-    fn ctx() -> (tempfile::TempDir, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = ToolContext {
-            workspace: Workspace::new(dir.path()).unwrap(),
-            shell_timeout: Duration::from_secs(10),
-            secret_env_vars: vec![],
-        };
-        (dir, ctx)
-    }
 
     fn setup(root: &Path) {
         fs::create_dir_all(root.join("src/deep")).unwrap();

@@ -46,3 +46,29 @@ pub trait Tool: Send + Sync {
     /// job, and a parse failure is an error result.
     async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult;
 }
+
+/// Helpers shared by the tools' unit tests.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod test_support {
+    use super::*;
+
+    /// A context over a fresh temporary workspace (keep the directory alive while using it).
+    pub(crate) fn ctx() -> (tempfile::TempDir, ToolContext) {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext {
+            workspace: Workspace::new(dir.path()).unwrap(),
+            shell_timeout: Duration::from_secs(10),
+            secret_env_vars: vec![],
+        };
+        (dir, ctx)
+    }
+
+    pub(crate) async fn call(
+        tool: &dyn Tool,
+        ctx: &ToolContext,
+        args: serde_json::Value,
+    ) -> ToolResult {
+        tool.call(ctx, &args.to_string()).await
+    }
+}

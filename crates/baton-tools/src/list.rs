@@ -256,19 +256,10 @@ fn list_dir(ws: &Workspace, args: &ListDirArgs) -> ToolResult {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::test_support::ctx;
     use baton_core::ToolOutcome;
     use std::fs;
     use std::time::Duration;
-
-    fn ctx() -> (tempfile::TempDir, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = ToolContext {
-            workspace: Workspace::new(dir.path()).unwrap(),
-            shell_timeout: Duration::from_secs(10),
-            secret_env_vars: vec![],
-        };
-        (dir, ctx)
-    }
 
     fn tree(root: &Path) {
         for dir in ["src/bin", "target/debug", ".git/objects", ".baton", "docs"] {

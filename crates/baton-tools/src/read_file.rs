@@ -213,23 +213,9 @@ fn read_line_capped(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::test_support::{call, ctx};
     use baton_core::ToolOutcome;
     use std::fs;
-    use std::time::Duration;
-
-    fn ctx() -> (tempfile::TempDir, ToolContext) {
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = ToolContext {
-            workspace: Workspace::new(dir.path()).unwrap(),
-            shell_timeout: Duration::from_secs(10),
-            secret_env_vars: vec![],
-        };
-        (dir, ctx)
-    }
-
-    async fn call(tool: &dyn Tool, ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
-        tool.call(ctx, &args.to_string()).await
-    }
 
     #[tokio::test]
     async fn read_whole_file_and_range() {
