@@ -162,10 +162,21 @@ impl StreamAccumulator {
     /// The call a piece belongs to. Servers that omit `index` send each call whole or start a
     /// new call with a new id; an id-less piece continues the latest call.
     fn call_index(&self, piece: &DeltaToolCall) -> u32 {
-        if let Some(index) = piece.index {
-            return index;
-        }
         let last = self.calls.last_key_value().map(|(k, _)| *k);
+        let new_id = piece.id.as_deref().filter(|id| !id.is_empty());
+        if let Some(index) = piece.index {
+            // Some servers (Ollama) number every parallel call 0: a piece that brings a new id to
+            // an index already holding another call starts a new call instead of merging.
+            let clash = new_id.is_some_and(|id| {
+                self.calls
+                    .get(&index)
+                    .is_some_and(|c| !c.id.is_empty() && c.id != id)
+            });
+            if !clash {
+                return index;
+            }
+            return last.map_or(0, |k| k.saturating_add(1));
+        }
         match piece.id.as_deref().filter(|id| !id.is_empty()) {
             Some(id) => self
                 .calls

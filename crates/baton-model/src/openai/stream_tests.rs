@@ -317,3 +317,17 @@ async fn oversized_stream_is_cut_off() {
     assert_eq!(err.class, ErrorClass::BadResponse);
     assert!(err.message.contains("limit"));
 }
+
+#[tokio::test]
+async fn parallel_calls_that_all_claim_index_zero_stay_separate() {
+    let body = sse(&[
+        tool_piece(0, Some("a"), Some("read_file"), "{\"path\":\"x\"}"),
+        tool_piece(0, Some("b"), Some("read_file"), "{\"path\":\"y\"}"),
+        serde_json::json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    let reply = read(body.as_bytes(), 7, &mut NoObserver).await.unwrap();
+    let calls = &reply.message.tool_calls;
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!((calls[0].id.as_str(), calls[0].arguments.as_str()), ("a", "{\"path\":\"x\"}"));
+    assert_eq!((calls[1].id.as_str(), calls[1].arguments.as_str()), ("b", "{\"path\":\"y\"}"));
+}

@@ -109,7 +109,12 @@ fn wire_message(message: &Message) -> WireMessage<'_> {
         Message::System { content } => WireMessage::System { content },
         Message::User { content } => WireMessage::User { content },
         Message::Assistant(assistant) => WireMessage::Assistant {
-            content: assistant.content.as_deref(),
+            // An answer with neither text nor tool calls is re-sent as "" rather than null:
+            // strict servers reject an assistant message that has neither.
+            content: assistant
+                .content
+                .as_deref()
+                .or(assistant.tool_calls.is_empty().then_some("")),
             tool_calls: assistant
                 .tool_calls
                 .iter()
