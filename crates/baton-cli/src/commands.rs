@@ -1,5 +1,6 @@
 //! The subcommands. Each returns the process exit code or a [`CliError`] carrying one.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,19 @@ use crate::output::{self, Human, JsonLines};
 use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, exit, transcript};
 
 type CliResult = Result<u8, CliError>;
+
+/// `println!` that ignores a closed stdout (`baton logs | head`) instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
 
 fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
@@ -120,14 +134,29 @@ fn build_engine(
         provider: Arc::new(provider),
         tools: Arc::new(ToolRegistry::standard()),
         retry,
-        secrets: api_key.into_iter().collect(),
+        secrets: secret_values(api_key),
         secret_env_vars: config::SECRET_ENV_VARS
             .iter()
             .map(|s| s.to_string())
             .collect(),
         observer: observer(json),
         stop: stop_on_signals(),
+        model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
     }))
+}
+
+/// Values to scrub from everything journaled: the API key and every environment variable named
+/// like a credential (a command could print baton's own environment).
+fn secret_values(api_key: Option<String>) -> Vec<String> {
+    let names: Vec<String> = config::SECRET_ENV_VARS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    std::env::vars_os()
+        .filter(|(name, _)| baton_tools::is_secret_var(&name.to_string_lossy(), &names))
+        .filter_map(|(_, value)| value.into_string().ok())
+        .chain(api_key)
+        .collect()
 }
 
 /// First Ctrl-C / SIGTERM: pause the run cleanly (exit 3). Second: quit at once.
@@ -157,6 +186,19 @@ fn stop_on_signals() -> StopSignal {
     signal
 }
 
+/// The user file, the project file and the environment, in that order of precedence.
+fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliError> {
+    let mut layer = ConfigLayer::default();
+    if let Some(path) = config::user_config_path(env_var) {
+        layer = layer.overlay(config::read_layer(&path).map_err(CliError::usage)?);
+    }
+    Ok(layer
+        .overlay(
+            config::read_layer(&config::project_config_path(workspace)).map_err(CliError::usage)?,
+        )
+        .overlay(ConfigLayer::from_env(env_var)))
+}
+
 pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     if args.goal.trim().is_empty() {
@@ -164,17 +206,7 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
             "the goal is empty: say what the agent should do"
         )));
     }
-    let mut layer = ConfigLayer::default();
-    if let Some(path) = config::user_config_path(env_var) {
-        layer = layer.overlay(config::read_layer(&path).map_err(CliError::usage)?);
-    }
-    layer = layer
-        .overlay(
-            config::read_layer(&config::project_config_path(&workspace))
-                .map_err(CliError::usage)?,
-        )
-        .overlay(ConfigLayer::from_env(env_var))
-        .overlay(flags_layer(&args.model));
+    let layer = file_and_env_layers(&workspace)?.overlay(flags_layer(&args.model));
     let (Some(base_url), Some(model)) = (layer.base_url.clone(), layer.model.clone()) else {
         return Err(CliError::usage(anyhow!(config::NO_MODEL_HELP)));
     };
@@ -214,11 +246,19 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
     let store = open_existing_store(&workspace).await?;
     let run_id = match &args.run {
         Some(prefix) => resolve_run(&store, prefix).await?,
-        None => latest_run(&store).await?.id,
+        None => latest_resumable_run(&store).await?.id,
     };
     let events = store.load_events(&run_id).await.map_err(store_error)?;
     let state = replay(&events)
         .map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
+    if Path::new(&state.workspace) != workspace {
+        return Err(CliError::usage(anyhow!(
+            "run {run_id} works in {}, not in {}; resume it there (`baton --workspace {} resume`)",
+            state.workspace,
+            workspace.display(),
+            state.workspace
+        )));
+    }
     let recorded = state
         .settings
         .clone()
@@ -230,7 +270,9 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
         response_mode: args.model.no_stream.then_some(ResponseMode::Whole),
     };
     let settings = overrides.apply(recorded);
-    let layer = ConfigLayer::default();
+    // The run's recorded settings decide the model; files and environment still set the
+    // client's timeouts and retry budget, which are not part of the run.
+    let layer = file_and_env_layers(&workspace)?;
     let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
     let result = engine.resume(&run_id, &overrides).await;
     store.close().await;
@@ -254,7 +296,8 @@ fn report(outcome: &RunOutcome, json: bool) -> u8 {
         ),
     };
     if !json {
-        println!("{text}");
+        // A closed stdout must not turn the run's exit code into a panic.
+        let _ = writeln!(std::io::stdout(), "{text}");
     }
     code
 }
@@ -295,6 +338,22 @@ async fn latest_run(store: &SqliteStore) -> Result<RunSummary, CliError> {
         })
 }
 
+/// The newest run that got as far as journaling its start (a process killed between creating a
+/// run and journaling its first event leaves an empty one behind).
+async fn latest_resumable_run(store: &SqliteStore) -> Result<RunSummary, CliError> {
+    store
+        .list_runs()
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .find(|r| r.event_count > 0)
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "there is no run to resume; start one with `baton run \"GOAL\"`"
+            ))
+        })
+}
+
 async fn summary_for(store: &SqliteStore, run: Option<&str>) -> Result<RunSummary, CliError> {
     match run {
         Some(prefix) => {
@@ -325,30 +384,34 @@ pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
     let events = store.load_events(&summary.id).await.map_err(store_error)?;
     let state: RunState = replay(&events)
         .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
-    println!("run        {}", summary.id);
-    println!("goal       {}", output::one_line(&summary.goal, 200));
-    println!("status     {}", status_label(&summary));
+    outln!("run        {}", summary.id);
+    outln!("goal       {}", output::one_line(&summary.goal, 200));
+    outln!("status     {}", status_label(&summary));
     if let Some(settings) = &state.settings {
-        println!(
+        outln!(
             "model      {} at {}",
-            settings.model.model, settings.model.base_url
+            settings.model.model,
+            settings.model.base_url
         );
-        println!(
+        outln!(
             "turns      {} of max {}",
-            state.turns_finished, settings.limits.max_turns
+            state.turns_finished,
+            settings.limits.max_turns
         );
     }
-    println!("model calls {}", state.model_calls_finished);
-    println!(
+    outln!("model calls {}", state.model_calls_finished);
+    outln!(
         "tokens     {} prompt ({} cached) + {} completion",
-        state.usage.prompt_tokens, state.usage.cached_prompt_tokens, state.usage.completion_tokens
+        state.usage.prompt_tokens,
+        state.usage.cached_prompt_tokens,
+        state.usage.completion_tokens
     );
-    println!("events     {}", summary.event_count);
-    println!(
+    outln!("events     {}", summary.event_count);
+    outln!(
         "created    {}",
         summary.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     );
-    println!(
+    outln!(
         "updated    {}",
         summary.updated_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     );
@@ -357,17 +420,17 @@ pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
         .as_ref()
         .filter(|_| state.status == RunStatus::Paused)
     {
-        println!("paused     {reason:?}: {detail}");
+        outln!("paused     {reason:?}: {detail}");
     }
     if let Some(summary_text) = state
         .finish_summary
         .as_ref()
         .filter(|_| state.status == RunStatus::Finished)
     {
-        println!("summary    {}", output::one_line(summary_text, 500));
+        outln!("summary    {}", output::one_line(summary_text, 500));
     }
     if let Some(error) = &state.failure {
-        println!("error      {error}");
+        outln!("error      {error}");
     }
     Ok(exit::FINISHED)
 }
@@ -377,15 +440,18 @@ pub async fn ls(workspace: &Path) -> CliResult {
     let store = open_existing_store(&workspace).await?;
     let runs = store.list_runs().await.map_err(store_error)?;
     if runs.is_empty() {
-        println!("no runs yet");
+        outln!("no runs yet");
         return Ok(exit::FINISHED);
     }
-    println!(
+    outln!(
         "{:<12}  {:<24}  {:>6}  {:<19}  GOAL",
-        "RUN", "STATUS", "EVENTS", "CREATED (UTC)"
+        "RUN",
+        "STATUS",
+        "EVENTS",
+        "CREATED (UTC)"
     );
     for run in &runs {
-        println!(
+        outln!(
             "{:<12}  {:<24}  {:>6}  {:<19}  {}",
             run.id.short(),
             output::one_line(&status_label(run), 24),
@@ -404,12 +470,12 @@ pub async fn logs(workspace: &Path, run: Option<&str>, full: bool, json: bool) -
     let events = store.load_events(&summary.id).await.map_err(store_error)?;
     if json {
         for record in &events {
-            println!("{}", output::json_line(record));
+            outln!("{}", output::json_line(record));
         }
     } else if full {
-        print!("{}", transcript::render_full(&events));
+        out!("{}", transcript::render_full(&events));
     } else {
-        print!("{}", transcript::render(&events));
+        out!("{}", transcript::render(&events));
     }
     Ok(exit::FINISHED)
 }

@@ -21,6 +21,7 @@ pub struct ConfigLayer {
     pub stream_idle_timeout_secs: Option<u64>,
     pub max_retry_attempts: Option<u32>,
     pub max_retry_wait_secs: Option<u64>,
+    pub model_call_timeout_secs: Option<u64>,
 }
 
 impl ConfigLayer {
@@ -38,6 +39,9 @@ impl ConfigLayer {
                 .or(self.stream_idle_timeout_secs),
             max_retry_attempts: over.max_retry_attempts.or(self.max_retry_attempts),
             max_retry_wait_secs: over.max_retry_wait_secs.or(self.max_retry_wait_secs),
+            model_call_timeout_secs: over
+                .model_call_timeout_secs
+                .or(self.model_call_timeout_secs),
         }
     }
 

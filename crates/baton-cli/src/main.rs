@@ -5,6 +5,7 @@ mod config;
 mod output;
 mod transcript;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -151,10 +152,12 @@ fn main() -> ExitCode {
             }
         }
     });
+    // A tool stuck in a blocking task must not keep the process alive after the run ended.
+    runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
         Ok(code) => ExitCode::from(code),
         Err(CliError { code, error }) => {
-            eprintln!("error: {error:#}");
+            let _ = writeln!(std::io::stderr(), "error: {error:#}");
             ExitCode::from(code)
         }
     }

@@ -58,7 +58,8 @@ pub struct Human;
 impl RunObserver for Human {
     fn on_event(&self, record: &EventRecord, state: &RunState) {
         if let Some(line) = progress_line(&record.event, state) {
-            eprintln!("{line}");
+            // `baton run 2>&1 | head` closes the pipe: keep running, just stop printing.
+            let _ = writeln!(std::io::stderr(), "{line}");
         }
     }
 

@@ -306,3 +306,51 @@ async fn the_api_key_never_reaches_the_journal_or_commands() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resuming_a_copied_workspace_refuses_to_touch_the_original() {
+    let server = ScriptedServer::start(vec![turn(&[("finish", json!({"summary": "ok"}))])]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "--max-turns",
+        "0",
+        "x",
+    ]);
+    let out = tokio::task::spawn_blocking(move || run_output(cmd))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let copy = tempfile::tempdir().unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(ws.path().join(".baton"))
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let mut cmd = baton(copy.path(), home.path());
+    cmd.args(["resume", "--last", "--max-turns", "5"]);
+    let out = run_output(cmd);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&ws.path().canonicalize().unwrap().display().to_string()),
+        "{stderr}"
+    );
+    assert!(
+        server.received().is_empty(),
+        "nothing may run for a refused resume"
+    );
+}

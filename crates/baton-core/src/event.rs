@@ -171,6 +171,9 @@ pub enum PauseReason {
     MaxTurns,
     ModelUnavailable,
     ModelAuth,
+    /// The server refused the request as invalid (wrong model name, unsupported parameter):
+    /// fixable by resuming with other settings, so never a terminal failure.
+    ModelRejected,
     ContextOverflow,
     Interrupted,
 }

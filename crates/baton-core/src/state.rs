@@ -73,9 +73,14 @@ pub struct UsageTotals {
 
 impl UsageTotals {
     fn add(&mut self, usage: &Usage) {
-        self.prompt_tokens += usage.prompt_tokens;
-        self.completion_tokens += usage.completion_tokens;
-        self.cached_prompt_tokens += usage.cached_prompt_tokens.unwrap_or(0);
+        // Numbers come from a server: absurd ones must not overflow (and panic on replay).
+        self.prompt_tokens = self.prompt_tokens.saturating_add(usage.prompt_tokens);
+        self.completion_tokens = self
+            .completion_tokens
+            .saturating_add(usage.completion_tokens);
+        self.cached_prompt_tokens = self
+            .cached_prompt_tokens
+            .saturating_add(usage.cached_prompt_tokens.unwrap_or(0));
     }
 }
 

@@ -12,6 +12,8 @@ use tokio::task::JoinHandle;
 use crate::EngineError;
 use crate::run_loop::RunObserver;
 
+const APPEND_ATTEMPTS: u32 = 5;
+
 pub(crate) struct Journal {
     store: Arc<dyn Store>,
     lease: Lease,
@@ -62,11 +64,34 @@ impl Journal {
         self.state
             .apply(&record)
             .map_err(|e| EngineError::Internal(e.to_string()))?;
-        self.store
-            .append(&self.lease, std::slice::from_ref(&record))
-            .await?;
+        self.append_with_retry(&record).await?;
         self.observer.on_event(&record, &self.state);
         Ok(())
+    }
+
+    /// A busy database (another run's writer holding the lock past the busy timeout) is worth a
+    /// few more tries: giving up here would stop the run and, after a model call, pay for it
+    /// again on resume. A failed SQLite transaction wrote nothing, so retrying cannot duplicate.
+    async fn append_with_retry(&self, record: &EventRecord) -> Result<(), EngineError> {
+        let mut delay = Duration::from_millis(100);
+        for _ in 0..APPEND_ATTEMPTS - 1 {
+            match self
+                .store
+                .append(&self.lease, std::slice::from_ref(record))
+                .await
+            {
+                Err(e) if e.is_retryable() => {
+                    tracing::warn!("journal append failed, retrying in {delay:?}: {e}");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                other => return other.map_err(EngineError::from),
+            }
+        }
+        Ok(self
+            .store
+            .append(&self.lease, std::slice::from_ref(record))
+            .await?)
     }
 
     pub(crate) async fn close(self) {
@@ -127,6 +152,13 @@ impl Heartbeat {
     }
 
     fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Heartbeat {
+    /// A cancelled engine future must not keep renewing the lease of a run it no longer drives.
+    fn drop(&mut self) {
         self.task.abort();
     }
 }

@@ -100,6 +100,9 @@ pub struct EngineParts {
     pub observer: Arc<dyn RunObserver>,
     /// Asks the run to pause cleanly (Ctrl-C, SIGTERM).
     pub stop: StopSignal,
+    /// Longest a single model call attempt may take in all (streams can trickle keep-alives
+    /// forever without tripping the idle timeout).
+    pub model_call_timeout: Duration,
 }
 
 pub struct Engine {
@@ -347,12 +350,21 @@ impl Engine {
         let mut deltas = DeltaForwarder {
             observer: self.parts.observer.clone(),
         };
-        let Some(outcome) = self
-            .parts
-            .stop
-            .race(self.parts.provider.complete(&request, &mut deltas))
+        let deadline = self.parts.model_call_timeout;
+        let bounded = async {
+            tokio::time::timeout(
+                deadline,
+                self.parts.provider.complete(&request, &mut deltas),
+            )
             .await
-        else {
+            .unwrap_or_else(|_| {
+                Err(ModelError::new(
+                    ErrorClass::Transient,
+                    format!("the model call took longer than {} s", deadline.as_secs()),
+                ))
+            })
+        };
+        let Some(outcome) = self.parts.stop.race(bounded).await else {
             // Abandoned: the call stays open in the journal and is sent again on resume.
             return Ok(());
         };
@@ -404,8 +416,12 @@ impl Engine {
             return Ok(());
         }
         let event = match error.class {
-            ErrorClass::InvalidRequest => Event::RunFailed {
-                error: format!("the model server rejected the request: {message}"),
+            ErrorClass::InvalidRequest => Event::RunPaused {
+                reason: PauseReason::ModelRejected,
+                detail: format!(
+                    "the model server rejected the request: {message} — check the model name and \
+                     base URL, then `baton resume --model NAME` or `--base-url URL`"
+                ),
             },
             ErrorClass::Auth | ErrorClass::QuotaExhausted => Event::RunPaused {
                 reason: PauseReason::ModelAuth,
@@ -444,7 +460,8 @@ impl Engine {
             .ok_or_else(|| EngineError::Internal("no settings".into()))?;
         let ctx = ToolContext {
             workspace: workspace.clone(),
-            shell_timeout: Duration::from_secs(settings.limits.shell_timeout_secs),
+            // The shell tool caps per-call timeouts at an hour; the default is held to the same bound.
+            shell_timeout: Duration::from_secs(settings.limits.shell_timeout_secs.min(3600)),
             secret_env_vars: self.parts.secret_env_vars.clone(),
         };
         let started = Instant::now();
@@ -474,10 +491,15 @@ impl Engine {
     fn normalize_reply(&self, mut message: AssistantMessage, turn: u32) -> AssistantMessage {
         let mut seen = std::collections::HashSet::new();
         for (i, call) in message.tool_calls.iter_mut().enumerate() {
-            if call.id.trim().is_empty() || !seen.insert(call.id.clone()) {
+            if call.id.trim().is_empty() || seen.contains(&call.id) {
+                let mut n = 0;
                 call.id = format!("call_{turn}_{i}");
-                seen.insert(call.id.clone());
+                while seen.contains(&call.id) {
+                    n += 1;
+                    call.id = format!("call_{turn}_{i}_{n}");
+                }
             }
+            seen.insert(call.id.clone());
             call.arguments = self.redactor.redact(&call.arguments);
         }
         message.content = message.content.map(|c| self.redactor.redact(&c));

@@ -83,6 +83,7 @@ fn engine(
         secret_env_vars: vec![],
         observer: observer.clone(),
         stop: baton_engine::StopSignal::never(),
+        model_call_timeout: Duration::from_secs(60),
     });
     (engine, provider, observer)
 }
@@ -253,6 +254,8 @@ async fn permanent_errors_fail_or_pause_by_class() {
         ))],
         fast_retry(5),
     );
+    // A rejected request (a typo in the model name, say) pauses: resuming with other settings
+    // can fix it, so the run is never ended for it.
     let outcome = e
         .start(StartRun {
             goal: "g".into(),
@@ -261,10 +264,96 @@ async fn permanent_errors_fail_or_pause_by_class() {
         })
         .await
         .unwrap();
-    let RunOutcome::Failed { error, .. } = outcome else {
+    let RunOutcome::Paused {
+        run_id,
+        reason,
+        detail,
+    } = outcome
+    else {
         panic!("{outcome:?}")
     };
-    assert!(error.contains("bad schema"));
+    assert_eq!(reason, PauseReason::ModelRejected);
+    assert!(
+        detail.contains("bad schema") && detail.contains("--model"),
+        "{detail}"
+    );
+    // Resuming with a working model carries on from the same turn.
+    let (e, provider, _) = engine(
+        store.clone(),
+        vec![reply(&[(
+            "finish",
+            serde_json::json!({"summary": "fixed"}),
+        )])],
+        fast_retry(1),
+    );
+    let fixed = SettingsOverride {
+        model: Some("right-model".into()),
+        ..SettingsOverride::default()
+    };
+    let outcome = e.resume(&run_id, &fixed).await.unwrap();
+    assert!(
+        matches!(outcome, RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(provider.requests()[0].model, "right-model");
+}
+
+#[tokio::test]
+async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried() {
+    struct Hangs;
+    #[async_trait::async_trait]
+    impl baton_model::ModelProvider for Hangs {
+        fn describe(&self) -> String {
+            "hangs".into()
+        }
+        async fn complete(
+            &self,
+            _request: &ModelRequest,
+            _observer: &mut dyn baton_model::StreamObserver,
+        ) -> Result<ModelReply, ModelError> {
+            std::future::pending().await
+        }
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let observer = Arc::new(Collect::default());
+    let engine = Engine::new(EngineParts {
+        store,
+        provider: Arc::new(Hangs),
+        tools: Arc::new(ToolRegistry::standard()),
+        retry: fast_retry(2),
+        secrets: vec![],
+        secret_env_vars: vec![],
+        observer: observer.clone(),
+        stop: baton_engine::StopSignal::never(),
+        model_call_timeout: Duration::from_millis(50),
+    });
+    let outcome = engine
+        .start(StartRun {
+            goal: "g".into(),
+            workspace: ws.path().into(),
+            settings: settings(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            outcome,
+            RunOutcome::Paused {
+                reason: PauseReason::ModelUnavailable,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    let failures = observer
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| matches!(&r.event, Event::ModelCallFailed { message, .. } if message.contains("longer than")))
+        .count();
+    assert_eq!(failures, 2);
 }
 
 #[tokio::test]

@@ -116,6 +116,12 @@ fn write_file(ws: &Workspace, args: &WriteFileArgs) -> ToolResult {
             "'{shown}' is a directory; give the path of a file inside it"
         ));
     }
+    // A FIFO or device would block the write forever (or write somewhere unexpected).
+    if path.exists() && !path.is_file() {
+        return ToolResult::error(format!(
+            "'{shown}' is not a regular file; refusing to write to it"
+        ));
+    }
     let existed = path.exists();
     if let Some(parent) = path.parent()
         && let Err(e) = fs::create_dir_all(parent)
@@ -233,6 +239,25 @@ mod tests {
     use super::*;
     use crate::test_support::{call, ctx};
     use baton_core::ToolOutcome;
+
+    #[tokio::test]
+    async fn write_refuses_a_fifo_instead_of_blocking() {
+        let (dir, ctx) = ctx();
+        let fifo = dir.path().join("pipe");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let r = call(
+            &WriteFile,
+            &ctx,
+            serde_json::json!({"path": "pipe", "content": "x"}),
+        )
+        .await;
+        assert_eq!(r.outcome, ToolOutcome::Error);
+        assert!(r.content.contains("not a regular file"), "{}", r.content);
+    }
 
     #[tokio::test]
     async fn write_creates_parents_and_reports_bytes() {

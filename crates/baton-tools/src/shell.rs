@@ -74,7 +74,7 @@ impl Tool for Shell {
 
 /// Whether an environment variable must not reach commands: named in the settings, or named
 /// like a credential.
-pub(crate) fn is_secret_var(name: &str, configured: &[String]) -> bool {
+pub fn is_secret_var(name: &str, configured: &[String]) -> bool {
     let upper = name.to_ascii_uppercase();
     configured.iter().any(|c| c == name) || SECRET_MARKERS.iter().any(|m| upper.contains(m))
 }

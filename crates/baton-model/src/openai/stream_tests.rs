@@ -328,6 +328,12 @@ async fn parallel_calls_that_all_claim_index_zero_stay_separate() {
     let reply = read(body.as_bytes(), 7, &mut NoObserver).await.unwrap();
     let calls = &reply.message.tool_calls;
     assert_eq!(calls.len(), 2, "{calls:?}");
-    assert_eq!((calls[0].id.as_str(), calls[0].arguments.as_str()), ("a", "{\"path\":\"x\"}"));
-    assert_eq!((calls[1].id.as_str(), calls[1].arguments.as_str()), ("b", "{\"path\":\"y\"}"));
+    assert_eq!(
+        (calls[0].id.as_str(), calls[0].arguments.as_str()),
+        ("a", "{\"path\":\"x\"}")
+    );
+    assert_eq!(
+        (calls[1].id.as_str(), calls[1].arguments.as_str()),
+        ("b", "{\"path\":\"y\"}")
+    );
 }
