@@ -401,17 +401,23 @@ mod tests {
     async fn environment_is_scrubbed() {
         let (_dir, ctx) = ctx();
         let env = [
-            ("MY_API_KEY", "k1"),
-            ("github_token", "k2"),
-            ("PLAIN_CONFIGURED", "k3"),
-            ("DB_PASSWORD", "k4"),
+            ("MY_API_KEY", "hidden-value-1"),
+            ("github_token", "hidden-value-2"),
+            ("PLAIN_CONFIGURED", "hidden-value-3"),
+            ("DB_PASSWORD", "hidden-value-4"),
             ("KEEP_ME", "visible"),
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
         let r = run(&ctx, "env | sort", Duration::from_secs(10), env.to_vec()).await;
         assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.content);
         assert!(r.content.contains("KEEP_ME=visible"), "{}", r.content);
-        for secret in ["k1", "k2", "k3", "k4"] {
+        // Values that cannot occur by chance (e.g. in the random temp dir name in PWD).
+        for secret in [
+            "hidden-value-1",
+            "hidden-value-2",
+            "hidden-value-3",
+            "hidden-value-4",
+        ] {
             assert!(
                 !r.content.contains(secret),
                 "{secret} leaked: {}",
