@@ -210,7 +210,8 @@ async fn fifty_megabytes_of_output_are_capped() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_process_cannot_resume_a_run_in_progress() {
     let mut slow = turn(&[("finish", json!({"summary": "ok"}))]);
-    slow.delay = Some(Duration::from_secs(4));
+    // Long enough that the second process certainly tries while the first still holds the run.
+    slow.delay = Some(Duration::from_secs(8));
     let server = ScriptedServer::start(vec![slow]).await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
