@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use baton_core::{
     Limits, ModelSettings, ProviderKind, ResponseMode, RunId, RunSettings, RunState, RunStatus,
-    replay,
+    ToolChoice, replay,
 };
 use baton_engine::{
     Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun,
@@ -96,6 +96,7 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         model: flags.model.clone(),
         max_turns: flags.max_turns,
         response_mode: flags.no_stream.then_some(ResponseMode::Whole),
+        tool_choice: flags.tool_choice.clone(),
         ..ConfigLayer::default()
     }
 }
@@ -186,6 +187,23 @@ fn stop_on_signals() -> StopSignal {
     signal
 }
 
+/// Parses `--tool-choice` / `tool_choice`; a tool name must be one the agent has.
+fn tool_choice(text: Option<&str>) -> Result<Option<ToolChoice>, CliError> {
+    let Some(choice) = text.map(ToolChoice::parse) else {
+        return Ok(None);
+    };
+    if let ToolChoice::Function(name) = &choice {
+        let tools = ToolRegistry::standard();
+        if tools.effect_of(name).is_none() {
+            return Err(CliError::usage(anyhow!(
+                "tool choice '{name}' is neither auto, required nor a tool name ({})",
+                tools.names().join(", ")
+            )));
+        }
+    }
+    Ok(Some(choice))
+}
+
 /// The user file, the project file and the environment, in that order of precedence.
 fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliError> {
     let mut layer = ConfigLayer::default();
@@ -217,6 +235,7 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
             base_url,
             model,
             response_mode: layer.response_mode.unwrap_or_default(),
+            tool_choice: tool_choice(layer.tool_choice.as_deref())?.unwrap_or_default(),
         },
         limits: Limits {
             max_turns: layer.max_turns.unwrap_or(defaults.max_turns),
@@ -268,6 +287,7 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
         model: args.model.model.clone(),
         max_turns: args.model.max_turns,
         response_mode: args.model.no_stream.then_some(ResponseMode::Whole),
+        tool_choice: tool_choice(args.model.tool_choice.as_deref())?,
     };
     let settings = overrides.apply(recorded);
     // The run's recorded settings decide the model; files and environment still set the

@@ -22,6 +22,8 @@ pub struct ConfigLayer {
     pub max_retry_attempts: Option<u32>,
     pub max_retry_wait_secs: Option<u64>,
     pub model_call_timeout_secs: Option<u64>,
+    /// `auto`, `required` or a tool name.
+    pub tool_choice: Option<String>,
 }
 
 impl ConfigLayer {
@@ -42,6 +44,7 @@ impl ConfigLayer {
             model_call_timeout_secs: over
                 .model_call_timeout_secs
                 .or(self.model_call_timeout_secs),
+            tool_choice: over.tool_choice.or(self.tool_choice),
         }
     }
 

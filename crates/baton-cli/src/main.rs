@@ -99,6 +99,9 @@ pub struct ModelFlags {
     /// Ask for whole responses instead of streamed ones.
     #[arg(long)]
     no_stream: bool,
+    /// Whether the model must call a tool: `auto` (default), `required`, or a tool name.
+    #[arg(long, value_name = "MODE")]
+    tool_choice: Option<String>,
 }
 
 #[derive(Args)]

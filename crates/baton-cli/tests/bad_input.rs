@@ -355,3 +355,27 @@ async fn resuming_a_copied_workspace_refuses_to_touch_the_original() {
         "nothing may run for a refused resume"
     );
 }
+
+#[test]
+fn an_unknown_tool_choice_is_a_usage_error() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.args([
+        "run",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "m",
+        "--tool-choice",
+        "launch_rockets",
+        "x",
+    ]);
+    let out = run_output(cmd);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("launch_rockets") && stderr.contains("write_file"),
+        "{stderr}"
+    );
+}

@@ -44,7 +44,7 @@ async fn solve(stream: bool) {
         "--json",
     ]);
     if !stream {
-        cmd.arg("--no-stream");
+        cmd.args(["--no-stream", "--tool-choice", "required"]);
     }
     cmd.arg("Make calc.sh print 4");
     let out = tokio::task::spawn_blocking(move || cmd.output())
@@ -121,6 +121,16 @@ async fn solve(stream: bool) {
             .contains("Keep scripts POSIX.")
     );
     assert_eq!(received[0].body["stream"], stream);
+    let expected_choice = if stream {
+        serde_json::Value::Null
+    } else {
+        json!("required")
+    };
+    assert!(
+        received
+            .iter()
+            .all(|r| r.body["tool_choice"] == expected_choice)
+    );
 
     // Readable surfaces.
     let logs = baton(ws.path(), home.path()).arg("logs").output().unwrap();

@@ -47,6 +47,7 @@ pub fn assemble(state: &RunState) -> Option<ModelRequest> {
         messages,
         tools: state.tools.clone(),
         response_mode: settings.model.response_mode,
+        tool_choice: settings.model.tool_choice.clone(),
     })
 }
 

@@ -9,6 +9,7 @@ fn state_with_history() -> RunState {
             base_url: "http://127.0.0.1:9/v1".into(),
             model: "test-model".into(),
             response_mode: ResponseMode::Whole,
+            tool_choice: Default::default(),
         },
         limits: Limits::default(),
     };

@@ -20,7 +20,7 @@ pub use message::{
 pub use next::{NextAction, next_action};
 pub use redact::Redactor;
 pub use request::{ModelReply, ModelRequest};
-pub use settings::{Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings};
+pub use settings::{Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings, ToolChoice};
 pub use state::{Phase, ReplayError, RunState, UsageTotals, replay};
 
 /// Name of the tool the model calls to end a run. The reducer treats its successful completion

@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::message::{AssistantMessage, Message, ToolSpec, Usage};
-use crate::settings::ResponseMode;
+use crate::settings::{ResponseMode, ToolChoice};
 
 /// A provider-neutral model request. Built deterministically from run state by baton-context;
 /// providers translate it to their wire format.
@@ -11,6 +11,8 @@ pub struct ModelRequest {
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
     pub response_mode: ResponseMode,
+    #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
+    pub tool_choice: ToolChoice,
 }
 
 /// A model's complete, successful answer to one request.

@@ -14,6 +14,38 @@ pub struct ModelSettings {
     pub base_url: String,
     pub model: String,
     pub response_mode: ResponseMode,
+    /// Whether the model may answer without a tool call. Runs journaled before this setting
+    /// existed read as `auto`.
+    #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
+    pub tool_choice: ToolChoice,
+}
+
+/// What the model is asked to do about tools on each call.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides (the servers' default; nothing is sent).
+    #[default]
+    Auto,
+    /// The model must call some tool.
+    Required,
+    /// The model must call this tool (useful to drive small models, and in tests).
+    Function(String),
+}
+
+impl ToolChoice {
+    /// `auto`, `required`, or a tool name.
+    pub fn parse(text: &str) -> ToolChoice {
+        match text.trim() {
+            "" | "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            name => ToolChoice::Function(name.to_string()),
+        }
+    }
+
+    pub fn is_auto(&self) -> bool {
+        *self == ToolChoice::Auto
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -27,6 +27,7 @@ fn settings(max_turns: u32) -> RunSettings {
             base_url: "http://127.0.0.1:1/v1".into(),
             model: "m".into(),
             response_mode: ResponseMode::Streaming,
+            tool_choice: Default::default(),
         },
         limits: Limits {
             max_turns,

@@ -67,6 +67,7 @@ pub struct SettingsOverride {
     pub model: Option<String>,
     pub max_turns: Option<u32>,
     pub response_mode: Option<baton_core::ResponseMode>,
+    pub tool_choice: Option<baton_core::ToolChoice>,
 }
 
 impl SettingsOverride {
@@ -82,6 +83,9 @@ impl SettingsOverride {
         }
         if let Some(v) = self.response_mode {
             settings.model.response_mode = v;
+        }
+        if let Some(v) = &self.tool_choice {
+            settings.model.tool_choice = v.clone();
         }
         settings
     }

@@ -27,6 +27,7 @@ fn settings() -> RunSettings {
             base_url: "http://127.0.0.1:9/v1".into(),
             model: "m".into(),
             response_mode: ResponseMode::Whole,
+            tool_choice: Default::default(),
         },
         limits: Limits {
             max_turns: 10,

@@ -97,6 +97,7 @@ mod tests {
             }],
             tools: vec![],
             response_mode: ResponseMode::Streaming,
+            tool_choice: Default::default(),
         }
     }
 

@@ -57,6 +57,7 @@ fn request(mode: ResponseMode) -> ModelRequest {
             effect: ToolEffect::ReadOnly,
         }],
         response_mode: mode,
+        tool_choice: Default::default(),
     }
 }
 

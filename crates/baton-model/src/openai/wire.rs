@@ -3,7 +3,7 @@
 //! Typed structs with a fixed field order, so the same [`ModelRequest`] always serializes to the
 //! same bytes: provider prompt caches match on exact prefixes, and tests can compare bytes.
 
-use baton_core::{ErrorClass, Message, ModelRequest, ResponseMode, ToolSpec};
+use baton_core::{ErrorClass, Message, ModelRequest, ResponseMode, ToolChoice, ToolSpec};
 use serde::Serialize;
 
 use crate::ModelError;
@@ -14,9 +14,41 @@ struct ChatRequest<'a> {
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireToolChoice<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: WireToolName<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct WireToolName<'a> {
+    name: &'a str,
+}
+
+fn wire_tool_choice(request: &ModelRequest) -> Option<WireToolChoice<'_>> {
+    if request.tools.is_empty() {
+        return None;
+    }
+    match &request.tool_choice {
+        ToolChoice::Auto => None,
+        ToolChoice::Required => Some(WireToolChoice::Mode("required")),
+        ToolChoice::Function(name) => Some(WireToolChoice::Function {
+            kind: "function",
+            function: WireToolName { name },
+        }),
+    }
 }
 
 #[derive(Serialize)]
@@ -35,8 +67,7 @@ enum WireMessage<'a> {
         content: &'a str,
     },
     Assistant {
-        /// Sent as `null` when absent: servers expect the key on assistant messages.
-        content: Option<&'a str>,
+        content: &'a str,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<WireToolCall<'a>>,
     },
@@ -109,12 +140,10 @@ fn wire_message(message: &Message) -> WireMessage<'_> {
         Message::System { content } => WireMessage::System { content },
         Message::User { content } => WireMessage::User { content },
         Message::Assistant(assistant) => WireMessage::Assistant {
-            // An answer with neither text nor tool calls is re-sent as "" rather than null:
-            // strict servers reject an assistant message that has neither.
-            content: assistant
-                .content
-                .as_deref()
-                .or(assistant.tool_calls.is_empty().then_some("")),
+            // Always a string: "" when the model said nothing. `null` is what OpenAI documents for
+            // tool-call-only answers, but llama.cpp's server (llama-cpp-python) rejects it with a
+            // 500, and strict servers reject an assistant message with neither text nor calls.
+            content: assistant.content.as_deref().unwrap_or(""),
             tool_calls: assistant
                 .tool_calls
                 .iter()
@@ -159,6 +188,7 @@ pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
         model: &request.model,
         messages: request.messages.iter().map(wire_message).collect(),
         tools: request.tools.iter().map(wire_tool).collect(),
+        tool_choice: wire_tool_choice(request),
         stream: streaming,
         stream_options: streaming.then_some(StreamOptions {
             include_usage: true,
@@ -243,6 +273,7 @@ mod tests {
                 },
             ],
             response_mode: mode,
+            tool_choice: Default::default(),
         }
     }
 
@@ -302,5 +333,44 @@ mod tests {
         assert!(!text.contains("effect"));
         assert!(!text.contains("read_only"));
         assert!(!text.contains("mutating"));
+    }
+
+    #[test]
+    fn tool_choice_is_sent_only_when_not_auto_and_tools_exist() {
+        let body = |choice: ToolChoice, with_tools: bool| {
+            let mut request = sample(ResponseMode::Whole);
+            request.tool_choice = choice;
+            if !with_tools {
+                request.tools.clear();
+            }
+            serde_json::from_str::<serde_json::Value>(&body_text(&request)).unwrap()["tool_choice"]
+                .clone()
+        };
+        assert_eq!(body(ToolChoice::Auto, true), serde_json::Value::Null);
+        assert_eq!(
+            body(ToolChoice::Required, true),
+            serde_json::json!("required")
+        );
+        assert_eq!(
+            body(ToolChoice::Function("shell".into()), true),
+            serde_json::json!({"type": "function", "function": {"name": "shell"}})
+        );
+        assert_eq!(body(ToolChoice::Required, false), serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_tool_call_only_answer_is_sent_with_empty_content_not_null() {
+        let mut request = sample(ResponseMode::Whole);
+        request.messages = vec![Message::Assistant(AssistantMessage {
+            content: None,
+            tool_calls: vec![ToolCall {
+                id: "c".into(),
+                name: "shell".into(),
+                arguments: "{}".into(),
+            }],
+        })];
+        let body: serde_json::Value = serde_json::from_str(&body_text(&request)).unwrap();
+        assert_eq!(body["messages"][0]["content"], serde_json::json!(""));
+        assert_eq!(body["messages"][0]["tool_calls"][0]["id"], "c");
     }
 }

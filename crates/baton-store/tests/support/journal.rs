@@ -27,6 +27,7 @@ pub fn settings() -> RunSettings {
             base_url: "http://127.0.0.1:8080/v1".into(),
             model: "smollm2-135m-instruct".into(),
             response_mode: ResponseMode::Streaming,
+            tool_choice: Default::default(),
         },
         limits: Limits::default(),
     }
