@@ -130,7 +130,7 @@ fn write_file(ws: &Workspace, args: &WriteFileArgs) -> ToolResult {
             "cannot create the parent directories of '{shown}': {e}"
         ));
     }
-    if let Err(e) = fs::write(&path, args.content.as_bytes()) {
+    if let Err(e) = write_atomically(&path, args.content.as_bytes()) {
         return ToolResult::error(format!("cannot write '{shown}': {e}"));
     }
     let what = if existed {
@@ -206,7 +206,7 @@ fn edit_file(ws: &Workspace, args: &EditFileArgs) -> ToolResult {
                 args.new_string,
                 &content[*at + args.old_string.len()..]
             );
-            if let Err(e) = fs::write(&path, updated.as_bytes()) {
+            if let Err(e) = write_atomically(&path, updated.as_bytes()) {
                 return ToolResult::error(format!("cannot write '{shown}': {e}"));
             }
             ToolResult::success(format!(
@@ -233,12 +233,76 @@ fn edit_file(ws: &Workspace, args: &EditFileArgs) -> ToolResult {
     }
 }
 
+/// Replaces a file's contents all at once: a temporary file beside it is written, synced and
+/// renamed over it. A crash (or kill -9) mid-write leaves the old contents or the new, never a
+/// truncated mix — so a write interrupted by a crash is one the model can reason about. The
+/// existing file's permissions are kept (an executable script stays executable).
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let temp = dir.join(format!(".{name}.baton-{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        if let Ok(meta) = fs::metadata(path) {
+            file.set_permissions(meta.permissions())?;
+        }
+        file.sync_all()?;
+        fs::rename(&temp, path)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temp);
+    }
+    result
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::test_support::{call, ctx};
     use baton_core::ToolOutcome;
+
+    #[tokio::test]
+    async fn writes_replace_files_whole_and_keep_their_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, ctx) = ctx();
+        let script = dir.path().join("run.sh");
+        fs::write(&script, "echo old\n").unwrap();
+        fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+        let r = call(
+            &WriteFile,
+            &ctx,
+            serde_json::json!({"path": "run.sh", "content": "echo new\n"}),
+        )
+        .await;
+        assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.content);
+        let r = call(
+            &EditFile,
+            &ctx,
+            serde_json::json!({"path": "run.sh", "old_string": "new", "new_string": "newer"}),
+        )
+        .await;
+        assert_eq!(r.outcome, ToolOutcome::Success, "{}", r.content);
+        assert_eq!(fs::read_to_string(&script).unwrap(), "echo newer\n");
+        assert_eq!(
+            fs::metadata(&script).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("run.sh")],
+            "no temporary file may be left"
+        );
+    }
 
     #[tokio::test]
     async fn write_refuses_a_fifo_instead_of_blocking() {
