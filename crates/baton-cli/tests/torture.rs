@@ -1,0 +1,158 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Crash torture: SIGKILL `baton` at pseudo-random moments, over and over, resuming each time,
+//! until the run finishes. Whatever the timing, nothing that finished once may run again.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::*;
+
+const TURNS: usize = 10;
+
+/// Each turn appends a line to its own log file from the shell (so a re-run would show as a
+/// second line), reads a file, and the server holds every answer back a little so that kills
+/// land inside model calls too.
+fn script() -> Vec<Turn> {
+    let mut turns: Vec<Turn> = (0..TURNS)
+        .map(|t| {
+            let mut turn = turn(&[
+                (
+                    "shell",
+                    json!({"command": format!("echo ran >> log_{t}.txt; sleep 0.15")}),
+                ),
+                ("read_file", json!({"path": format!("log_{t}.txt")})),
+            ]);
+            turn.delay = Some(Duration::from_millis(120));
+            turn
+        })
+        .collect();
+    turns.push(turn(&[("finish", json!({"summary": "tortured"}))]));
+    turns
+}
+
+/// A small deterministic generator: the same kill schedule on every machine.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next_ms(&mut self, max: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % max
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_sigkills_never_repeat_finished_work() {
+    let server = ScriptedServer::start(script()).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = server.base_url();
+    let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
+    let kills = tokio::task::spawn_blocking(move || {
+        let mut rng = Lcg(0x5eed);
+        let mut kills = 0;
+        for round in 0..60 {
+            let mut cmd = baton(&w, &h);
+            let mut child = if round == 0 {
+                // The first kill waits for the run to exist: a run killed before its first
+                // event is an empty shell with nothing to resume.
+                cmd.args([
+                    "run",
+                    "--base-url",
+                    &base,
+                    "--model",
+                    "m",
+                    "--json",
+                    "torture",
+                ]);
+                let (child, mut events) = spawn_json(cmd);
+                events.until(|e| e["type"] == "run_started").unwrap();
+                std::thread::spawn(move || while events.until(|_| false).is_some() {});
+                child
+            } else {
+                cmd.args(["resume", "--last"]);
+                cmd.stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            };
+            let deadline = Instant::now() + Duration::from_millis(80 + rng.next_ms(500));
+            loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    if status.code() == Some(0) {
+                        return kills;
+                    }
+                    panic!("baton exited with {status:?} in round {round}");
+                }
+                if Instant::now() >= deadline {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                    kills += 1;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        panic!("the run did not finish within 60 rounds");
+    })
+    .await
+    .unwrap();
+    assert!(kills >= 3, "the schedule killed baton only {kills} times");
+    eprintln!("torture: {kills} SIGKILLs before the run finished");
+
+    let journal = journal(ws.path(), home.path());
+    assert_eq!(of_type(&journal, "run_finished").len(), 1);
+    assert_eq!(of_type(&journal, "run_resumed").len(), kills);
+
+    // Every turn was answered once; the server was asked again only for answers never journaled.
+    let requests = server.requests_per_turn();
+    assert_eq!(requests.len(), TURNS + 1);
+    for (t, n) in requests.iter().enumerate() {
+        let turn = t as u64 + 1;
+        let of_turn = |kind: &str| {
+            of_type(&journal, kind)
+                .into_iter()
+                .filter(|e| e["turn"] == turn)
+                .count()
+        };
+        assert_eq!(of_turn("model_call_finished"), 1, "turn {turn}");
+        assert!(
+            *n <= of_turn("model_call_started"),
+            "turn {turn}: {n} requests, fewer attempts journaled"
+        );
+    }
+
+    // A shell call with a journaled result ran exactly once; an interrupted one at most once.
+    let started: Vec<&Value> = of_type(&journal, "tool_call_started");
+    for result in of_type(&journal, "tool_call_finished") {
+        let call = started
+            .iter()
+            .find(|s| s["call_id"] == result["call_id"])
+            .unwrap();
+        if call["name"] != "shell" {
+            continue;
+        }
+        let t = call["turn"].as_u64().unwrap() - 1;
+        let lines = std::fs::read_to_string(ws.path().join(format!("log_{t}.txt")))
+            .map(|s| s.lines().count())
+            .unwrap_or(0);
+        match result["result"]["outcome"].as_str().unwrap() {
+            "success" => assert_eq!(lines, 1, "turn {} shell ran {lines} times", t + 1),
+            "interrupted" => assert!(
+                lines <= 1,
+                "interrupted shell of turn {} ran {lines} times",
+                t + 1
+            ),
+            other => panic!("unexpected outcome {other}"),
+        }
+    }
+    assert_eq!(
+        started.iter().filter(|s| s["name"] == "shell").count(),
+        TURNS,
+        "a shell call was started twice"
+    );
+}
