@@ -81,13 +81,13 @@ run_baton() {
 
 step "baton run, whole responses (the server reports usage there)"
 run_baton whole --no-stream
-python3 "$repo/scripts/e2e/check_usage.py" "$work/events-whole.jsonl" "$work/usage.jsonl"
+python3 "$repo/scripts/e2e/check_usage.py" "$work/events-whole.jsonl" "$work/usage.jsonl" --require-reported
 "$baton" --workspace "$work/ws-whole" status
 "$baton" --workspace "$work/ws-whole" logs | tail -n 20
 
 step "baton run with a forced tool call: the real model writes a file through the tool protocol"
 run_baton tools --no-stream --tool-choice write_file
-python3 "$repo/scripts/e2e/check_usage.py" "$work/events-tools.jsonl" "$work/usage.jsonl"
+python3 "$repo/scripts/e2e/check_usage.py" "$work/events-tools.jsonl" "$work/usage.jsonl" --require-reported
 python3 - "$work/events-tools.jsonl" "$work/ws-tools" <<'PY'
 import json, os, sys
 events = [json.loads(l) for l in open(sys.argv[1])]
@@ -103,6 +103,7 @@ PY
 
 step "baton run, streamed responses (SSE, incremental tool-call deltas from a server we did not write)"
 run_baton stream --tool-choice write_file
+python3 "$repo/scripts/e2e/check_usage.py" "$work/events-stream.jsonl" "$work/usage.jsonl"
 python3 - "$work/events-stream.jsonl" <<'PY'
 import json, sys
 events = [json.loads(l) for l in open(sys.argv[1])]

@@ -421,10 +421,14 @@ pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
     }
     outln!("model calls {}", state.model_calls_finished);
     outln!(
-        "tokens     {} prompt ({} cached) + {} completion",
+        "tokens     {} prompt ({} cached) + {} completion{}",
         state.usage.prompt_tokens,
         state.usage.cached_prompt_tokens,
-        state.usage.completion_tokens
+        state.usage.completion_tokens,
+        match state.usage.unreported_calls {
+            0 => String::new(),
+            n => format!(" (+ {n} calls whose server reported no usage)"),
+        }
     );
     outln!("events     {}", summary.event_count);
     outln!(

@@ -112,12 +112,14 @@ fn progress_line(event: &Event, state: &RunState) -> Option<String> {
             duration_ms,
             ..
         } => {
-            let mut line = format!(
-                "  model: {} prompt + {} completion tokens in {:.1}s",
-                usage.prompt_tokens,
-                usage.completion_tokens,
-                *duration_ms as f64 / 1000.0
-            );
+            let tokens = match usage {
+                Some(u) => format!(
+                    "{} prompt + {} completion tokens",
+                    u.prompt_tokens, u.completion_tokens
+                ),
+                None => "usage not reported".to_string(),
+            };
+            let mut line = format!("  model: {tokens} in {:.1}s", *duration_ms as f64 / 1000.0);
             if let Some(text) = message.content.as_deref().filter(|t| !t.trim().is_empty()) {
                 line.push_str(&format!("\n  says: {}", one_line(text, 300)));
             }

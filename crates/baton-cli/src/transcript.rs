@@ -64,14 +64,19 @@ pub fn render(records: &[EventRecord]) -> String {
                 finish_reason,
                 ..
             } => {
+                let tokens = match usage {
+                    Some(u) => format!(
+                        "{} prompt tokens{}, {} completion tokens",
+                        u.prompt_tokens,
+                        u.cached_prompt_tokens
+                            .map(|c| format!(" ({c} cached)"))
+                            .unwrap_or_default(),
+                        u.completion_tokens
+                    ),
+                    None => "usage not reported by the server".to_string(),
+                };
                 let mut s = format!(
-                    "model answered in {duration_ms} ms: {} prompt tokens{}, {} completion tokens{}",
-                    usage.prompt_tokens,
-                    usage
-                        .cached_prompt_tokens
-                        .map(|c| format!(" ({c} cached)"))
-                        .unwrap_or_default(),
-                    usage.completion_tokens,
+                    "model answered in {duration_ms} ms: {tokens}{}",
                     finish_reason
                         .as_ref()
                         .map(|r| format!(", finish reason {r}"))

@@ -46,11 +46,11 @@ fn state_with_history() -> RunState {
                     arguments: r#"{"path":"a.txt"}"#.into(),
                 }],
             },
-            usage: Usage {
+            usage: Some(Usage {
                 prompt_tokens: 10,
                 completion_tokens: 5,
                 cached_prompt_tokens: None,
-            },
+            }),
             finish_reason: Some("tool_calls".into()),
             served_model: None,
             duration_ms: 3,

@@ -56,7 +56,8 @@ pub enum Event {
         turn: u32,
         call: u32,
         message: AssistantMessage,
-        usage: Usage,
+        /// What the server reported; `null` if it reported nothing.
+        usage: Option<Usage>,
         finish_reason: Option<String>,
         /// Model name the server reported.
         served_model: Option<String>,

@@ -19,7 +19,9 @@ pub struct ModelRequest {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelReply {
     pub message: AssistantMessage,
-    pub usage: Usage,
+    /// `None` when the server did not report usage (some local servers omit it from streams):
+    /// unknown is recorded as unknown, never as zero.
+    pub usage: Option<Usage>,
     pub finish_reason: Option<String>,
     /// Model name the server reported, which may differ from the one requested.
     pub served_model: Option<String>,

@@ -69,6 +69,8 @@ pub struct UsageTotals {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cached_prompt_tokens: u64,
+    /// Finished calls whose server reported no usage: the totals undercount by these.
+    pub unreported_calls: u32,
 }
 
 impl UsageTotals {
@@ -218,7 +220,10 @@ impl RunState {
             } => {
                 require_running(running)?;
                 self.expect_open_call(*turn, *call)?;
-                self.usage.add(usage);
+                match usage {
+                    Some(usage) => self.usage.add(usage),
+                    None => self.usage.unreported_calls += 1,
+                }
                 self.model_calls_finished += 1;
                 self.history.push(Message::Assistant(message.clone()));
                 self.phase = Phase::RunningTools {

@@ -135,11 +135,11 @@ fn drive(bytes: &[u8]) -> Driver {
                                 content: Some("ok".into()),
                                 tool_calls,
                             },
-                            usage: Usage {
+                            usage: (c.pick(4) != 0).then(|| Usage {
                                 prompt_tokens: u64::from(c.pick(100)),
                                 completion_tokens: u64::from(c.pick(50)),
                                 cached_prompt_tokens: Some(u64::from(c.pick(10))),
-                            },
+                            }),
                             finish_reason: Some("tool_calls".into()),
                             served_model: None,
                             duration_ms: 1,
@@ -228,15 +228,21 @@ proptest! {
     #[test]
     fn usage_totals_are_the_sum_of_finished_calls(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
         let d = drive(&bytes);
-        let (mut p, mut c) = (0, 0);
+        let (mut p, mut c, mut unreported) = (0, 0, 0);
         for r in &d.records {
             if let Event::ModelCallFinished { usage, .. } = &r.event {
-                p += usage.prompt_tokens;
-                c += usage.completion_tokens;
+                match usage {
+                    Some(usage) => {
+                        p += usage.prompt_tokens;
+                        c += usage.completion_tokens;
+                    }
+                    None => unreported += 1,
+                }
             }
         }
         prop_assert_eq!(d.state.usage.prompt_tokens, p);
         prop_assert_eq!(d.state.usage.completion_tokens, c);
+        prop_assert_eq!(d.state.usage.unreported_calls, unreported);
     }
 
     #[test]
@@ -350,7 +356,7 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
             content: None,
             tool_calls: vec![],
         },
-        usage: Usage::default(),
+        usage: Some(Usage::default()),
         finish_reason: None,
         served_model: None,
         duration_ms: 0,
@@ -393,7 +399,7 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
             content: None,
             tool_calls: vec![finish.clone()],
         },
-        usage: Usage::default(),
+        usage: Some(Usage::default()),
         finish_reason: None,
         served_model: None,
         duration_ms: 0,

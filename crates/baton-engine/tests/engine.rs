@@ -49,11 +49,11 @@ fn reply(calls: &[(&str, serde_json::Value)]) -> Result<ModelReply, ModelError> 
                 })
                 .collect(),
         },
-        usage: Usage {
+        usage: Some(Usage {
             prompt_tokens: 7,
             completion_tokens: 3,
             cached_prompt_tokens: None,
-        },
+        }),
         finish_reason: Some("tool_calls".into()),
         served_model: None,
     })

@@ -112,11 +112,11 @@ mod tests {
                     arguments: "{}".into(),
                 }],
             },
-            usage: Usage {
+            usage: Some(Usage {
                 prompt_tokens: 3,
                 completion_tokens: 2,
                 cached_prompt_tokens: None,
-            },
+            }),
             finish_reason: Some("tool_calls".into()),
             served_model: Some("m".into()),
         };

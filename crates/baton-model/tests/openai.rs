@@ -156,11 +156,11 @@ async fn streaming_reply_with_text_and_two_split_tool_calls() {
     );
     assert_eq!(
         reply.usage,
-        Usage {
+        Some(Usage {
             prompt_tokens: 321,
             completion_tokens: 45,
             cached_prompt_tokens: Some(256)
-        }
+        })
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
     assert_eq!(reply.served_model.as_deref(), Some("served-model"));
@@ -263,11 +263,11 @@ async fn whole_reply_with_tool_calls_and_usage() {
     );
     assert_eq!(
         reply.usage,
-        Usage {
+        Some(Usage {
             prompt_tokens: 100,
             completion_tokens: 20,
             cached_prompt_tokens: Some(64)
-        }
+        })
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
     assert_eq!(reply.served_model.as_deref(), Some("served-model"));

@@ -158,15 +158,11 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
         }
     });
     if completion.usage.is_none() {
-        tracing::warn!("chat completion response carries no usage; metering it as zero tokens");
+        tracing::info!("chat completion response carries no usage; recorded as unreported");
     }
     Ok(ModelReply {
         message: message.unwrap_or_default(),
-        usage: completion
-            .usage
-            .as_ref()
-            .map(WireUsage::to_usage)
-            .unwrap_or_default(),
+        usage: completion.usage.as_ref().map(WireUsage::to_usage),
         finish_reason: choice.finish_reason,
         served_model: completion.model.filter(|m| !m.is_empty()),
     })
@@ -217,11 +213,11 @@ mod tests {
         );
         assert_eq!(
             reply.usage,
-            Usage {
+            Some(Usage {
                 prompt_tokens: 120,
                 completion_tokens: 30,
                 cached_prompt_tokens: Some(100)
-            }
+            })
         );
         assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
         assert_eq!(reply.served_model.as_deref(), Some("gpt-test-2024"));
@@ -234,13 +230,13 @@ mod tests {
         let reply = parse_whole(body.as_bytes()).unwrap();
         assert_eq!(reply.message.content.as_deref(), Some("ab"));
         assert!(reply.message.tool_calls.is_empty());
-        assert_eq!(reply.usage.cached_prompt_tokens, Some(4));
+        assert_eq!(reply.usage.unwrap().cached_prompt_tokens, Some(4));
         assert_eq!(reply.served_model, None);
 
         let no_usage =
             r#"{"model":"m","choices":[{"message":{"content":"hi"},"finish_reason":null}]}"#;
         let reply = parse_whole(no_usage.as_bytes()).unwrap();
-        assert_eq!(reply.usage, Usage::default());
+        assert_eq!(reply.usage, None);
         assert_eq!(reply.message.content.as_deref(), Some("hi"));
         assert_eq!(reply.finish_reason, None);
     }

@@ -209,7 +209,7 @@ impl StreamAccumulator {
             ));
         }
         if self.usage.is_none() {
-            tracing::warn!("streamed response carries no usage; metering it as zero tokens");
+            tracing::info!("streamed response carries no usage; recorded as unreported");
         }
         let tool_calls = self
             .calls
@@ -225,7 +225,7 @@ impl StreamAccumulator {
                 content: (!self.text.is_empty()).then_some(self.text),
                 tool_calls,
             },
-            usage: self.usage.unwrap_or_default(),
+            usage: self.usage,
             finish_reason: self.finish_reason,
             served_model: self.model,
         })

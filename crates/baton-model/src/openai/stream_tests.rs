@@ -103,11 +103,11 @@ async fn accumulates_text_tool_calls_and_usage_whatever_the_chunking() {
         );
         assert_eq!(
             reply.usage,
-            Usage {
+            Some(Usage {
                 prompt_tokens: 50,
                 completion_tokens: 9,
                 cached_prompt_tokens: Some(32)
-            }
+            })
         );
         assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
         assert_eq!(reply.served_model.as_deref(), Some("m-1"));
@@ -163,7 +163,7 @@ async fn finish_reason_without_done_is_complete_but_neither_is_a_cut() {
     ]);
     let reply = read(finished.as_bytes(), 4, &mut NoObserver).await.unwrap();
     assert_eq!(reply.finish_reason.as_deref(), Some("stop"));
-    assert_eq!(reply.usage, Usage::default());
+    assert_eq!(reply.usage, None, "no usage chunk: unreported, not zero");
 
     let cut = sse(&[
         delta(serde_json::json!({"content": "hi"})),
