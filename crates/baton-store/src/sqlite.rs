@@ -286,11 +286,10 @@ impl Store for SqliteStore {
         };
         let now = Timestamp::now();
         if let Some((_, current, expires_at)) = rows::lease_from_row(&row, &self.path)? {
-            // The same process may take its lease again; anyone else only an expired lease or
-            // one whose holder died on this machine (no need to wait out the TTL then).
-            let free = expires_at <= now
-                || current == *holder
-                || holder_is_dead(&current, &self.local_host);
+            // Only an expired lease, or one whose holder died on this machine (no need to wait
+            // out the TTL then), can be taken. Not even the holding process may take it again:
+            // two engines (or workers) in one process must not both drive a run.
+            let free = expires_at <= now || holder_is_dead(&current, &self.local_host);
             if !free {
                 return Err(StoreError::Locked {
                     run_id: run_id.clone(),

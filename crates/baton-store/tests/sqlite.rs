@@ -389,7 +389,15 @@ async fn reopening_keeps_runs_and_journals() {
     assert_eq!(runs[1].event_count, 21);
     assert_eq!(runs[1].status, RunStatus::Running);
     assert!(runs[0].created_at >= runs[1].created_at);
-    // The lease survived the restart too; the same process may take it again.
+    // The lease survived the restart too: held by a live process (this one), it cannot be
+    // taken again — not even by the same process, which must not drive a run twice. Released,
+    // it can, and the old token is fenced off.
+    let err = store
+        .acquire(&first.id, &Holder::this_process())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
+    store.release(&lease).await.unwrap();
     let again = store
         .acquire(&first.id, &Holder::this_process())
         .await
