@@ -187,6 +187,17 @@ fn stop_on_signals() -> StopSignal {
     signal
 }
 
+/// baton's state (journal, config) is per machine: a `.gitignore` inside `.baton/` keeps it out of
+/// the user's commits without touching their own ignore files.
+fn keep_state_out_of_git(workspace: &Path) {
+    let ignore = workspace.join(".baton").join(".gitignore");
+    if !ignore.exists()
+        && let Err(e) = std::fs::write(&ignore, "# baton's run state; not for version control\n*\n")
+    {
+        tracing::warn!("could not write {}: {e}", ignore.display());
+    }
+}
+
 /// Parses `--tool-choice` / `tool_choice`; a tool name must be one the agent has.
 fn tool_choice(text: Option<&str>) -> Result<Option<ToolChoice>, CliError> {
     let Some(choice) = text.map(ToolChoice::parse) else {
@@ -247,6 +258,7 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
     let store = SqliteStore::for_workspace(&workspace)
         .await
         .map_err(store_error)?;
+    keep_state_out_of_git(&workspace);
     let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
     let result = engine
         .start(StartRun {

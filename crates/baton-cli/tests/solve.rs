@@ -54,6 +54,14 @@ async fn solve(stream: bool) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "baton failed: {stderr}");
 
+    // baton's own state stays out of the user's commits.
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".baton/.gitignore"))
+            .unwrap()
+            .lines()
+            .last(),
+        Some("*")
+    );
     // The files really changed.
     assert_eq!(
         std::fs::read_to_string(ws.path().join("calc.sh")).unwrap(),
