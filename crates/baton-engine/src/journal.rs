@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::EngineError;
-use crate::run_loop::RunObserver;
+use crate::api::RunObserver;
 
 const APPEND_ATTEMPTS: u32 = 5;
 

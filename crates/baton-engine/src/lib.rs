@@ -5,11 +5,13 @@
 //! therefore "replay the journal, then keep stepping": finished model calls and tool calls are
 //! never repeated.
 
+mod api;
 mod error;
 mod journal;
 mod run_loop;
 mod stop;
 
+pub use api::{EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
 pub use error::EngineError;
-pub use run_loop::{Engine, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
+pub use run_loop::Engine;
 pub use stop::{StopHandle, StopSignal};

@@ -1,113 +1,25 @@
 //! The agent loop: decide the next action from state, journal the intent, act, journal the
 //! outcome.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_context::{NUDGE, SYSTEM_PROMPT, assemble, request_digest};
 use baton_core::{
-    AssistantMessage, ErrorClass, Event, EventRecord, NextAction, PauseReason, Redactor, RunId,
-    RunSettings, RunState, RunStatus, ToolCall, ToolEffect, ToolResult, next_action, replay,
+    AssistantMessage, ErrorClass, Event, NextAction, PauseReason, Redactor, RunId, RunState,
+    RunStatus, ToolCall, ToolEffect, ToolResult, next_action, replay,
 };
-use baton_model::{
-    ModelError, ModelProvider, RetryPolicy, RetrySchedule, StreamDelta, StreamObserver,
-};
-use baton_store::{Holder, NewRun, Store};
-use baton_tools::{ToolContext, ToolRegistry, Workspace};
+use baton_model::{ModelError, RetrySchedule, StreamDelta, StreamObserver};
+use baton_store::{Holder, NewRun};
+use baton_tools::{ToolContext, Workspace};
 
 use crate::EngineError;
+use crate::api::{
+    EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun, paused_outcome,
+    terminal_outcome,
+};
 use crate::journal::Journal;
-use crate::stop::StopSignal;
-
-/// Receives every journaled event (for the JSONL stream and the terminal) and live stream deltas.
-pub trait RunObserver: Send + Sync {
-    fn on_event(&self, record: &EventRecord, state: &RunState);
-    fn on_delta(&self, _delta: &StreamDelta) {}
-}
-
-/// How a run ended this time.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RunOutcome {
-    Finished {
-        run_id: RunId,
-        summary: String,
-    },
-    Failed {
-        run_id: RunId,
-        error: String,
-    },
-    Paused {
-        run_id: RunId,
-        reason: PauseReason,
-        detail: String,
-    },
-}
-
-impl RunOutcome {
-    pub fn run_id(&self) -> &RunId {
-        match self {
-            RunOutcome::Finished { run_id, .. }
-            | RunOutcome::Failed { run_id, .. }
-            | RunOutcome::Paused { run_id, .. } => run_id,
-        }
-    }
-}
-
-pub struct StartRun {
-    pub goal: String,
-    pub workspace: PathBuf,
-    pub settings: RunSettings,
-}
-
-/// Settings a `resume` may change; `None` keeps the recorded value.
-#[derive(Clone, Debug, Default)]
-pub struct SettingsOverride {
-    pub base_url: Option<String>,
-    pub model: Option<String>,
-    pub max_turns: Option<u32>,
-    pub response_mode: Option<baton_core::ResponseMode>,
-    pub tool_choice: Option<baton_core::ToolChoice>,
-}
-
-impl SettingsOverride {
-    pub fn apply(&self, mut settings: RunSettings) -> RunSettings {
-        if let Some(v) = &self.base_url {
-            settings.model.base_url = v.clone();
-        }
-        if let Some(v) = &self.model {
-            settings.model.model = v.clone();
-        }
-        if let Some(v) = self.max_turns {
-            settings.limits.max_turns = v;
-        }
-        if let Some(v) = self.response_mode {
-            settings.model.response_mode = v;
-        }
-        if let Some(v) = &self.tool_choice {
-            settings.model.tool_choice = v.clone();
-        }
-        settings
-    }
-}
-
-/// Everything an engine is built from.
-pub struct EngineParts {
-    pub store: Arc<dyn Store>,
-    pub provider: Arc<dyn ModelProvider>,
-    pub tools: Arc<ToolRegistry>,
-    pub retry: RetryPolicy,
-    /// Secret values (API keys) to scrub from anything journaled.
-    pub secrets: Vec<String>,
-    /// Environment variable names never passed to commands.
-    pub secret_env_vars: Vec<String>,
-    pub observer: Arc<dyn RunObserver>,
-    /// Asks the run to pause cleanly (Ctrl-C, SIGTERM).
-    pub stop: StopSignal,
-    /// Longest a single model call attempt may take in all (streams can trickle keep-alives
-    /// forever without tripping the idle timeout).
-    pub model_call_timeout: Duration,
-}
 
 pub struct Engine {
     parts: EngineParts,
@@ -509,37 +421,6 @@ impl Engine {
         message.content = message.content.map(|c| self.redactor.redact(&c));
         message
     }
-}
-
-fn terminal_outcome(state: &RunState) -> Option<RunOutcome> {
-    let run_id = state.run_id.clone()?;
-    match state.status {
-        RunStatus::Finished => Some(RunOutcome::Finished {
-            run_id,
-            summary: state.finish_summary.clone().unwrap_or_default(),
-        }),
-        RunStatus::Failed => Some(RunOutcome::Failed {
-            run_id,
-            error: state.failure.clone().unwrap_or_default(),
-        }),
-        _ => None,
-    }
-}
-
-fn paused_outcome(state: &RunState) -> Option<RunOutcome> {
-    let run_id = state.run_id.clone()?;
-    if state.status != RunStatus::Paused {
-        return None;
-    }
-    let (reason, detail) = state
-        .pause
-        .clone()
-        .unwrap_or((PauseReason::Interrupted, String::new()));
-    Some(RunOutcome::Paused {
-        run_id,
-        reason,
-        detail,
-    })
 }
 
 fn elapsed_ms(started: Instant) -> u64 {
