@@ -50,6 +50,7 @@ fn state_with_history() -> RunState {
                 prompt_tokens: 10,
                 completion_tokens: 5,
                 cached_prompt_tokens: None,
+                ..Default::default()
             }),
             finish_reason: Some("tool_calls".into()),
             served_model: None,

@@ -103,7 +103,9 @@ impl ToolResult {
     }
 }
 
-/// Token usage of one model call as the server reported it.
+/// Token usage of one model call as the server reported it, normalized across providers:
+/// `prompt_tokens` counts every input token (cached, cache-written and plain alike), as OpenAI's
+/// `prompt_tokens` does; the optional fields say how many of them were cache reads or writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
     pub prompt_tokens: u64,
@@ -111,4 +113,11 @@ pub struct Usage {
     /// Prompt tokens served from the provider's prompt cache, when the server says.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_prompt_tokens: Option<u64>,
+    /// Prompt tokens written to the provider's prompt cache (Anthropic bills these extra).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
+    /// Completion tokens spent on hidden reasoning, when the server says (part of
+    /// `completion_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<u64>,
 }

@@ -51,7 +51,10 @@ impl ToolChoice {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ProviderKind {
+    /// Chat Completions: OpenAI and every server that copies its API.
     OpenAiCompatible,
+    /// Anthropic's Messages API, spoken natively.
+    Anthropic,
 }
 
 /// Whether to ask the server for a streamed (SSE) or a whole response.

@@ -139,6 +139,7 @@ fn drive(bytes: &[u8]) -> Driver {
                                 prompt_tokens: u64::from(c.pick(100)),
                                 completion_tokens: u64::from(c.pick(50)),
                                 cached_prompt_tokens: Some(u64::from(c.pick(10))),
+                                ..Default::default()
                             }),
                             finish_reason: Some("tool_calls".into()),
                             served_model: None,

@@ -53,6 +53,7 @@ fn reply(calls: &[(&str, serde_json::Value)]) -> Result<ModelReply, ModelError> 
             prompt_tokens: 7,
             completion_tokens: 3,
             cached_prompt_tokens: None,
+            ..Default::default()
         }),
         finish_reason: Some("tool_calls".into()),
         served_model: None,

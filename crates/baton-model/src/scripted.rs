@@ -116,6 +116,7 @@ mod tests {
                 prompt_tokens: 3,
                 completion_tokens: 2,
                 cached_prompt_tokens: None,
+                ..Default::default()
             }),
             finish_reason: Some("tool_calls".into()),
             served_model: Some("m".into()),

@@ -159,7 +159,8 @@ async fn streaming_reply_with_text_and_two_split_tool_calls() {
         Some(Usage {
             prompt_tokens: 321,
             completion_tokens: 45,
-            cached_prompt_tokens: Some(256)
+            cached_prompt_tokens: Some(256),
+            ..Default::default()
         })
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
@@ -266,7 +267,8 @@ async fn whole_reply_with_tool_calls_and_usage() {
         Some(Usage {
             prompt_tokens: 100,
             completion_tokens: 20,
-            cached_prompt_tokens: Some(64)
+            cached_prompt_tokens: Some(64),
+            ..Default::default()
         })
     );
     assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));

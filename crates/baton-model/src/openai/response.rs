@@ -16,6 +16,12 @@ pub(crate) struct WireUsage {
     prompt_tokens_details: Option<PromptTokensDetails>,
     /// DeepSeek's name for cached prompt tokens.
     prompt_cache_hit_tokens: Option<u64>,
+    completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Deserialize)]
+struct CompletionTokensDetails {
+    reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -33,6 +39,13 @@ impl WireUsage {
             prompt_tokens: self.prompt_tokens.unwrap_or(0),
             completion_tokens: self.completion_tokens.unwrap_or(0),
             cached_prompt_tokens: cached.or(self.prompt_cache_hit_tokens),
+            // OpenAI-compatible servers do not bill cache writes separately.
+            cache_write_tokens: None,
+            reasoning_tokens: self
+                .completion_tokens_details
+                .as_ref()
+                .and_then(|d| d.reasoning_tokens)
+                .filter(|&n| n > 0),
         }
     }
 }
@@ -216,7 +229,8 @@ mod tests {
             Some(Usage {
                 prompt_tokens: 120,
                 completion_tokens: 30,
-                cached_prompt_tokens: Some(100)
+                cached_prompt_tokens: Some(100),
+                ..Default::default()
             })
         );
         assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));

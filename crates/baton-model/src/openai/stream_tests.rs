@@ -106,7 +106,8 @@ async fn accumulates_text_tool_calls_and_usage_whatever_the_chunking() {
             Some(Usage {
                 prompt_tokens: 50,
                 completion_tokens: 9,
-                cached_prompt_tokens: Some(32)
+                cached_prompt_tokens: Some(32),
+                ..Default::default()
             })
         );
         assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));

@@ -181,6 +181,7 @@ impl Journal {
                     prompt_tokens: 1_200 + u64::from(turn) * 150,
                     completion_tokens: 60,
                     cached_prompt_tokens: Some(1_000 + u64::from(turn) * 140),
+                    ..Default::default()
                 }),
                 finish_reason: Some("tool_calls".into()),
                 served_model: Some("smollm2-135m-instruct".into()),
