@@ -130,6 +130,9 @@ fn build_engine(
     if let Some(s) = layer.max_retry_wait_secs {
         retry.max_total_wait = Duration::from_secs(s);
     }
+    if let Some(ms) = layer.retry_base_delay_ms {
+        retry.base_delay = Duration::from_millis(ms);
+    }
     Ok(Engine::new(EngineParts {
         store: Arc::new(store),
         provider: Arc::new(provider),
@@ -143,6 +146,7 @@ fn build_engine(
         observer: observer(json),
         stop: stop_on_signals(),
         model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
+        breaker_failures: layer.circuit_breaker_failures.unwrap_or(10).max(1),
     }))
 }
 

@@ -24,6 +24,8 @@ pub struct ConfigLayer {
     pub model_call_timeout_secs: Option<u64>,
     /// `auto`, `required` or a tool name.
     pub tool_choice: Option<String>,
+    pub retry_base_delay_ms: Option<u64>,
+    pub circuit_breaker_failures: Option<u32>,
 }
 
 impl ConfigLayer {
@@ -45,6 +47,10 @@ impl ConfigLayer {
                 .model_call_timeout_secs
                 .or(self.model_call_timeout_secs),
             tool_choice: over.tool_choice.or(self.tool_choice),
+            retry_base_delay_ms: over.retry_base_delay_ms.or(self.retry_base_delay_ms),
+            circuit_breaker_failures: over
+                .circuit_breaker_failures
+                .or(self.circuit_breaker_failures),
         }
     }
 

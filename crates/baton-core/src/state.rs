@@ -28,6 +28,9 @@ pub struct RunState {
     /// Model calls started so far (a call retried over several attempts counts once).
     pub model_calls_started: u32,
     pub model_calls_finished: u32,
+    /// Failed model call attempts since the last success or resume: what the circuit breaker
+    /// counts.
+    pub consecutive_model_failures: u32,
     pub usage: UsageTotals,
     /// Set when the `finish` tool completed: the run should be recorded as finished.
     pub finish_summary: Option<String>,
@@ -157,6 +160,8 @@ impl RunState {
             Event::RunResumed { settings } => {
                 self.settings = Some(settings.clone());
                 self.pause = None;
+                // A person resumed: the outage may be over, give the breaker a fresh count.
+                self.consecutive_model_failures = 0;
             }
             Event::TurnStarted { turn } => {
                 require_running(running)?;
@@ -210,6 +215,7 @@ impl RunState {
             }
             Event::ModelCallFailed { turn, call, .. } => {
                 self.expect_open_call(*turn, *call)?;
+                self.consecutive_model_failures = self.consecutive_model_failures.saturating_add(1);
             }
             Event::ModelCallFinished {
                 turn,
@@ -225,6 +231,7 @@ impl RunState {
                     None => self.usage.unreported_calls += 1,
                 }
                 self.model_calls_finished += 1;
+                self.consecutive_model_failures = 0;
                 self.history.push(Message::Assistant(message.clone()));
                 self.phase = Phase::RunningTools {
                     turn: *turn,

@@ -98,6 +98,8 @@ pub struct EngineParts {
     /// Longest a single model call attempt may take in all (streams can trickle keep-alives
     /// forever without tripping the idle timeout).
     pub model_call_timeout: Duration,
+    /// Consecutive failed model call attempts (across calls) after which the run pauses.
+    pub breaker_failures: u32,
 }
 
 pub(crate) fn terminal_outcome(state: &RunState) -> Option<RunOutcome> {

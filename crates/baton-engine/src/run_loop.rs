@@ -315,7 +315,14 @@ impl Engine {
         error: ModelError,
         schedule: &mut RetrySchedule,
     ) -> Result<(), EngineError> {
-        let delay = schedule.next_delay(&error);
+        let failures_so_far = journal.state().consecutive_model_failures;
+        let breaker_trips = failures_so_far.saturating_add(1) >= self.parts.breaker_failures;
+        // The breaker stops retrying across calls too: a run never spins on a dead endpoint.
+        let delay = if breaker_trips {
+            None
+        } else {
+            schedule.next_delay(&error)
+        };
         let message = self.redactor.redact(&error.to_string());
         journal
             .record(Event::ModelCallFailed {
@@ -332,6 +339,14 @@ impl Engine {
             return Ok(());
         }
         let event = match error.class {
+            _ if breaker_trips && error.class.is_retryable() => Event::RunPaused {
+                reason: PauseReason::ModelUnavailable,
+                detail: format!(
+                    "circuit breaker open after {} consecutive failed model calls (last: {message}) — \
+                     `baton resume` tries again",
+                    failures_so_far.saturating_add(1)
+                ),
+            },
             ErrorClass::InvalidRequest => Event::RunPaused {
                 reason: PauseReason::ModelRejected,
                 detail: format!(

@@ -86,6 +86,7 @@ fn engine(
         observer: observer.clone(),
         stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_secs(60),
+        breaker_failures: 100,
     });
     (engine, provider, observer)
 }
@@ -329,6 +330,7 @@ async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried() {
         observer: observer.clone(),
         stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_millis(50),
+        breaker_failures: 100,
     });
     let outcome = engine
         .start(StartRun {
@@ -385,4 +387,60 @@ async fn resuming_a_finished_run_changes_nothing() {
     assert_eq!(again, outcome);
     assert!(provider.requests().is_empty());
     assert_eq!(store.load_events(&run_id).await.unwrap(), before);
+}
+
+#[tokio::test]
+async fn the_circuit_breaker_pauses_after_consecutive_failures_across_calls() {
+    let ws = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let provider = Arc::new(ScriptedProvider::new(vec![
+        Err(ModelError::new(ErrorClass::Overloaded, "529")),
+        Err(ModelError::new(ErrorClass::Overloaded, "529")),
+        reply(&[(
+            "write_file",
+            serde_json::json!({"path": "a", "content": "1"}),
+        )]),
+        Err(ModelError::new(ErrorClass::Transient, "reset")),
+        Err(ModelError::new(ErrorClass::Transient, "reset")),
+        Err(ModelError::new(ErrorClass::Transient, "reset")),
+    ]));
+    let engine = Engine::new(EngineParts {
+        store: store.clone(),
+        provider: provider.clone(),
+        tools: Arc::new(ToolRegistry::standard()),
+        retry: fast_retry(50),
+        secrets: vec![],
+        secret_env_vars: vec![],
+        observer: Arc::new(Collect::default()),
+        stop: baton_engine::StopSignal::never(),
+        model_call_timeout: Duration::from_secs(60),
+        breaker_failures: 3,
+    });
+    let outcome = engine
+        .start(StartRun {
+            goal: "g".into(),
+            workspace: ws.path().into(),
+            settings: settings(),
+        })
+        .await
+        .unwrap();
+    // Two failures then a success reset the count; three in a row open the breaker although
+    // the retry policy would have allowed 50 attempts.
+    let RunOutcome::Paused {
+        run_id,
+        reason,
+        detail,
+    } = outcome
+    else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(reason, PauseReason::ModelUnavailable);
+    assert!(
+        detail.contains("circuit breaker") && detail.contains('3'),
+        "{detail}"
+    );
+    assert_eq!(provider.requests().len(), 6);
+    let state = replay(&store.load_events(&run_id).await.unwrap()).unwrap();
+    assert_eq!(state.consecutive_model_failures, 3);
+    assert_eq!(state.turns_finished, 1);
 }
