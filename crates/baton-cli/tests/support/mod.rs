@@ -51,9 +51,23 @@ pub struct Received {
     pub body: Value,
 }
 
+/// A failure the server injects instead of answering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    ServerError,
+    RateLimited,
+    Overloaded,
+    /// A 200 whose stream stops mid-message.
+    CutStream,
+    /// A 200 whose stream carries a chunk that is not JSON.
+    Malformed,
+}
+
 struct ScriptResponder {
     script: Vec<Turn>,
     received: Arc<Mutex<Vec<Received>>>,
+    /// Fault for the N-th request (0-based), if any.
+    faults: Arc<dyn Fn(usize) -> Option<Fault> + Send + Sync>,
 }
 
 impl Respond for ScriptResponder {
@@ -66,10 +80,17 @@ impl Respond for ScriptResponder {
             .as_array()
             .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
             .unwrap_or(0);
-        self.received.lock().unwrap().push(Received {
-            turn_index,
-            body: body.clone(),
-        });
+        let request_number = {
+            let mut received = self.received.lock().unwrap();
+            received.push(Received {
+                turn_index,
+                body: body.clone(),
+            });
+            received.len() - 1
+        };
+        if let Some(fault) = (self.faults)(request_number) {
+            return fault_response(fault);
+        }
         let Some(turn) = self.script.get(turn_index) else {
             return ResponseTemplate::new(400)
                 .set_body_string(format!("script has no answer #{turn_index}"));
@@ -88,6 +109,22 @@ impl Respond for ScriptResponder {
             template = template.set_delay(delay);
         }
         template
+    }
+}
+
+fn fault_response(fault: Fault) -> ResponseTemplate {
+    let sse =
+        |body: &str| ResponseTemplate::new(200).set_body_raw(body.to_string(), "text/event-stream");
+    match fault {
+        Fault::ServerError => ResponseTemplate::new(500).set_body_string("internal error"),
+        Fault::RateLimited => ResponseTemplate::new(429)
+            .insert_header("retry-after", "0")
+            .set_body_json(json!({"error": {"type": "rate_limit", "message": "slow down"}})),
+        Fault::Overloaded => ResponseTemplate::new(529).set_body_string("overloaded"),
+        Fault::CutStream => {
+            sse("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"partial ans\"}}]}\n\n")
+        }
+        Fault::Malformed => sse("data: {\"choices\": [tru\n\n"),
     }
 }
 
@@ -156,6 +193,14 @@ pub struct ScriptedServer {
 
 impl ScriptedServer {
     pub async fn start(script: Vec<Turn>) -> ScriptedServer {
+        Self::start_with_faults(script, |_| None).await
+    }
+
+    /// Like `start`, but the N-th request gets `faults(N)` instead of an answer when it is Some.
+    pub async fn start_with_faults(
+        script: Vec<Turn>,
+        faults: impl Fn(usize) -> Option<Fault> + Send + Sync + 'static,
+    ) -> ScriptedServer {
         let server = MockServer::start().await;
         let received = Arc::new(Mutex::new(Vec::new()));
         Mock::given(method("POST"))
@@ -163,6 +208,7 @@ impl ScriptedServer {
             .respond_with(ScriptResponder {
                 script,
                 received: received.clone(),
+                faults: Arc::new(faults),
             })
             .mount(&server)
             .await;
