@@ -14,14 +14,12 @@ use baton_engine::{
     Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun,
     StopSignal,
 };
-use baton_model::RetryPolicy;
-use baton_model::openai::{OpenAiConfig, OpenAiProvider};
 use baton_store::{RunSummary, SqliteStore, Store, StoreError};
 use baton_tools::ToolRegistry;
 
 use crate::config::{self, ConfigLayer};
 use crate::output::{self, Human, JsonLines};
-use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, exit, transcript};
+use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, client, exit, providers, transcript};
 
 type CliResult = Result<u8, CliError>;
 
@@ -97,6 +95,7 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         max_turns: flags.max_turns,
         response_mode: flags.no_stream.then_some(ResponseMode::Whole),
         tool_choice: flags.tool_choice.clone(),
+        provider: flags.provider.clone(),
         ..ConfigLayer::default()
     }
 }
@@ -115,30 +114,14 @@ fn build_engine(
     store: SqliteStore,
     json: bool,
 ) -> Result<Engine, CliError> {
-    let api_key = config::api_key(env_var);
-    let provider = OpenAiProvider::new(OpenAiConfig {
-        base_url: settings.model.base_url.clone(),
-        api_key: api_key.clone(),
-        request_timeout: Duration::from_secs(layer.request_timeout_secs.unwrap_or(600)),
-        idle_timeout: Duration::from_secs(layer.stream_idle_timeout_secs.unwrap_or(120)),
-    })
-    .map_err(|e| CliError::usage(anyhow!("cannot set up the model client: {e}")))?;
-    let mut retry = RetryPolicy::default();
-    if let Some(n) = layer.max_retry_attempts {
-        retry.max_attempts = n;
-    }
-    if let Some(s) = layer.max_retry_wait_secs {
-        retry.max_total_wait = Duration::from_secs(s);
-    }
-    if let Some(ms) = layer.retry_base_delay_ms {
-        retry.base_delay = Duration::from_millis(ms);
-    }
+    let client = client::model_client(&settings.model, layer)?;
+    let retry = client::retry_policy(layer);
     Ok(Engine::new(EngineParts {
         store: Arc::new(store),
-        provider: Arc::new(provider),
+        provider: client.provider,
         tools: Arc::new(ToolRegistry::standard()),
         retry,
-        secrets: secret_values(api_key),
+        secrets: secret_values(client.api_key),
         secret_env_vars: config::SECRET_ENV_VARS
             .iter()
             .map(|s| s.to_string())
@@ -147,6 +130,10 @@ fn build_engine(
         stop: stop_on_signals(),
         model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
         breaker_failures: layer.circuit_breaker_failures.unwrap_or(10).max(1),
+        prices: Arc::new(
+            baton_model::pricing::PriceTable::defaults()
+                .with_overrides(layer.prices.clone().unwrap_or_default()),
+        ),
     }))
 }
 
@@ -232,21 +219,34 @@ fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliError> {
         .overlay(ConfigLayer::from_env(env_var)))
 }
 
-pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
-    let workspace = workspace_dir(workspace)?;
-    if args.goal.trim().is_empty() {
-        return Err(CliError::usage(anyhow!(
-            "the goal is empty: say what the agent should do"
-        )));
-    }
-    let layer = file_and_env_layers(&workspace)?.overlay(flags_layer(&args.model));
-    let (Some(base_url), Some(model)) = (layer.base_url.clone(), layer.model.clone()) else {
+/// The settings of a new run (or a doctor check): files, environment and flags layered, a
+/// provider preset applied.
+fn resolve_settings(
+    workspace: &Path,
+    flags: &ModelFlags,
+) -> Result<(RunSettings, ConfigLayer), CliError> {
+    let layer = file_and_env_layers(workspace)?.overlay(flags_layer(flags));
+    let preset = match layer.provider.as_deref() {
+        Some(name) => Some(providers::preset(name).ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "unknown provider '{name}'; known: {}",
+                providers::preset_names()
+            ))
+        })?),
+        None => None,
+    };
+    // An explicit base URL (any layer) wins over the preset's.
+    let base_url = layer
+        .base_url
+        .clone()
+        .or_else(|| preset.map(|p| p.base_url.to_string()));
+    let (Some(base_url), Some(model)) = (base_url, layer.model.clone()) else {
         return Err(CliError::usage(anyhow!(config::NO_MODEL_HELP)));
     };
     let defaults = Limits::default();
     let settings = RunSettings {
         model: ModelSettings {
-            provider: ProviderKind::OpenAiCompatible,
+            provider: preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind),
             base_url,
             model,
             response_mode: layer.response_mode.unwrap_or_default(),
@@ -259,6 +259,17 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
                 .unwrap_or(defaults.shell_timeout_secs),
         },
     };
+    Ok((settings, layer))
+}
+
+pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    if args.goal.trim().is_empty() {
+        return Err(CliError::usage(anyhow!(
+            "the goal is empty: say what the agent should do"
+        )));
+    }
+    let (settings, layer) = resolve_settings(&workspace, &args.model)?;
     let store = SqliteStore::for_workspace(&workspace)
         .await
         .map_err(store_error)?;
@@ -274,6 +285,24 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
     // Closing checkpoints the WAL into the main file; committed events are durable either way.
     store.close().await;
     Ok(report(&result.map_err(engine_error)?, args.json))
+}
+
+pub async fn cost(workspace: &Path, run: Option<&str>) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let store = open_existing_store(&workspace).await?;
+    let summary = summary_for(&store, run).await?;
+    let events = store.load_events(&summary.id).await.map_err(store_error)?;
+    outln!("run {}", summary.id);
+    out!("{}", crate::cost::render(&events));
+    Ok(exit::FINISHED)
+}
+
+pub async fn doctor(workspace: &Path, flags: &ModelFlags) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let (settings, layer) = resolve_settings(&workspace, flags)?;
+    let (ok, report) = crate::doctor::check(&settings.model, &layer).await?;
+    outln!("{report}");
+    Ok(if ok { exit::FINISHED } else { exit::FAILED })
 }
 
 pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
@@ -444,6 +473,16 @@ pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
         match state.usage.unreported_calls {
             0 => String::new(),
             n => format!(" (+ {n} calls whose server reported no usage)"),
+        }
+    );
+    outln!(
+        "cost       {}",
+        match state.usage.unpriced_calls {
+            0 => format!("${:.4}", state.usage.cost_usd),
+            n => format!(
+                "at least ${:.4} ({n} calls of unknown cost; `baton cost` has details)",
+                state.usage.cost_usd
+            ),
         }
     );
     outln!("events     {}", summary.event_count);

@@ -2,16 +2,20 @@
 //! the ones before it, key by key). Merging is pure; reading files and the environment is done
 //! at the edges so the precedence rules are unit-tested without touching either.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use baton_core::ResponseMode;
+use baton_model::pricing::Price;
 use serde::Deserialize;
 
 /// One layer: every key optional.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigLayer {
+    /// A preset name (`openai`, `anthropic`, `ollama`, …): flavour, base URL, key variable.
+    pub provider: Option<String>,
     pub base_url: Option<String>,
     pub model: Option<String>,
     pub max_turns: Option<u32>,
@@ -26,12 +30,15 @@ pub struct ConfigLayer {
     pub tool_choice: Option<String>,
     pub retry_base_delay_ms: Option<u64>,
     pub circuit_breaker_failures: Option<u32>,
+    /// `[prices."MODEL"]` tables: USD per million tokens, overriding the built-in list prices.
+    pub prices: Option<HashMap<String, Price>>,
 }
 
 impl ConfigLayer {
     /// Keys set in `over` replace those in `self`.
     pub fn overlay(self, over: ConfigLayer) -> ConfigLayer {
         ConfigLayer {
+            provider: over.provider.or(self.provider),
             base_url: over.base_url.or(self.base_url),
             model: over.model.or(self.model),
             max_turns: over.max_turns.or(self.max_turns),
@@ -51,6 +58,14 @@ impl ConfigLayer {
             circuit_breaker_failures: over
                 .circuit_breaker_failures
                 .or(self.circuit_breaker_failures),
+            // Price tables merge model by model; a later layer's price for a model wins.
+            prices: match (self.prices, over.prices) {
+                (Some(mut base), Some(over)) => {
+                    base.extend(over);
+                    Some(base)
+                }
+                (base, over) => over.or(base),
+            },
         }
     }
 
@@ -59,6 +74,7 @@ impl ConfigLayer {
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> ConfigLayer {
         let non_empty = |k: &str| get(k).filter(|v| !v.trim().is_empty());
         ConfigLayer {
+            provider: non_empty("BATON_PROVIDER"),
             base_url: non_empty("BATON_BASE_URL"),
             model: non_empty("BATON_MODEL"),
             ..ConfigLayer::default()
@@ -92,11 +108,11 @@ pub fn project_config_path(workspace: &Path) -> PathBuf {
     workspace.join(".baton/config.toml")
 }
 
-/// The API key, from `BATON_API_KEY` or else `OPENAI_API_KEY`. Never stored anywhere.
-pub fn api_key(get: impl Fn(&str) -> Option<String>) -> Option<String> {
-    get("BATON_API_KEY")
-        .or_else(|| get("OPENAI_API_KEY"))
-        .filter(|k| !k.trim().is_empty())
+/// The API key: the first non-empty of `vars` (see `providers::key_variables`). Never stored.
+pub fn api_key(vars: &[&str], get: impl Fn(&str) -> Option<String>) -> Option<String> {
+    vars.iter()
+        .filter_map(|v| get(v))
+        .find(|k| !k.trim().is_empty())
 }
 
 /// Names of variables that hold secrets: kept out of commands' environments.
@@ -110,8 +126,10 @@ Set both in any of these (later ones win):
   project file   .baton/config.toml              (same keys)
   environment    BATON_BASE_URL=http://127.0.0.1:8080/v1 BATON_MODEL=NAME
   flags          baton run --base-url http://127.0.0.1:8080/v1 --model NAME \"GOAL\"
-The API key, if the server needs one, is read from BATON_API_KEY or OPENAI_API_KEY
-and is never written to disk.";
+Or pick a preset: --provider openai|anthropic|deepseek|qwen|moonshot|openrouter|ollama|vllm|llamacpp
+(or provider = \"…\" / BATON_PROVIDER) and give only the model.
+The API key, if the server needs one, is read from BATON_API_KEY, the preset's variable
+(e.g. ANTHROPIC_API_KEY) or OPENAI_API_KEY, and is never written to disk.";
 
 #[cfg(test)]
 mod tests {
@@ -156,10 +174,16 @@ mod tests {
             "OPENAI_API_KEY" => Some("o".to_string()),
             _ => None,
         };
-        assert_eq!(api_key(both).as_deref(), Some("b"));
+        assert_eq!(
+            api_key(&["BATON_API_KEY", "OPENAI_API_KEY"], both).as_deref(),
+            Some("b")
+        );
         let openai_only = |k: &str| (k == "OPENAI_API_KEY").then(|| "o".to_string());
-        assert_eq!(api_key(openai_only).as_deref(), Some("o"));
-        assert_eq!(api_key(|_| None), None);
+        assert_eq!(
+            api_key(&["BATON_API_KEY", "OPENAI_API_KEY"], openai_only).as_deref(),
+            Some("o")
+        );
+        assert_eq!(api_key(&["BATON_API_KEY"], |_| None), None);
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! `baton`: run a long-running coding agent in a workspace, durably.
 
+mod client;
 mod commands;
 mod config;
+mod cost;
+mod doctor;
 mod output;
+mod providers;
 mod transcript;
 
 use std::io::Write;
@@ -73,6 +77,13 @@ enum Command {
     Status { run: Option<String> },
     /// List the runs of this workspace.
     Ls,
+    /// What each model call of a run cost (default: the latest run).
+    Cost { run: Option<String> },
+    /// Check the configured model with one tiny request and explain what is wrong.
+    Doctor {
+        #[command(flatten)]
+        model: ModelFlags,
+    },
     /// Print a readable transcript of a run (default: the latest).
     Logs {
         run: Option<String>,
@@ -87,6 +98,10 @@ enum Command {
 
 #[derive(Args, Clone, Default)]
 pub struct ModelFlags {
+    /// Provider preset: openai, anthropic, deepseek, qwen, moonshot, openrouter, ollama, vllm,
+    /// llamacpp (API flavour, base URL and key variable) [env: BATON_PROVIDER]
+    #[arg(long, value_name = "NAME")]
+    provider: Option<String>,
     /// Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1 [env: BATON_BASE_URL]
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
@@ -150,6 +165,8 @@ fn main() -> ExitCode {
             Command::Resume(args) => commands::resume(&workspace, args).await,
             Command::Status { run } => commands::status(&workspace, run.as_deref()).await,
             Command::Ls => commands::ls(&workspace).await,
+            Command::Cost { run } => commands::cost(&workspace, run.as_deref()).await,
+            Command::Doctor { model } => commands::doctor(&workspace, &model).await,
             Command::Logs { run, full, json } => {
                 commands::logs(&workspace, run.as_deref(), full, json).await
             }

@@ -233,3 +233,63 @@ async fn pauses_at_the_turn_limit_and_resume_raises_it() {
         server.base_url()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_is_priced_from_config_and_baton_cost_adds_them_up() {
+    let server = ScriptedServer::start(fix_calc_script()).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("calc.sh"), "echo $((2 - 2))\n").unwrap();
+    std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
+    // The scripted server reports model "scripted": unknown to the built-in table, priced here.
+    std::fs::write(
+        ws.path().join(".baton/config.toml"),
+        "[prices.scripted]\ninput_per_mtok = 2.0\ncached_input_per_mtok = 0.5\noutput_per_mtok = 8.0\n",
+    )
+    .unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "Fix calc",
+    ]);
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Call t (0-based) used 100+t prompt tokens (50 cached) and 10+t completion tokens.
+    let journal = journal(ws.path(), home.path());
+    let costs: Vec<f64> = of_type(&journal, "model_call_finished")
+        .iter()
+        .map(|e| e["cost_usd"].as_f64().unwrap())
+        .collect();
+    for (t, cost) in costs.iter().enumerate() {
+        let t = t as f64;
+        let expected = ((50.0 + t) * 2.0 + 50.0 * 0.5 + (10.0 + t) * 8.0) / 1e6;
+        assert!(
+            (cost - expected).abs() < 1e-12,
+            "call {t}: {cost} != {expected}"
+        );
+    }
+    let table = baton(ws.path(), home.path()).arg("cost").output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("total: 4 model calls, 406 input + 46 output tokens, $0.0009"),
+        "{table}"
+    );
+    let status = baton(ws.path(), home.path())
+        .arg("status")
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&status.stdout).contains("cost       $0.0009"));
+}

@@ -52,6 +52,7 @@ fn state_with_history() -> RunState {
                 cached_prompt_tokens: None,
                 ..Default::default()
             }),
+            cost_usd: None,
             finish_reason: Some("tool_calls".into()),
             served_model: None,
             duration_ms: 3,

@@ -58,6 +58,9 @@ pub enum Event {
         message: AssistantMessage,
         /// What the server reported; `null` if it reported nothing.
         usage: Option<Usage>,
+        /// USD, priced when the call finished; `null` when the model's price is unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
         finish_reason: Option<String>,
         /// Model name the server reported.
         served_model: Option<String>,

@@ -67,13 +67,17 @@ pub struct InFlightTool {
     pub effect: ToolEffect,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageTotals {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub cached_prompt_tokens: u64,
     /// Finished calls whose server reported no usage: the totals undercount by these.
     pub unreported_calls: u32,
+    /// Sum of the priced calls' cost.
+    pub cost_usd: f64,
+    /// Finished calls whose cost is unknown (no price for the model, or no usage).
+    pub unpriced_calls: u32,
 }
 
 impl UsageTotals {
@@ -222,6 +226,7 @@ impl RunState {
                 call,
                 message,
                 usage,
+                cost_usd,
                 ..
             } => {
                 require_running(running)?;
@@ -229,6 +234,10 @@ impl RunState {
                 match usage {
                     Some(usage) => self.usage.add(usage),
                     None => self.usage.unreported_calls += 1,
+                }
+                match cost_usd {
+                    Some(cost) if cost.is_finite() => self.usage.cost_usd += cost,
+                    _ => self.usage.unpriced_calls += 1,
                 }
                 self.model_calls_finished += 1;
                 self.consecutive_model_failures = 0;

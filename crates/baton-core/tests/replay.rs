@@ -141,6 +141,7 @@ fn drive(bytes: &[u8]) -> Driver {
                                 cached_prompt_tokens: Some(u64::from(c.pick(10))),
                                 ..Default::default()
                             }),
+                            cost_usd: None,
                             finish_reason: Some("tool_calls".into()),
                             served_model: None,
                             duration_ms: 1,
@@ -358,6 +359,7 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
             tool_calls: vec![],
         },
         usage: Some(Usage::default()),
+        cost_usd: None,
         finish_reason: None,
         served_model: None,
         duration_ms: 0,
@@ -401,6 +403,7 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
             tool_calls: vec![finish.clone()],
         },
         usage: Some(Usage::default()),
+        cost_usd: None,
         finish_reason: None,
         served_model: None,
         duration_ms: 0,

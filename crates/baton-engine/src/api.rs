@@ -100,6 +100,8 @@ pub struct EngineParts {
     pub model_call_timeout: Duration,
     /// Consecutive failed model call attempts (across calls) after which the run pauses.
     pub breaker_failures: u32,
+    /// Prices each finished call (built-in list prices plus config overrides).
+    pub prices: Arc<baton_model::pricing::PriceTable>,
 }
 
 pub(crate) fn terminal_outcome(state: &RunState) -> Option<RunOutcome> {

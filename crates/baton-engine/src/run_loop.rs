@@ -287,12 +287,21 @@ impl Engine {
         match outcome {
             Ok(reply) => {
                 let message = self.normalize_reply(reply.message, turn);
+                // Priced by the model the server says answered, else the one asked for.
+                let cost_usd = reply.usage.as_ref().and_then(|usage| {
+                    reply
+                        .served_model
+                        .as_deref()
+                        .and_then(|served| self.parts.prices.cost(served, usage))
+                        .or_else(|| self.parts.prices.cost(&request.model, usage))
+                });
                 journal
                     .record(Event::ModelCallFinished {
                         turn,
                         call,
                         message,
                         usage: reply.usage,
+                        cost_usd,
                         finish_reason: reply.finish_reason,
                         served_model: reply.served_model,
                         duration_ms: elapsed_ms(started),

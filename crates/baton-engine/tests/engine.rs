@@ -87,6 +87,7 @@ fn engine(
         stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_secs(60),
         breaker_failures: 100,
+        prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
     });
     (engine, provider, observer)
 }
@@ -331,6 +332,7 @@ async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried() {
         stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_millis(50),
         breaker_failures: 100,
+        prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
     });
     let outcome = engine
         .start(StartRun {
@@ -415,6 +417,7 @@ async fn the_circuit_breaker_pauses_after_consecutive_failures_across_calls() {
         stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_secs(60),
         breaker_failures: 3,
+        prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
     });
     let outcome = engine
         .start(StartRun {

@@ -1,8 +1,14 @@
 //! Model providers of baton: the [`ModelProvider`] seam, an OpenAI-compatible Chat Completions
-//! client (streaming and whole responses) and a scripted provider for tests.
+//! client, a native Anthropic Messages client (both streaming and whole responses) and a scripted
+//! provider for tests.
 
+pub mod anthropic;
+mod body;
+mod canonical;
 mod error;
 pub mod openai;
+pub mod pricing;
+pub mod ratelimit;
 mod retry;
 mod retry_after;
 mod scripted;
@@ -36,6 +42,21 @@ pub enum StreamDelta {
 
 pub trait StreamObserver: Send {
     fn on_delta(&mut self, delta: &StreamDelta);
+}
+
+/// Shows a whole reply to the observer as if it had streamed in one piece, so that display code
+/// works the same in both modes.
+pub(crate) fn announce(reply: &ModelReply, observer: &mut dyn StreamObserver) {
+    if let Some(text) = reply.message.content.as_ref() {
+        observer.on_delta(&StreamDelta::Text(text.clone()));
+    }
+    for (index, call) in (0u32..).zip(&reply.message.tool_calls) {
+        observer.on_delta(&StreamDelta::ToolCall {
+            index,
+            name: Some(call.name.clone()),
+            arguments: call.arguments.clone(),
+        });
+    }
 }
 
 /// Ignores deltas.

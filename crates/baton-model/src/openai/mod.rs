@@ -1,7 +1,6 @@
 //! Client of OpenAI-compatible Chat Completions servers (OpenAI, DeepSeek, vLLM, llama.cpp,
 //! Ollama, OpenRouter, …), streamed or whole.
 
-mod body;
 mod response;
 mod stream;
 mod wire;
@@ -17,7 +16,7 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 pub use wire::request_body;
 
 use crate::error::{classify_http_error, classify_transport_error};
-use crate::{ModelError, ModelProvider, StreamDelta, StreamObserver};
+use crate::{ModelError, ModelProvider, StreamObserver};
 
 /// Largest successful response read, streamed or whole. Far above any real completion; it only
 /// stops a runaway server from exhausting memory.
@@ -188,7 +187,8 @@ impl OpenAiProvider {
             .bytes_stream()
             .map_err(|e| classify_transport_error(&e));
         if !status.is_success() {
-            let text = body::read_prefix(body, self.idle_timeout, MAX_ERROR_BODY_BYTES).await;
+            let text =
+                crate::body::read_prefix(body, self.idle_timeout, MAX_ERROR_BODY_BYTES).await;
             tracing::debug!(status = status.as_u16(), "model request failed");
             return Err(classify_http_error(
                 status.as_u16(),
@@ -209,25 +209,10 @@ impl OpenAiProvider {
             return stream::read_stream(body, self.idle_timeout, MAX_RESPONSE_BYTES, observer)
                 .await;
         }
-        let bytes = body::read_all(body, self.idle_timeout, MAX_RESPONSE_BYTES).await?;
+        let bytes = crate::body::read_all(body, self.idle_timeout, MAX_RESPONSE_BYTES).await?;
         let reply = response::parse_whole(&bytes)?;
-        announce(&reply, observer);
+        crate::announce(&reply, observer);
         Ok(reply)
-    }
-}
-
-/// Shows a whole reply to the observer as if it had streamed in one piece, so that display code
-/// works the same in both modes.
-fn announce(reply: &ModelReply, observer: &mut dyn StreamObserver) {
-    if let Some(text) = reply.message.content.as_ref() {
-        observer.on_delta(&StreamDelta::Text(text.clone()));
-    }
-    for (index, call) in (0u32..).zip(&reply.message.tool_calls) {
-        observer.on_delta(&StreamDelta::ToolCall {
-            index,
-            name: Some(call.name.clone()),
-            arguments: call.arguments.clone(),
-        });
     }
 }
 

@@ -10,8 +10,8 @@ use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::body::guard_body;
 use super::response::{WireUsage, arguments_text, content_text, in_band_error};
+use crate::body::guard_body;
 use crate::error::{classify_error_payload, excerpt};
 use crate::{ModelError, StreamDelta, StreamObserver};
 

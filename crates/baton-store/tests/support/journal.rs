@@ -183,6 +183,7 @@ impl Journal {
                     cached_prompt_tokens: Some(1_000 + u64::from(turn) * 140),
                     ..Default::default()
                 }),
+                cost_usd: None,
                 finish_reason: Some("tool_calls".into()),
                 served_model: Some("smollm2-135m-instruct".into()),
                 duration_ms: 850,

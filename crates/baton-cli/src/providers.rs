@@ -1,0 +1,180 @@
+//! Provider presets: `--provider NAME` fills in the API flavour, the base URL and which
+//! environment variable holds the key, so common endpoints need no further configuration.
+
+use baton_core::ProviderKind;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    pub name: &'static str,
+    pub kind: ProviderKind,
+    pub base_url: &'static str,
+    /// Where the key is read from (after `BATON_API_KEY`); `None` for local servers.
+    pub key_env: Option<&'static str>,
+    /// Whether a missing key is worth a warning (hosted APIs always need one).
+    pub needs_key: bool,
+}
+
+const fn hosted(
+    name: &'static str,
+    kind: ProviderKind,
+    base_url: &'static str,
+    key_env: &'static str,
+) -> Preset {
+    Preset {
+        name,
+        kind,
+        base_url,
+        key_env: Some(key_env),
+        needs_key: true,
+    }
+}
+
+const fn local(name: &'static str, base_url: &'static str) -> Preset {
+    Preset {
+        name,
+        kind: ProviderKind::OpenAiCompatible,
+        base_url,
+        key_env: None,
+        needs_key: false,
+    }
+}
+
+pub const PRESETS: &[Preset] = &[
+    hosted(
+        "openai",
+        ProviderKind::OpenAiCompatible,
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+    ),
+    hosted(
+        "anthropic",
+        ProviderKind::Anthropic,
+        "https://api.anthropic.com",
+        "ANTHROPIC_API_KEY",
+    ),
+    hosted(
+        "deepseek",
+        ProviderKind::OpenAiCompatible,
+        "https://api.deepseek.com/v1",
+        "DEEPSEEK_API_KEY",
+    ),
+    hosted(
+        "qwen",
+        ProviderKind::OpenAiCompatible,
+        "https://dashscope-intl.aliyuncs.com/compatible-mode/v1",
+        "DASHSCOPE_API_KEY",
+    ),
+    hosted(
+        "moonshot",
+        ProviderKind::OpenAiCompatible,
+        "https://api.moonshot.ai/v1",
+        "MOONSHOT_API_KEY",
+    ),
+    hosted(
+        "openrouter",
+        ProviderKind::OpenAiCompatible,
+        "https://openrouter.ai/api/v1",
+        "OPENROUTER_API_KEY",
+    ),
+    local("ollama", "http://127.0.0.1:11434/v1"),
+    local("vllm", "http://127.0.0.1:8000/v1"),
+    local("llamacpp", "http://127.0.0.1:8080/v1"),
+];
+
+pub fn preset(name: &str) -> Option<&'static Preset> {
+    PRESETS
+        .iter()
+        .find(|p| p.name.eq_ignore_ascii_case(name.trim()))
+}
+
+pub fn preset_names() -> String {
+    PRESETS
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The preset whose base URL this is, to find the key variable of a run resumed from its
+/// recorded settings.
+pub fn preset_for_url(kind: ProviderKind, base_url: &str) -> Option<&'static Preset> {
+    let trimmed = base_url.trim_end_matches('/');
+    PRESETS
+        .iter()
+        .find(|p| p.kind == kind && p.base_url == trimmed)
+}
+
+/// Environment variables that may hold the key, in order: `BATON_API_KEY`, the preset's own,
+/// then the flavour's conventional one.
+pub fn key_variables(kind: ProviderKind, preset: Option<&Preset>) -> Vec<&'static str> {
+    let mut vars = vec!["BATON_API_KEY"];
+    if let Some(var) = preset.and_then(|p| p.key_env) {
+        vars.push(var);
+    }
+    let conventional = match kind {
+        ProviderKind::OpenAiCompatible => "OPENAI_API_KEY",
+        ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+    };
+    if !vars.contains(&conventional) {
+        vars.push(conventional);
+    }
+    vars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_documented_preset_exists_once() {
+        for name in [
+            "openai",
+            "anthropic",
+            "deepseek",
+            "qwen",
+            "moonshot",
+            "openrouter",
+            "ollama",
+            "vllm",
+            "llamacpp",
+        ] {
+            assert_eq!(
+                PRESETS.iter().filter(|p| p.name == name).count(),
+                1,
+                "{name}"
+            );
+        }
+        assert_eq!(
+            preset("Anthropic").map(|p| p.kind),
+            Some(ProviderKind::Anthropic)
+        );
+        assert!(preset("nope").is_none());
+    }
+
+    #[test]
+    fn key_lookup_order() {
+        let deepseek = preset("deepseek");
+        assert_eq!(
+            key_variables(ProviderKind::OpenAiCompatible, deepseek),
+            ["BATON_API_KEY", "DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
+        );
+        assert_eq!(
+            key_variables(ProviderKind::Anthropic, preset("anthropic")),
+            ["BATON_API_KEY", "ANTHROPIC_API_KEY"]
+        );
+        assert_eq!(
+            key_variables(ProviderKind::OpenAiCompatible, None),
+            ["BATON_API_KEY", "OPENAI_API_KEY"]
+        );
+    }
+
+    #[test]
+    fn recorded_urls_find_their_preset() {
+        let found = preset_for_url(
+            ProviderKind::OpenAiCompatible,
+            "https://openrouter.ai/api/v1/",
+        );
+        assert_eq!(found.map(|p| p.name), Some("openrouter"));
+        assert!(preset_for_url(ProviderKind::OpenAiCompatible, "http://127.0.0.1:9/v1").is_none());
+    }
+}

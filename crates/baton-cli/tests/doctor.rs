@@ -1,0 +1,92 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `baton doctor` says plainly what is wrong with the configured model endpoint.
+
+mod support;
+
+use serde_json::json;
+use support::*;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+async fn doctor(base_url: &str, model: &str) -> (Option<i32>, String) {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.env("BATON_API_KEY", "sk-doctor-test-key-123").args([
+        "doctor",
+        "--base-url",
+        base_url,
+        "--model",
+        model,
+    ]);
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !text.contains("sk-doctor-test-key-123"),
+        "the key leaked: {text}"
+    );
+    (out.status.code(), text)
+}
+
+async fn server_answering(template: ResponseTemplate) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(template)
+        .mount(&server)
+        .await;
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_working_endpoint_is_ok() {
+    let server = ScriptedServer::start(vec![Turn {
+        text: Some("ok".into()),
+        ..Turn::default()
+    }])
+    .await;
+    let (code, text) = doctor(&server.base_url(), "m").await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.starts_with("ok:") && text.contains("100 prompt + 10 completion"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_failure_is_explained() {
+    let unauthorized = server_answering(
+        ResponseTemplate::new(401)
+            .set_body_json(json!({"error": {"message": "Incorrect API key provided"}})),
+    )
+    .await;
+    let (code, text) = doctor(&format!("{}/v1", unauthorized.uri()), "m").await;
+    assert_eq!(code, Some(1));
+    assert!(text.contains("refused the API key"), "{text}");
+
+    let no_model = server_answering(
+        ResponseTemplate::new(404)
+            .set_body_json(json!({"error": {"message": "model 'nope' not found"}})),
+    )
+    .await;
+    let (code, text) = doctor(&format!("{}/v1", no_model.uri()), "nope").await;
+    assert_eq!(code, Some(1));
+    assert!(text.contains("does not know model 'nope'"), "{text}");
+
+    // A port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (code, text) = doctor(&format!("http://127.0.0.1:{port}/v1"), "m").await;
+    assert_eq!(code, Some(1));
+    assert!(text.contains("nothing is listening"), "{text}");
+}
