@@ -29,7 +29,9 @@ pub struct Price {
 
 /// A price in configuration was not a usable number.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("price `{field}` must be a finite, non-negative number of USD per million tokens, not {value}")]
+#[error(
+    "price `{field}` must be a finite, non-negative number of USD per million tokens, not {value}"
+)]
 pub struct PriceError {
     pub field: &'static str,
     pub value: f64,
@@ -52,7 +54,9 @@ impl TryFrom<PriceConfig> for Price {
     fn try_from(config: PriceConfig) -> Result<Self, Self::Error> {
         let price = Price {
             input_per_mtok: config.input_per_mtok,
-            cached_input_per_mtok: config.cached_input_per_mtok.unwrap_or(config.input_per_mtok),
+            cached_input_per_mtok: config
+                .cached_input_per_mtok
+                .unwrap_or(config.input_per_mtok),
             cache_write_per_mtok: config.cache_write_per_mtok.unwrap_or(config.input_per_mtok),
             output_per_mtok: config.output_per_mtok,
         };
@@ -453,7 +457,10 @@ mod tests {
         assert_eq!(table.price("gpt-4o-2024-08-06"), Some(&custom));
         assert_eq!(table.price("openai/gpt-4o"), Some(&custom));
         // …but an exact built-in snapshot entry stays exact.
-        assert_eq!(table.price("gpt-4o-2024-05-13").unwrap().input_per_mtok, 5.0);
+        assert_eq!(
+            table.price("gpt-4o-2024-05-13").unwrap().input_per_mtok,
+            5.0
+        );
         // A model the defaults do not know becomes known, with a real zero cost.
         let u = usage(1000, None, None, 1000);
         assert_eq!(table.cost("my-local-llama", &u), Some(0.0));
@@ -510,7 +517,10 @@ mod tests {
         let expected = (60.0 * 1.5 + 40.0 * 18.75 + 10.0 * 75.0) / 1e6;
         assert!(close(cost, expected), "{cost} != {expected}");
         // Extreme values stay finite and non-negative.
-        let cost = cost_usd(&usage(u64::MAX, Some(u64::MAX), Some(u64::MAX), u64::MAX), &price);
+        let cost = cost_usd(
+            &usage(u64::MAX, Some(u64::MAX), Some(u64::MAX), u64::MAX),
+            &price,
+        );
         assert!(cost.is_finite() && cost >= 0.0);
     }
 
@@ -589,7 +599,15 @@ mod tests {
             assert!(is_snapshot_tag(tag), "{tag}");
         }
         for tag in [
-            "", "1", "5", "mini", "2024-8-06", "2024-08-0x", "202505141", "5-20251101", "preview",
+            "",
+            "1",
+            "5",
+            "mini",
+            "2024-8-06",
+            "2024-08-0x",
+            "202505141",
+            "5-20251101",
+            "preview",
         ] {
             assert!(!is_snapshot_tag(tag), "{tag}");
         }

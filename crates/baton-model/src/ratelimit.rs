@@ -297,8 +297,14 @@ mod tests {
         let limiter = limiter(tokens(1_000, None));
         assert_eq!(limiter.acquire(600).await, Duration::ZERO);
         let waited = limiter.acquire(600).await;
-        assert!(waited >= 12 * SECOND - Duration::from_millis(1), "{waited:?}");
-        assert!(waited <= 12 * SECOND + Duration::from_millis(5), "{waited:?}");
+        assert!(
+            waited >= 12 * SECOND - Duration::from_millis(1),
+            "{waited:?}"
+        );
+        assert!(
+            waited <= 12 * SECOND + Duration::from_millis(5),
+            "{waited:?}"
+        );
         // Zero tokens take nothing: with only a token limit, nothing to wait for.
         assert_eq!(limiter.acquire(0).await, Duration::ZERO);
     }
@@ -312,7 +318,10 @@ mod tests {
         let waited = tokio::time::timeout(10 * 60 * SECOND, limiter.acquire(50_000))
             .await
             .expect("an oversized request must not wait forever");
-        assert!(waited >= 60 * SECOND - Duration::from_millis(1), "{waited:?}");
+        assert!(
+            waited >= 60 * SECOND - Duration::from_millis(1),
+            "{waited:?}"
+        );
         // A smaller explicit burst caps the charge the same way.
         let limiter = self::limiter(tokens(6_000, Some(100)));
         assert_eq!(limiter.acquire(1_000).await, Duration::ZERO);
@@ -417,7 +426,10 @@ mod tests {
     #[test]
     fn unusable_limits_are_errors() {
         let cases = [
-            (requests(0, None), RateLimitError::Zero("requests_per_minute")),
+            (
+                requests(0, None),
+                RateLimitError::Zero("requests_per_minute"),
+            ),
             (requests(10, Some(0)), RateLimitError::Zero("request_burst")),
             (tokens(0, None), RateLimitError::Zero("tokens_per_minute")),
             (tokens(10, Some(0)), RateLimitError::Zero("token_burst")),
