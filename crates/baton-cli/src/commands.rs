@@ -115,6 +115,9 @@ fn build_engine(
     json: bool,
 ) -> Result<Engine, CliError> {
     let client = client::model_client(&settings.model, layer)?;
+    let rate_limiter =
+        baton_model::ratelimit::RateLimiter::new(layer.rate_limit.unwrap_or_default())
+            .map_err(|e| CliError::usage(anyhow!("invalid [rate_limit] in the config: {e}")))?;
     let retry = client::retry_policy(layer);
     Ok(Engine::new(EngineParts {
         store: Arc::new(store),
@@ -130,6 +133,7 @@ fn build_engine(
         stop: stop_on_signals(),
         model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
         breaker_failures: layer.circuit_breaker_failures.unwrap_or(10).max(1),
+        rate_limiter,
         prices: Arc::new(
             baton_model::pricing::PriceTable::defaults()
                 .with_overrides(layer.prices.clone().unwrap_or_default()),

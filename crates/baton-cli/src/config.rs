@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use baton_core::ResponseMode;
 use baton_model::pricing::Price;
+use baton_model::ratelimit::RateLimit;
 use serde::Deserialize;
 
 /// One layer: every key optional.
@@ -32,6 +33,8 @@ pub struct ConfigLayer {
     pub circuit_breaker_failures: Option<u32>,
     /// `[prices."MODEL"]` tables: USD per million tokens, overriding the built-in list prices.
     pub prices: Option<HashMap<String, Price>>,
+    /// `[rate_limit]`: client-side requests_per_minute / tokens_per_minute (and bursts).
+    pub rate_limit: Option<RateLimit>,
 }
 
 impl ConfigLayer {
@@ -58,6 +61,7 @@ impl ConfigLayer {
             circuit_breaker_failures: over
                 .circuit_breaker_failures
                 .or(self.circuit_breaker_failures),
+            rate_limit: over.rate_limit.or(self.rate_limit),
             // Price tables merge model by model; a later layer's price for a model wins.
             prices: match (self.prices, over.prices) {
                 (Some(mut base), Some(over)) => {

@@ -102,6 +102,8 @@ pub struct EngineParts {
     pub breaker_failures: u32,
     /// Prices each finished call (built-in list prices plus config overrides).
     pub prices: Arc<baton_model::pricing::PriceTable>,
+    /// Client-side requests/min and tokens/min budget, shared by everything using this provider.
+    pub rate_limiter: baton_model::ratelimit::RateLimiter,
 }
 
 pub(crate) fn terminal_outcome(state: &RunState) -> Option<RunOutcome> {

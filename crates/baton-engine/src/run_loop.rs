@@ -266,6 +266,19 @@ impl Engine {
         let mut deltas = DeltaForwarder {
             observer: self.parts.observer.clone(),
         };
+        // Wait for the client-side budget before sending (a stop abandons the wait). Tokens are
+        // estimated at four bytes each of the request; the provider's own counting decides.
+        let estimate = u32::try_from(serde_json::to_vec(&request).map_or(0, |b| b.len()) / 4)
+            .unwrap_or(u32::MAX);
+        if self
+            .parts
+            .stop
+            .race(self.parts.rate_limiter.acquire(estimate))
+            .await
+            .is_none()
+        {
+            return Ok(());
+        }
         let deadline = self.parts.model_call_timeout;
         let bounded = async {
             tokio::time::timeout(

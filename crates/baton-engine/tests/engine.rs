@@ -88,6 +88,7 @@ fn engine(
         model_call_timeout: Duration::from_secs(60),
         breaker_failures: 100,
         prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
+        rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
     });
     (engine, provider, observer)
 }
@@ -333,6 +334,7 @@ async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried() {
         model_call_timeout: Duration::from_millis(50),
         breaker_failures: 100,
         prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
+        rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
     });
     let outcome = engine
         .start(StartRun {
@@ -418,6 +420,7 @@ async fn the_circuit_breaker_pauses_after_consecutive_failures_across_calls() {
         model_call_timeout: Duration::from_secs(60),
         breaker_failures: 3,
         prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
+        rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
     });
     let outcome = engine
         .start(StartRun {
@@ -446,4 +449,55 @@ async fn the_circuit_breaker_pauses_after_consecutive_failures_across_calls() {
     let state = replay(&store.load_events(&run_id).await.unwrap()).unwrap();
     assert_eq!(state.consecutive_model_failures, 3);
     assert_eq!(state.turns_finished, 1);
+}
+
+#[tokio::test]
+async fn the_client_side_rate_limit_spaces_requests() {
+    let ws = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let provider = Arc::new(ScriptedProvider::new(vec![
+        reply(&[("list_dir", serde_json::json!({}))]),
+        reply(&[("list_dir", serde_json::json!({}))]),
+        reply(&[("finish", serde_json::json!({"summary": "ok"}))]),
+    ]));
+    let limiter = baton_model::ratelimit::RateLimiter::new(baton_model::ratelimit::RateLimit {
+        requests_per_minute: Some(120),
+        request_burst: Some(1),
+        ..Default::default()
+    })
+    .unwrap();
+    let engine = Engine::new(EngineParts {
+        store,
+        provider: provider.clone(),
+        tools: Arc::new(ToolRegistry::standard()),
+        retry: fast_retry(1),
+        secrets: vec![],
+        secret_env_vars: vec![],
+        observer: Arc::new(Collect::default()),
+        stop: baton_engine::StopSignal::never(),
+        model_call_timeout: Duration::from_secs(60),
+        breaker_failures: 100,
+        prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
+        rate_limiter: limiter,
+    });
+    let started = std::time::Instant::now();
+    let outcome = engine
+        .start(StartRun {
+            goal: "g".into(),
+            workspace: ws.path().into(),
+            settings: settings(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(provider.requests().len(), 3);
+    // 120 requests/min with a burst of one: the 2nd and 3rd request each wait ~0.5 s.
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
 }
