@@ -15,6 +15,10 @@ use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 
 pub use wire::request_body;
 
+/// The streaming reader, public only for this crate's property tests and benchmarks.
+#[doc(hidden)]
+pub use stream::read_stream;
+
 use crate::error::{classify_http_error, classify_transport_error};
 use crate::{ModelError, ModelProvider, StreamObserver};
 

@@ -233,7 +233,7 @@ impl StreamAccumulator {
 }
 
 /// Reads an SSE body to its end (or `[DONE]`) with the body bounds of [`guard_body`].
-pub(crate) async fn read_stream<S>(
+pub async fn read_stream<S>(
     body: S,
     idle: Duration,
     cap: usize,
