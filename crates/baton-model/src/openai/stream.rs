@@ -191,7 +191,11 @@ impl StreamAccumulator {
     /// The reply, once the stream has ended. A stream that ends without `[DONE]` is accepted
     /// only if it said why the model stopped; otherwise the connection was cut mid-answer.
     pub(crate) fn finish(self) -> Result<ModelReply, ModelError> {
-        if !self.done && self.finish_reason.is_none() {
+        // Complete means the model said why it stopped. A bare `[DONE]` is accepted only for a
+        // text answer: with tool calls in flight it may mark a stream cut mid-arguments, and a
+        // half-built call must never be committed.
+        let complete = self.finish_reason.is_some() || (self.done && self.calls.is_empty());
+        if !complete {
             return Err(ModelError::new(
                 ErrorClass::Transient,
                 format!(

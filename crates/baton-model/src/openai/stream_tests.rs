@@ -338,3 +338,14 @@ async fn parallel_calls_that_all_claim_index_zero_stay_separate() {
         ("b", "{\"path\":\"y\"}")
     );
 }
+
+#[tokio::test]
+async fn done_without_a_finish_reason_does_not_commit_a_tool_call() {
+    let body = format!(
+        "{}data: [DONE]\n\n",
+        sse(&[tool_piece(0, Some("c"), Some("shell"), "{\"comm")])
+    );
+    let err = read(body.as_bytes(), 5, &mut NoObserver).await.unwrap_err();
+    assert_eq!(err.class, ErrorClass::Transient);
+    assert!(err.message.contains("1 tool calls"), "{err}");
+}
