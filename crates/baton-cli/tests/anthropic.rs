@@ -11,9 +11,12 @@ use support::*;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+/// Each request's body and its `x-api-key` header.
+type Log = Arc<Mutex<Vec<(Value, Option<String>)>>>;
+
 struct Messages {
     answers: Vec<Value>,
-    received: Arc<Mutex<Vec<(Value, Option<String>)>>>,
+    received: Log,
 }
 
 impl Respond for Messages {
