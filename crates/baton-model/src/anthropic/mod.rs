@@ -19,6 +19,10 @@ pub use errors::{
 };
 pub use wire::{EMPTY_TEXT, UNPARSED_ARGUMENTS_KEY, request_body};
 
+/// The streaming reader, public only for this crate's property tests.
+#[doc(hidden)]
+pub use stream::read_stream;
+
 use crate::error::classify_transport_error;
 use crate::{ModelError, ModelProvider, StreamObserver};
 

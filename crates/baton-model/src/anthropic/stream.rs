@@ -337,7 +337,7 @@ fn arguments_text(json: String, start_input: &Value) -> String {
 }
 
 /// Reads an SSE body to its end (or `message_stop`) with the body bounds of [`guard_body`].
-pub(crate) async fn read_stream<S>(
+pub async fn read_stream<S>(
     body: S,
     idle: Duration,
     cap: usize,
