@@ -201,14 +201,7 @@ impl OpenAiProvider {
             ));
         }
         // Some servers ignore `stream: true` (or answer an error) with a plain JSON body.
-        let is_json = headers
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.trim_start()
-                    .to_ascii_lowercase()
-                    .starts_with("application/json")
-            });
+        let is_json = crate::body::is_json(&headers);
         if streaming && !is_json {
             return stream::read_stream(body, self.idle_timeout, MAX_RESPONSE_BYTES, observer)
                 .await;
