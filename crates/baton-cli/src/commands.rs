@@ -193,6 +193,19 @@ fn keep_state_out_of_git(workspace: &Path) {
     }
 }
 
+/// The preset a `--provider` / `provider =` names; an unknown name is a usage error.
+fn preset_named(name: Option<&str>) -> Result<Option<&'static providers::Preset>, CliError> {
+    name.map(|name| {
+        providers::preset(name).ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "unknown provider '{name}'; known: {}",
+                providers::preset_names()
+            ))
+        })
+    })
+    .transpose()
+}
+
 /// Parses `--tool-choice` / `tool_choice`; a tool name must be one the agent has.
 fn tool_choice(text: Option<&str>) -> Result<Option<ToolChoice>, CliError> {
     let Some(choice) = text.map(ToolChoice::parse) else {
@@ -230,15 +243,7 @@ fn resolve_settings(
     flags: &ModelFlags,
 ) -> Result<(RunSettings, ConfigLayer), CliError> {
     let layer = file_and_env_layers(workspace)?.overlay(flags_layer(flags));
-    let preset = match layer.provider.as_deref() {
-        Some(name) => Some(providers::preset(name).ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "unknown provider '{name}'; known: {}",
-                providers::preset_names()
-            ))
-        })?),
-        None => None,
-    };
+    let preset = preset_named(layer.provider.as_deref())?;
     // An explicit base URL (any layer) wins over the preset's.
     let base_url = layer
         .base_url
@@ -331,8 +336,15 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
         .settings
         .clone()
         .ok_or_else(|| anyhow!("run {run_id} has no recorded settings; it never started"))?;
+    // `--provider` on resume switches flavour and, unless `--base-url` is given, endpoint.
+    let preset = preset_named(args.model.provider.as_deref())?;
     let overrides = SettingsOverride {
-        base_url: args.model.base_url.clone(),
+        provider: preset.map(|p| p.kind),
+        base_url: args
+            .model
+            .base_url
+            .clone()
+            .or_else(|| preset.map(|p| p.base_url.to_string())),
         model: args.model.model.clone(),
         max_turns: args.model.max_turns,
         response_mode: args.model.no_stream.then_some(ResponseMode::Whole),

@@ -379,3 +379,18 @@ fn an_unknown_tool_choice_is_a_usage_error() {
         "{stderr}"
     );
 }
+
+#[test]
+fn an_unknown_provider_is_a_usage_error_naming_the_known_ones() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.args(["run", "--provider", "skynet", "--model", "m", "x"]);
+    let out = run_output(cmd);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("skynet") && stderr.contains("anthropic") && stderr.contains("llamacpp"),
+        "{stderr}"
+    );
+}

@@ -54,6 +54,7 @@ pub struct StartRun {
 /// Settings a `resume` may change; `None` keeps the recorded value.
 #[derive(Clone, Debug, Default)]
 pub struct SettingsOverride {
+    pub provider: Option<baton_core::ProviderKind>,
     pub base_url: Option<String>,
     pub model: Option<String>,
     pub max_turns: Option<u32>,
@@ -63,6 +64,9 @@ pub struct SettingsOverride {
 
 impl SettingsOverride {
     pub fn apply(&self, mut settings: RunSettings) -> RunSettings {
+        if let Some(v) = self.provider {
+            settings.model.provider = v;
+        }
         if let Some(v) = &self.base_url {
             settings.model.base_url = v.clone();
         }
