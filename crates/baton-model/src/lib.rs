@@ -6,6 +6,7 @@ pub mod anthropic;
 mod body;
 mod canonical;
 mod error;
+mod http;
 pub mod openai;
 pub mod pricing;
 pub mod ratelimit;

@@ -11,7 +11,6 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use baton_core::{ErrorClass, ModelReply, ModelRequest, Redactor, ResponseMode};
-use futures::TryStreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 
 pub use errors::{
@@ -23,7 +22,7 @@ pub use wire::{EMPTY_TEXT, UNPARSED_ARGUMENTS_KEY, request_body};
 #[doc(hidden)]
 pub use stream::read_stream;
 
-use crate::error::classify_transport_error;
+use crate::http::Answer;
 use crate::{ModelError, ModelProvider, StreamObserver};
 
 /// The API version every request is made against. Pinned, so that the response format this
@@ -33,9 +32,6 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// Largest successful response read, streamed or whole. Far above any real message; it only
 /// stops a runaway server from exhausting memory.
 pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
-
-/// How much of an error response is read: enough for any error object.
-const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// Where and how to reach the API. `Debug` never shows the API key.
 #[derive(Clone)]
@@ -196,45 +192,27 @@ impl AnthropicProvider {
             builder = builder.header("x-api-key", api_key.clone());
         }
         tracing::debug!(endpoint = %self.endpoint, model = %request.model, streaming, "sending model request");
-        let response = tokio::time::timeout(self.request_timeout, builder.send())
-            .await
-            .map_err(|_| {
-                ModelError::new(
-                    ErrorClass::Transient,
-                    format!(
-                        "timed out: no response headers within {} s",
-                        self.request_timeout.as_secs_f64()
-                    ),
-                )
-            })?
-            .map_err(|e| classify_transport_error(&e))?;
-
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response
-            .bytes_stream()
-            .map_err(|e| classify_transport_error(&e));
-        if !status.is_success() {
-            let text =
-                crate::body::read_prefix(body, self.idle_timeout, MAX_ERROR_BODY_BYTES).await;
-            tracing::debug!(status = status.as_u16(), "model request failed");
-            return Err(classify_http_error_at(
-                status.as_u16(),
-                &headers,
-                &String::from_utf8_lossy(&text),
-                SystemTime::now(),
-            ));
+        let answer = crate::http::exchange(
+            builder,
+            streaming,
+            self.request_timeout,
+            self.idle_timeout,
+            MAX_RESPONSE_BYTES,
+            |status, headers, text| {
+                classify_http_error_at(status, headers, text, SystemTime::now())
+            },
+        )
+        .await?;
+        match answer {
+            Answer::Stream(body) => {
+                stream::read_stream(body, self.idle_timeout, MAX_RESPONSE_BYTES, observer).await
+            }
+            Answer::Whole(bytes) => {
+                let reply = response::parse_whole(&bytes)?;
+                crate::announce(&reply, observer);
+                Ok(reply)
+            }
         }
-        // A proxy may answer a streaming request with one JSON body (a message or an error).
-        let is_json = crate::body::is_json(&headers);
-        if streaming && !is_json {
-            return stream::read_stream(body, self.idle_timeout, MAX_RESPONSE_BYTES, observer)
-                .await;
-        }
-        let bytes = crate::body::read_all(body, self.idle_timeout, MAX_RESPONSE_BYTES).await?;
-        let reply = response::parse_whole(&bytes)?;
-        crate::announce(&reply, observer);
-        Ok(reply)
     }
 }
 

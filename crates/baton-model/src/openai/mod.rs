@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use baton_core::{ErrorClass, ModelReply, ModelRequest, Redactor, ResponseMode};
-use futures::TryStreamExt;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 
 pub use wire::request_body;
@@ -19,15 +18,13 @@ pub use wire::request_body;
 #[doc(hidden)]
 pub use stream::read_stream;
 
-use crate::error::{classify_http_error, classify_transport_error};
+use crate::error::classify_http_error;
+use crate::http::Answer;
 use crate::{ModelError, ModelProvider, StreamObserver};
 
 /// Largest successful response read, streamed or whole. Far above any real completion; it only
 /// stops a runaway server from exhausting memory.
 pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
-
-/// How much of an error response is read: enough for any error object.
-const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// Where and how to reach the server. `Debug` never shows the API key.
 #[derive(Clone)]
@@ -172,44 +169,25 @@ impl OpenAiProvider {
             builder = builder.header(AUTHORIZATION, authorization.clone());
         }
         tracing::debug!(endpoint = %self.endpoint, model = %request.model, streaming, "sending model request");
-        let response = tokio::time::timeout(self.request_timeout, builder.send())
-            .await
-            .map_err(|_| {
-                ModelError::new(
-                    ErrorClass::Transient,
-                    format!(
-                        "timed out: no response headers within {} s",
-                        self.request_timeout.as_secs_f64()
-                    ),
-                )
-            })?
-            .map_err(|e| classify_transport_error(&e))?;
-
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response
-            .bytes_stream()
-            .map_err(|e| classify_transport_error(&e));
-        if !status.is_success() {
-            let text =
-                crate::body::read_prefix(body, self.idle_timeout, MAX_ERROR_BODY_BYTES).await;
-            tracing::debug!(status = status.as_u16(), "model request failed");
-            return Err(classify_http_error(
-                status.as_u16(),
-                &headers,
-                &String::from_utf8_lossy(&text),
-            ));
+        let answer = crate::http::exchange(
+            builder,
+            streaming,
+            self.request_timeout,
+            self.idle_timeout,
+            MAX_RESPONSE_BYTES,
+            classify_http_error,
+        )
+        .await?;
+        match answer {
+            Answer::Stream(body) => {
+                stream::read_stream(body, self.idle_timeout, MAX_RESPONSE_BYTES, observer).await
+            }
+            Answer::Whole(bytes) => {
+                let reply = response::parse_whole(&bytes)?;
+                crate::announce(&reply, observer);
+                Ok(reply)
+            }
         }
-        // Some servers ignore `stream: true` (or answer an error) with a plain JSON body.
-        let is_json = crate::body::is_json(&headers);
-        if streaming && !is_json {
-            return stream::read_stream(body, self.idle_timeout, MAX_RESPONSE_BYTES, observer)
-                .await;
-        }
-        let bytes = crate::body::read_all(body, self.idle_timeout, MAX_RESPONSE_BYTES).await?;
-        let reply = response::parse_whole(&bytes)?;
-        crate::announce(&reply, observer);
-        Ok(reply)
     }
 }
 
