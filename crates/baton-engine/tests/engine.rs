@@ -77,20 +77,29 @@ fn engine(
     let provider = Arc::new(ScriptedProvider::new(script));
     let observer = Arc::new(Collect::default());
     let engine = Engine::new(EngineParts {
-        store,
-        provider: provider.clone(),
-        tools: Arc::new(ToolRegistry::standard()),
         retry,
+        observer: observer.clone(),
+        ..parts(store, provider.clone())
+    });
+    (engine, provider, observer)
+}
+
+/// Engine parts with test defaults: no secrets, no stop, generous limits, no rate limit.
+fn parts(store: Arc<SqliteStore>, provider: Arc<dyn baton_model::ModelProvider>) -> EngineParts {
+    EngineParts {
+        store,
+        provider,
+        tools: Arc::new(ToolRegistry::standard()),
+        retry: fast_retry(1),
         secrets: vec![],
         secret_env_vars: vec![],
-        observer: observer.clone(),
+        observer: Arc::new(Collect::default()),
         stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_secs(60),
         breaker_failures: 100,
         prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
         rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
-    });
-    (engine, provider, observer)
+    }
 }
 
 #[tokio::test]
@@ -323,18 +332,10 @@ async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried() {
     let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
     let observer = Arc::new(Collect::default());
     let engine = Engine::new(EngineParts {
-        store,
-        provider: Arc::new(Hangs),
-        tools: Arc::new(ToolRegistry::standard()),
         retry: fast_retry(2),
-        secrets: vec![],
-        secret_env_vars: vec![],
         observer: observer.clone(),
-        stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_millis(50),
-        breaker_failures: 100,
-        prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
-        rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
+        ..parts(store, Arc::new(Hangs))
     });
     let outcome = engine
         .start(StartRun {
@@ -409,18 +410,9 @@ async fn the_circuit_breaker_pauses_after_consecutive_failures_across_calls() {
         Err(ModelError::new(ErrorClass::Transient, "reset")),
     ]));
     let engine = Engine::new(EngineParts {
-        store: store.clone(),
-        provider: provider.clone(),
-        tools: Arc::new(ToolRegistry::standard()),
         retry: fast_retry(50),
-        secrets: vec![],
-        secret_env_vars: vec![],
-        observer: Arc::new(Collect::default()),
-        stop: baton_engine::StopSignal::never(),
-        model_call_timeout: Duration::from_secs(60),
         breaker_failures: 3,
-        prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
-        rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
+        ..parts(store.clone(), provider.clone())
     });
     let outcome = engine
         .start(StartRun {
@@ -467,18 +459,8 @@ async fn the_client_side_rate_limit_spaces_requests() {
     })
     .unwrap();
     let engine = Engine::new(EngineParts {
-        store,
-        provider: provider.clone(),
-        tools: Arc::new(ToolRegistry::standard()),
-        retry: fast_retry(1),
-        secrets: vec![],
-        secret_env_vars: vec![],
-        observer: Arc::new(Collect::default()),
-        stop: baton_engine::StopSignal::never(),
-        model_call_timeout: Duration::from_secs(60),
-        breaker_failures: 100,
-        prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
         rate_limiter: limiter,
+        ..parts(store, provider.clone())
     });
     let started = std::time::Instant::now();
     let outcome = engine
