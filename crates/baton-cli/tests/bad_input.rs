@@ -94,17 +94,8 @@ async fn truncated_database_is_named_and_left_untouched() {
     let server = ScriptedServer::start(vec![turn(&[("finish", json!({"summary": "ok"}))])]).await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = baton(ws.path(), home.path());
-    cmd.args(["run", "--base-url", &server.base_url(), "--model", "m", "x"]);
-    let out = tokio::task::spawn_blocking(move || run_output(cmd))
-        .await
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_against(&server, ws.path(), home.path(), &["x"]).await;
+    assert_finished(&out);
     let db = ws.path().join(".baton/baton.db");
     // A clean exit checkpoints the WAL, so the main file holds the whole journal.
     let wal = ws.path().join(".baton/baton.db-wal");
@@ -132,17 +123,8 @@ async fn malformed_arguments_and_unknown_tools_go_back_to_the_model() {
     .await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = baton(ws.path(), home.path());
-    cmd.args(["run", "--base-url", &server.base_url(), "--model", "m", "x"]);
-    let out = tokio::task::spawn_blocking(move || run_output(cmd))
-        .await
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_against(&server, ws.path(), home.path(), &["x"]).await;
+    assert_finished(&out);
     let journal = journal(ws.path(), home.path());
     let results = of_type(&journal, "tool_call_finished");
     assert_eq!(results.len(), 3);
@@ -179,17 +161,8 @@ async fn fifty_megabytes_of_output_are_capped() {
     .await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut cmd = baton(ws.path(), home.path());
-    cmd.args(["run", "--base-url", &server.base_url(), "--model", "m", "x"]);
-    let out = tokio::task::spawn_blocking(move || run_output(cmd))
-        .await
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_against(&server, ws.path(), home.path(), &["x"]).await;
+    assert_finished(&out);
     let journal = journal(ws.path(), home.path());
     let content = of_type(&journal, "tool_call_finished")[0]["result"]["content"]
         .as_str()

@@ -341,3 +341,30 @@ pub fn snapshot_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out.sort();
     out
 }
+
+/// Runs `baton run --base-url SERVER --model m ARGS…` off the async runtime (the scripted
+/// server lives on it) and returns its output.
+pub async fn run_against(
+    server: &ScriptedServer,
+    workspace: &Path,
+    home: &Path,
+    args: &[&str],
+) -> std::process::Output {
+    let mut cmd = baton(workspace, home);
+    cmd.args(["run", "--base-url", &server.base_url(), "--model", "m"])
+        .args(args);
+    tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Asserts exit code 0, showing stderr otherwise.
+pub fn assert_finished(out: &std::process::Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
