@@ -4,6 +4,7 @@
 //! replay and replay is testable without a database, a model or a workspace.
 
 mod event;
+pub mod handle;
 mod ids;
 mod message;
 mod next;
