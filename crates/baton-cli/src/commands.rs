@@ -17,9 +17,10 @@ use baton_engine::{
 use baton_store::{RunSummary, SqliteStore, Store, StoreError};
 use baton_tools::ToolRegistry;
 
-use crate::config::{self, ConfigLayer};
+use crate::config::{self, ConfigLayer, ContextConfig};
 use crate::output::{self, Human, JsonLines};
 use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, client, exit, providers, transcript};
+use baton_context::profile::profile_for;
 
 type CliResult = Result<u8, CliError>;
 
@@ -96,6 +97,10 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         response_mode: flags.no_stream.then_some(ResponseMode::Whole),
         tool_choice: flags.tool_choice.clone(),
         provider: flags.provider.clone(),
+        context: flags.context_window.map(|window| ContextConfig {
+            window: Some(window),
+            ..ContextConfig::default()
+        }),
         ..ConfigLayer::default()
     }
 }
@@ -253,6 +258,12 @@ fn resolve_settings(
         return Err(CliError::usage(anyhow!(config::NO_MODEL_HELP)));
     };
     let defaults = Limits::default();
+    let context = layer
+        .context
+        .clone()
+        .unwrap_or_default()
+        .apply(profile_for(&model).context)
+        .map_err(CliError::usage)?;
     let settings = RunSettings {
         model: ModelSettings {
             provider: preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind),
@@ -267,6 +278,7 @@ fn resolve_settings(
                 .shell_timeout_secs
                 .unwrap_or(defaults.shell_timeout_secs),
         },
+        context,
     };
     Ok((settings, layer))
 }
@@ -349,7 +361,17 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
         max_turns: args.model.max_turns,
         response_mode: args.model.no_stream.then_some(ResponseMode::Whole),
         tool_choice: tool_choice(args.model.tool_choice.as_deref())?,
+        context_window: args.model.context_window,
     };
+    if let Some(window) = overrides.context_window {
+        // The same rule a new run's configuration is held to.
+        ContextConfig {
+            window: Some(window),
+            ..ContextConfig::default()
+        }
+        .apply(recorded.context.clone())
+        .map_err(CliError::usage)?;
+    }
     let settings = overrides.apply(recorded);
     // The run's recorded settings decide the model; files and environment still set the
     // client's timeouts and retry budget, which are not part of the run.

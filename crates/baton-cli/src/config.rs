@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use baton_core::ResponseMode;
+use baton_core::{Compaction, ContextSettings, Masking, ResponseMode};
 use baton_model::pricing::Price;
 use baton_model::ratelimit::RateLimit;
 use serde::Deserialize;
@@ -35,6 +35,99 @@ pub struct ConfigLayer {
     pub prices: Option<HashMap<String, Price>>,
     /// `[rate_limit]`: client-side requests_per_minute / tokens_per_minute (and bursts).
     pub rate_limit: Option<RateLimit>,
+    /// `[context]`: overrides of the model profile's context policy.
+    pub context: Option<ContextConfig>,
+}
+
+/// The `[context]` table: every key overrides the model profile's value.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextConfig {
+    /// The model's context window in tokens (`--context-window`).
+    pub window: Option<u64>,
+    /// Compact when the prompt passes this percentage of the window.
+    pub compact_at_percent: Option<u8>,
+    /// `false` turns observation masking off.
+    pub masking: Option<bool>,
+    pub mask_keep_turns: Option<u32>,
+    pub mask_batch_turns: Option<u32>,
+    pub mask_min_bytes: Option<u32>,
+    /// `false` turns compaction off (a run that outgrows the window then pauses).
+    pub summary: Option<bool>,
+    pub keep_recent_turns: Option<u32>,
+}
+
+impl ContextConfig {
+    fn overlay(self, over: ContextConfig) -> ContextConfig {
+        ContextConfig {
+            window: over.window.or(self.window),
+            compact_at_percent: over.compact_at_percent.or(self.compact_at_percent),
+            masking: over.masking.or(self.masking),
+            mask_keep_turns: over.mask_keep_turns.or(self.mask_keep_turns),
+            mask_batch_turns: over.mask_batch_turns.or(self.mask_batch_turns),
+            mask_min_bytes: over.mask_min_bytes.or(self.mask_min_bytes),
+            summary: over.summary.or(self.summary),
+            keep_recent_turns: over.keep_recent_turns.or(self.keep_recent_turns),
+        }
+    }
+
+    /// Applies these overrides to a profile's settings. Errors name the offending key.
+    pub fn apply(&self, mut context: ContextSettings) -> anyhow::Result<ContextSettings> {
+        if let Some(window) = self.window {
+            anyhow::ensure!(
+                window >= 1_024,
+                "context window {window} is too small: baton needs at least 1024 tokens"
+            );
+            context.window_tokens = window;
+        }
+        if let Some(percent) = self.compact_at_percent {
+            anyhow::ensure!(
+                (10..=100).contains(&percent),
+                "[context] compact_at_percent = {percent}: use 10 to 100"
+            );
+            context.compact_at_percent = percent;
+        }
+        let (mut keep, mut batch, mut min) = match context.masking {
+            Masking::OlderThan {
+                keep_turns,
+                batch_turns,
+                min_bytes,
+            } => (keep_turns, batch_turns, min_bytes),
+            // Turned on by configuration over a profile without masking: the default
+            // profile's values.
+            Masking::Off => (4, 12, 400),
+        };
+        keep = self.mask_keep_turns.unwrap_or(keep);
+        batch = self.mask_batch_turns.unwrap_or(batch).max(1);
+        min = self.mask_min_bytes.unwrap_or(min);
+        let masking_on = self
+            .masking
+            .unwrap_or(!matches!(context.masking, Masking::Off));
+        context.masking = if masking_on {
+            Masking::OlderThan {
+                keep_turns: keep,
+                batch_turns: batch,
+                min_bytes: min,
+            }
+        } else {
+            Masking::Off
+        };
+        let keep_recent = match context.compaction {
+            Compaction::Summarize { keep_recent_turns } => keep_recent_turns,
+            Compaction::Off => 2,
+        };
+        let summary_on = self
+            .summary
+            .unwrap_or(!matches!(context.compaction, Compaction::Off));
+        context.compaction = if summary_on {
+            Compaction::Summarize {
+                keep_recent_turns: self.keep_recent_turns.unwrap_or(keep_recent),
+            }
+        } else {
+            Compaction::Off
+        };
+        Ok(context)
+    }
 }
 
 impl ConfigLayer {
@@ -62,6 +155,10 @@ impl ConfigLayer {
                 .circuit_breaker_failures
                 .or(self.circuit_breaker_failures),
             rate_limit: over.rate_limit.or(self.rate_limit),
+            context: match (self.context, over.context) {
+                (Some(base), Some(over)) => Some(base.overlay(over)),
+                (base, over) => over.or(base),
+            },
             // Price tables merge model by model; a later layer's price for a model wins.
             prices: match (self.prices, over.prices) {
                 (Some(mut base), Some(over)) => {

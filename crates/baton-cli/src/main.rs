@@ -117,6 +117,9 @@ pub struct ModelFlags {
     /// Whether the model must call a tool: `auto` (default), `required`, or a tool name.
     #[arg(long, value_name = "MODE")]
     tool_choice: Option<String>,
+    /// The model's context window in tokens (default: from the model's profile).
+    #[arg(long, value_name = "N")]
+    context_window: Option<u64>,
 }
 
 #[derive(Args)]

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use baton_core::{Event, EventRecord, RunState, ToolOutcome};
+use baton_core::{CompactionTrigger, Event, EventRecord, RunState, ToolOutcome};
 use baton_engine::RunObserver;
 use baton_model::StreamDelta;
 use serde::Serialize;
@@ -128,6 +128,33 @@ fn progress_line(event: &Event, state: &RunState) -> Option<String> {
         Event::ToolCallStarted {
             name, arguments, ..
         } => format!("  → {name} {}", one_line(arguments, 160)),
+        Event::CompactionStarted {
+            replaced,
+            trigger,
+            estimated_prompt_tokens,
+            ..
+        } => format!(
+            "  ⟲ compacting {replaced} history entries ({}; prompt ≈ {estimated_prompt_tokens} tokens)",
+            match trigger {
+                CompactionTrigger::Threshold => "over the threshold",
+                CompactionTrigger::Overflow => "the server said it overflowed",
+            }
+        ),
+        Event::CompactionFailed {
+            attempt,
+            class,
+            message,
+            ..
+        } => format!(
+            "  ! compaction attempt {attempt} failed ({class:?}): {}",
+            one_line(message, 200)
+        ),
+        Event::CompactionFinished {
+            summary, replaced, ..
+        } => format!(
+            "  ⟲ compacted {replaced} entries into a {}-line handoff summary",
+            summary.lines().count()
+        ),
         Event::ToolCallFinished {
             result,
             duration_ms,

@@ -42,9 +42,63 @@ pub fn render(records: &[EventRecord]) -> String {
                 )
             }
             Event::TurnStarted { turn } => format!("── turn {turn} ──"),
-            Event::ModelCallStarted { call, attempt, .. } => {
-                format!("model call {call}, attempt {attempt} sent")
+            Event::ModelCallStarted {
+                call,
+                attempt,
+                context,
+                ..
+            } => {
+                let mut line = format!("model call {call}, attempt {attempt} sent");
+                if let Some(c) = context {
+                    line.push_str(&format!(
+                        " (≈{} of {} tokens, {} outputs masked{})",
+                        c.estimated_prompt_tokens,
+                        c.window_tokens,
+                        c.masked_outputs,
+                        c.prefix_stability
+                            .map(|p| format!(", prefix {:.0}% stable", p * 100.0))
+                            .unwrap_or_default()
+                    ));
+                }
+                line
             }
+            Event::CompactionStarted {
+                replaced,
+                trigger,
+                estimated_prompt_tokens,
+                ..
+            } => format!(
+                "compaction of {replaced} history entries started ({trigger:?}, prompt ≈ {estimated_prompt_tokens} tokens)"
+            ),
+            Event::CompactionFailed {
+                attempt,
+                class,
+                message,
+                retry_in_ms,
+                ..
+            } => format!(
+                "compaction attempt {attempt} failed [{class:?}]: {message}{}",
+                retry_in_ms
+                    .map(|ms| format!(" (retry in {ms} ms)"))
+                    .unwrap_or_default()
+            ),
+            Event::CompactionFinished {
+                summary,
+                replaced,
+                first_seq,
+                last_seq,
+                left_out,
+                ..
+            } => format!(
+                "compacted {replaced} entries (events {first_seq}-{last_seq}{}) into the summary (summary#{}):\n{}",
+                if *left_out > 0 {
+                    format!(", {left_out} oldest left out")
+                } else {
+                    String::new()
+                },
+                record.seq,
+                indent(summary)
+            ),
             Event::ModelCallFailed {
                 attempt,
                 class,

@@ -1,8 +1,20 @@
-//! Deterministic prompt assembly for baton: turns run state into a model request.
+//! Context layer of baton: turns run state into a model request and keeps it inside the
+//! model's window for hundreds of turns.
 //!
 //! Same journal → same state → byte-identical request (invariant 4). The prefix (system prompt,
 //! project instructions, goal, tool definitions in registry order) never changes during a run,
-//! so providers' prompt caches keep hitting; history only grows after it.
+//! so providers' prompt caches keep hitting; history only grows after it, except when a batch
+//! of old outputs is masked ([`mask`]) or the older history is compacted into a handoff
+//! summary ([`compact`]). The plan and durable facts come last in every request.
+
+pub mod compact;
+pub mod mask;
+pub mod metrics;
+pub mod profile;
+pub mod tokens;
+mod tools;
+
+pub use tools::memory_tool_specs;
 
 use baton_core::{Message, ModelRequest, RunState};
 use sha2::{Digest, Sha256};
@@ -20,14 +32,28 @@ How to work:
 - Tool results are the truth: if a call reports an error, read it and adjust; do not repeat a
   failing call unchanged.
 - Paths are relative to the workspace root; you cannot leave the workspace.
+- On long work keep a plan with `update_plan` and record decisions and findings with `remember`:
+  both stay visible when older conversation is compacted. Old tool outputs may be shown as
+  placeholders: `recall` fetches them exactly; `search_memory` finds earlier work and files.
 - When the goal is met and verified, call `finish` with a short summary of what you did and how you
   checked it. Do not call `finish` before that, and do not stop without calling it.";
 
 /// Heading under which the workspace's AGENTS.md is shown to the model.
 const PROJECT_INSTRUCTIONS_HEADING: &str = "# Project instructions (from AGENTS.md)";
 
-/// Builds the request for the next model call from the run's state.
-pub fn assemble(state: &RunState) -> Option<ModelRequest> {
+/// The parts a request is made of, before the working-memory tail.
+pub(crate) struct Parts {
+    pub model: String,
+    pub response_mode: baton_core::ResponseMode,
+    pub tool_choice: baton_core::ToolChoice,
+    /// System prompt and goal: identical for the whole run.
+    pub prefix: Vec<Message>,
+    /// The history as shown (masked).
+    pub history: Vec<Message>,
+    pub masked_outputs: u32,
+}
+
+pub(crate) fn assemble_parts(state: &RunState) -> Option<Parts> {
     let settings = state.settings.as_ref()?;
     let mut system = state.system_prompt.clone();
     if let Some(instructions) = &state.project_instructions {
@@ -36,19 +62,89 @@ pub fn assemble(state: &RunState) -> Option<ModelRequest> {
         system.push_str("\n\n");
         system.push_str(instructions.trim_end());
     }
-    let mut messages = Vec::with_capacity(state.history.len() + 2);
-    messages.push(Message::System { content: system });
-    messages.push(Message::User {
-        content: format!("Goal:\n{}", state.goal),
-    });
-    messages.extend(state.history.iter().cloned());
-    Some(ModelRequest {
+    let prefix = vec![
+        Message::System { content: system },
+        Message::User {
+            content: format!("Goal:\n{}", state.goal),
+        },
+    ];
+    let (history, masked_outputs) = mask::masked_history(
+        &state.history,
+        &settings.context.masking,
+        state.turns_started,
+    );
+    Some(Parts {
         model: settings.model.model.clone(),
-        messages,
-        tools: state.tools.clone(),
         response_mode: settings.model.response_mode,
         tool_choice: settings.model.tool_choice.clone(),
+        prefix,
+        history,
+        masked_outputs,
     })
+}
+
+/// A request and what the context layer did to build it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Assembly {
+    pub request: ModelRequest,
+    /// Tool outputs shown as placeholders.
+    pub masked_outputs: u32,
+}
+
+/// Builds the request for the next model call from the run's state: the stable prefix, the
+/// history (old outputs masked), and the working memory (plan, durable facts) last.
+pub fn assemble_with_report(state: &RunState) -> Option<Assembly> {
+    let parts = assemble_parts(state)?;
+    let mut messages = parts.prefix;
+    messages.extend(parts.history);
+    if let Some(tail) = working_memory(state) {
+        messages.push(Message::User { content: tail });
+    }
+    Some(Assembly {
+        request: ModelRequest {
+            model: parts.model,
+            messages,
+            tools: state.tools.clone(),
+            response_mode: parts.response_mode,
+            tool_choice: parts.tool_choice,
+        },
+        masked_outputs: parts.masked_outputs,
+    })
+}
+
+/// Builds the request for the next model call from the run's state.
+pub fn assemble(state: &RunState) -> Option<ModelRequest> {
+    assemble_with_report(state).map(|a| a.request)
+}
+
+/// The plan and durable facts, re-sent at the end of every request: they survive every
+/// compaction, and sitting last they never disturb the cached prefix.
+pub fn working_memory(state: &RunState) -> Option<String> {
+    if state.plan.is_empty() && state.facts.is_empty() {
+        return None;
+    }
+    let mut text = String::from(
+        "Working memory (kept across compactions; change the plan with `update_plan`, record \
+         decisions and findings with `remember`).",
+    );
+    if !state.plan.is_empty() {
+        text.push_str("\n\nPlan:");
+        for (i, item) in state.plan.iter().enumerate() {
+            text.push_str(&format!(
+                "\n{}. [{}] {}",
+                i + 1,
+                item.status.as_str(),
+                item.step
+            ));
+        }
+    }
+    if !state.facts.is_empty() {
+        text.push_str("\n\nDurable facts:");
+        for (i, fact) in state.facts.iter().enumerate() {
+            text.push_str(&format!("\n{}. {fact}", i + 1));
+        }
+    }
+    Some(text)
 }
 
 /// Hex SHA-256 of the request's canonical JSON: journaled with each model call so that a resent

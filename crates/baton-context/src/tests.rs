@@ -12,6 +12,7 @@ fn state_with_history() -> RunState {
             tool_choice: Default::default(),
         },
         limits: Limits::default(),
+        context: Default::default(),
     };
     let tools = vec![ToolSpec {
         name: "read_file".into(),
@@ -34,6 +35,7 @@ fn state_with_history() -> RunState {
             call: 1,
             attempt: 1,
             request_sha256: "x".into(),
+            context: None,
         },
         Event::ModelCallFinished {
             turn: 1,
@@ -100,8 +102,12 @@ fn request_is_byte_identical_for_the_same_journal() {
 fn history_growth_keeps_the_prefix_and_changes_the_digest() {
     let before = assemble(&state_with_history()).unwrap();
     let mut state = state_with_history();
-    state.history.push(Message::User {
-        content: "more".into(),
+    state.history.push(HistoryEntry {
+        seq: 99,
+        turn: 2,
+        message: Message::User {
+            content: "more".into(),
+        },
     });
     let after = assemble(&state).unwrap();
     assert_eq!(before.messages[..], after.messages[..before.messages.len()]);

@@ -42,6 +42,10 @@ pub enum Event {
         call: u32,
         attempt: u32,
         request_sha256: String,
+        /// How the request sits in the context window; absent in runs journaled before these
+        /// metrics existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<RequestMetrics>,
     },
     ModelCallFailed {
         turn: u32,
@@ -79,6 +83,37 @@ pub enum Event {
         result: ToolResult,
         duration_ms: u64,
     },
+    /// The prompt passed its threshold (or the server said it overflowed): the first
+    /// `replaced` history entries are about to be summarised.
+    CompactionStarted {
+        turn: u32,
+        replaced: u32,
+        trigger: CompactionTrigger,
+        estimated_prompt_tokens: u64,
+    },
+    CompactionFailed {
+        turn: u32,
+        attempt: u32,
+        class: ErrorClass,
+        message: String,
+        retry_in_ms: Option<u64>,
+    },
+    /// The handoff summary that from now on stands for the replaced entries (journal
+    /// sequence numbers `first_seq..=last_seq`; `recall` still reaches each of them).
+    CompactionFinished {
+        turn: u32,
+        summary: String,
+        replaced: u32,
+        first_seq: u64,
+        last_seq: u64,
+        /// Oldest entries left out of the summary request because it overflowed too.
+        left_out: u32,
+        usage: Option<Usage>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        served_model: Option<String>,
+        duration_ms: u64,
+    },
     /// A message from the harness to the model (for example a nudge to use tools).
     NoteAdded {
         text: String,
@@ -110,6 +145,9 @@ impl Event {
             Event::ModelCallFinished { .. } => "model_call_finished",
             Event::ToolCallStarted { .. } => "tool_call_started",
             Event::ToolCallFinished { .. } => "tool_call_finished",
+            Event::CompactionStarted { .. } => "compaction_started",
+            Event::CompactionFailed { .. } => "compaction_failed",
+            Event::CompactionFinished { .. } => "compaction_finished",
             Event::NoteAdded { .. } => "note_added",
             Event::TurnFinished { .. } => "turn_finished",
             Event::RunPaused { .. } => "run_paused",
@@ -128,6 +166,33 @@ impl Event {
             _ => None,
         }
     }
+}
+
+/// Why a compaction started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionTrigger {
+    /// The estimated prompt passed the profile's threshold.
+    Threshold,
+    /// The server rejected the request as too long.
+    Overflow,
+}
+
+/// Context metrics of one model request, journaled with the call.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestMetrics {
+    /// baton's estimate of the prompt's tokens (calibrated by the previous call's reported
+    /// usage where no exact tokenizer is known).
+    pub estimated_prompt_tokens: u64,
+    /// The local tokenizer's count, before calibration.
+    pub counted_prompt_tokens: u64,
+    pub window_tokens: u64,
+    /// Share of this request's prompt identical to the start of the previous request (what a
+    /// provider's prompt cache can reuse); absent for the first request of a process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_stability: Option<f64>,
+    /// Tool outputs shown as placeholders in this request.
+    pub masked_outputs: u32,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

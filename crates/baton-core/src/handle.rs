@@ -21,7 +21,9 @@ pub fn handle(kind: &str, seq: u64) -> String {
 /// Splits `KIND#SEQ`; `None` if the text is not a handle. Surrounding whitespace and quotes (as
 /// a model may copy them from the placeholder) are ignored.
 pub fn parse_handle(text: &str) -> Option<(&str, u64)> {
-    let text = text.trim().trim_matches(|c| c == '"' || c == '\'' || c == '`');
+    let text = text
+        .trim()
+        .trim_matches(|c| c == '"' || c == '\'' || c == '`');
     let (kind, seq) = text.rsplit_once('#')?;
     if kind.is_empty() || seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -43,7 +45,15 @@ mod tests {
 
     #[test]
     fn rejects_non_handles() {
-        for text in ["", "shell", "shell#", "#4", "shell#x", "shell#-1", "shell#99999999999999999999999"] {
+        for text in [
+            "",
+            "shell",
+            "shell#",
+            "#4",
+            "shell#x",
+            "shell#-1",
+            "shell#99999999999999999999999",
+        ] {
             assert_eq!(parse_handle(text), None, "{text}");
         }
     }

@@ -6,6 +6,7 @@
 mod event;
 pub mod handle;
 mod ids;
+pub mod memory;
 mod message;
 mod next;
 mod redact;
@@ -13,7 +14,9 @@ mod request;
 mod settings;
 mod state;
 
-pub use event::{ErrorClass, Event, EventRecord, PauseReason, RunStatus};
+pub use event::{
+    CompactionTrigger, ErrorClass, Event, EventRecord, PauseReason, RequestMetrics, RunStatus,
+};
 pub use ids::RunId;
 pub use message::{
     AssistantMessage, Message, ToolCall, ToolEffect, ToolOutcome, ToolResult, ToolSpec, Usage,
@@ -21,8 +24,14 @@ pub use message::{
 pub use next::{NextAction, next_action};
 pub use redact::Redactor;
 pub use request::{ModelReply, ModelRequest};
-pub use settings::{Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings, ToolChoice};
-pub use state::{Phase, ReplayError, RunState, UsageTotals, replay};
+pub use settings::{
+    Compaction, ContextSettings, Limits, Masking, ModelSettings, ProviderKind, ResponseMode,
+    RunSettings, ToolChoice,
+};
+pub use state::{
+    HistoryEntry, PendingCompaction, Phase, ReplayError, RunState, UsageTotals, replay,
+    summary_message,
+};
 
 /// Name of the tool the model calls to end a run. The reducer treats its successful completion
 /// as the run's finish request, so the name is part of the domain, not only of the tool crate.

@@ -18,6 +18,12 @@ pub enum NextAction {
         call: u32,
         attempt: u32,
     },
+    /// Summarise the oldest history before the turn's model call (attempt numbers count
+    /// failed tries of this compaction).
+    Compact {
+        turn: u32,
+        attempt: u32,
+    },
     RunTool {
         turn: u32,
         call: ToolCall,
@@ -66,6 +72,10 @@ pub fn next_action(state: &RunState) -> NextAction {
                 }
             }
         }
+        Phase::AwaitingModel { turn, .. } if state.compaction.is_some() => NextAction::Compact {
+            turn: *turn,
+            attempt: state.compaction.as_ref().map_or(0, |c| c.failures) + 1,
+        },
         Phase::AwaitingModel {
             turn,
             call,

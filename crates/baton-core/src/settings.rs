@@ -6,6 +6,86 @@ use serde::{Deserialize, Serialize};
 pub struct RunSettings {
     pub model: ModelSettings,
     pub limits: Limits,
+    /// How the prompt is kept inside the model's context window. Runs journaled before this
+    /// setting existed read as the default profile.
+    #[serde(default)]
+    pub context: ContextSettings,
+}
+
+/// The context policy of a run (its "compensation layers"): chosen from the model's profile at
+/// start, recorded with the run so that replay rebuilds the same prompts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextSettings {
+    /// The model's context window, in tokens.
+    pub window_tokens: u64,
+    /// Compaction starts when the estimated prompt passes this share of the window.
+    pub compact_at_percent: u8,
+    pub masking: Masking,
+    pub compaction: Compaction,
+}
+
+impl Default for ContextSettings {
+    fn default() -> Self {
+        ContextSettings {
+            window_tokens: 32_768,
+            compact_at_percent: 80,
+            masking: Masking::default(),
+            compaction: Compaction::default(),
+        }
+    }
+}
+
+impl ContextSettings {
+    /// The estimated prompt size, in tokens, above which the run compacts.
+    pub fn compaction_threshold(&self) -> u64 {
+        self.window_tokens
+            .saturating_mul(u64::from(self.compact_at_percent.min(100)))
+            / 100
+    }
+}
+
+/// Observation masking: old tool outputs are replaced in the prompt by a placeholder naming
+/// their handle. The journal keeps them whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Masking {
+    Off,
+    /// Outputs of turns older than the last `keep_turns` are masked, `batch_turns` turns at a
+    /// time (so the prompt prefix changes once per batch, not on every turn). Outputs shorter
+    /// than `min_bytes` stay: their placeholder would save nothing.
+    OlderThan {
+        keep_turns: u32,
+        batch_turns: u32,
+        min_bytes: u32,
+    },
+}
+
+impl Default for Masking {
+    fn default() -> Self {
+        Masking::OlderThan {
+            keep_turns: 4,
+            batch_turns: 12,
+            min_bytes: 400,
+        }
+    }
+}
+
+/// Whether the run summarises old history when the prompt grows past the threshold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Compaction {
+    /// Never: a run that outgrows the window pauses with `context_overflow`.
+    Off,
+    /// The model writes a handoff summary that replaces all but the last `keep_recent_turns`.
+    Summarize { keep_recent_turns: u32 },
+}
+
+impl Default for Compaction {
+    fn default() -> Self {
+        Compaction::Summarize {
+            keep_recent_turns: 2,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +111,9 @@ pub enum ToolChoice {
     Required,
     /// The model must call this tool (useful to drive small models, and in tests).
     Function(String),
+    /// The model must answer in text (compaction summaries: the tools stay in the request so
+    /// that the provider's prompt cache still matches its prefix).
+    None,
 }
 
 impl ToolChoice {
@@ -39,6 +122,7 @@ impl ToolChoice {
         match text.trim() {
             "" | "auto" => ToolChoice::Auto,
             "required" => ToolChoice::Required,
+            "none" => ToolChoice::None,
             name => ToolChoice::Function(name.to_string()),
         }
     }

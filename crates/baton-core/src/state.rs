@@ -1,6 +1,9 @@
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Event, EventRecord, PauseReason, RunStatus};
+use crate::event::{CompactionTrigger, ErrorClass, Event, EventRecord, PauseReason, RunStatus};
+use crate::memory::{
+    PlanItem, REMEMBER_TOOL, UPDATE_PLAN_TOOL, apply_fact, parse_plan_update, parse_remember,
+};
 use crate::message::{
     AssistantMessage, Message, ToolCall, ToolEffect, ToolOutcome, ToolSpec, Usage,
 };
@@ -20,8 +23,24 @@ pub struct RunState {
     pub system_prompt: String,
     pub project_instructions: Option<String>,
     pub tools: Vec<ToolSpec>,
-    /// The conversation after the fixed preamble (system prompt, instructions, goal).
-    pub history: Vec<Message>,
+    /// The conversation after the fixed preamble (system prompt, instructions, goal). After a
+    /// compaction it starts with the handoff summary.
+    pub history: Vec<HistoryEntry>,
+    /// The model's todo list (`update_plan`), shown at the end of every request.
+    pub plan: Vec<PlanItem>,
+    /// Durable facts (`remember`): never summarised away.
+    pub facts: Vec<String>,
+    /// A compaction that started and has not finished.
+    pub compaction: Option<PendingCompaction>,
+    pub compactions: u32,
+    /// Compactions forced by overflow errors since the last successful model call: bounds how
+    /// often a call that keeps overflowing is retried.
+    pub overflow_compactions: u32,
+    /// The last finished call's (local count, reported prompt tokens): calibrates estimates
+    /// for models without an exact local tokenizer.
+    pub calibration: Option<(u64, u64)>,
+    /// Local token count of the open model call's request.
+    pub open_call_counted: Option<u64>,
     pub phase: Phase,
     pub turns_started: u32,
     pub turns_finished: u32,
@@ -36,6 +55,35 @@ pub struct RunState {
     pub finish_summary: Option<String>,
     pub pause: Option<(PauseReason, String)>,
     pub failure: Option<String>,
+}
+
+/// One message of the history with where it came from: the journal event that added it (its
+/// handle for `recall`) and the turn it belongs to (what masking and compaction cut by).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    pub seq: u64,
+    pub turn: u32,
+    pub message: Message,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingCompaction {
+    pub replaced: u32,
+    pub trigger: CompactionTrigger,
+    pub failures: u32,
+    /// Failures because the summary request itself was too long: each leaves out more of the
+    /// oldest history.
+    pub overflows: u32,
+}
+
+/// The history message standing for everything a compaction replaced.
+pub fn summary_message(summary: &str, first_seq: u64, last_seq: u64) -> String {
+    format!(
+        "Handoff summary of the work so far. The conversation before this point (journal \
+         events {first_seq}-{last_seq}) was compacted into it; exact earlier outputs can be \
+         fetched with `recall`.\n\n{}",
+        summary.trim()
+    )
 }
 
 /// Where the run is inside its current turn.
@@ -81,6 +129,18 @@ pub struct UsageTotals {
 }
 
 impl UsageTotals {
+    /// Counts one finished call (model or compaction).
+    fn add_call(&mut self, usage: Option<&Usage>, cost_usd: Option<f64>) {
+        match usage {
+            Some(usage) => self.add(usage),
+            None => self.unreported_calls += 1,
+        }
+        match cost_usd {
+            Some(cost) if cost.is_finite() => self.cost_usd += cost,
+            _ => self.unpriced_calls += 1,
+        }
+    }
+
     fn add(&mut self, usage: &Usage) {
         // Numbers come from a server: absurd ones must not overflow (and panic on replay).
         self.prompt_tokens = self.prompt_tokens.saturating_add(usage.prompt_tokens);
@@ -130,7 +190,7 @@ impl RunState {
         if self.status.is_terminal() {
             return Err(fail(format!("the run already {}", self.status.as_str())));
         }
-        self.apply_event(&record.event, &record.run_id)
+        self.apply_event(&record.event, &record.run_id, record.seq)
             .map_err(fail)?;
         if let Some(status) = record.event.status_change() {
             self.status = status;
@@ -139,7 +199,7 @@ impl RunState {
         Ok(())
     }
 
-    fn apply_event(&mut self, event: &Event, run_id: &RunId) -> Result<(), String> {
+    fn apply_event(&mut self, event: &Event, run_id: &RunId, seq: u64) -> Result<(), String> {
         let running = self.status == RunStatus::Running;
         match event {
             Event::RunStarted {
@@ -186,8 +246,10 @@ impl RunState {
                 turn,
                 call,
                 attempt,
+                context,
                 ..
             } => {
+                self.open_call_counted = context.map(|c| c.counted_prompt_tokens);
                 require_running(running)?;
                 let Phase::AwaitingModel {
                     turn: current,
@@ -198,6 +260,9 @@ impl RunState {
                     return Err("no turn is waiting for a model call".into());
                 };
                 check_turn(*current, *turn)?;
+                if self.compaction.is_some() {
+                    return Err("a compaction is in progress".into());
+                }
                 match current_call {
                     None => {
                         if *call != self.model_calls_started + 1 {
@@ -231,17 +296,14 @@ impl RunState {
             } => {
                 require_running(running)?;
                 self.expect_open_call(*turn, *call)?;
-                match usage {
-                    Some(usage) => self.usage.add(usage),
-                    None => self.usage.unreported_calls += 1,
-                }
-                match cost_usd {
-                    Some(cost) if cost.is_finite() => self.usage.cost_usd += cost,
-                    _ => self.usage.unpriced_calls += 1,
+                self.usage.add_call(usage.as_ref(), *cost_usd);
+                if let (Some(counted), Some(usage)) = (self.open_call_counted.take(), usage) {
+                    self.calibration = Some((counted, usage.prompt_tokens));
                 }
                 self.model_calls_finished += 1;
                 self.consecutive_model_failures = 0;
-                self.history.push(Message::Assistant(message.clone()));
+                self.overflow_compactions = 0;
+                self.push_history(seq, *turn, Message::Assistant(message.clone()));
                 self.phase = Phase::RunningTools {
                     turn: *turn,
                     remaining: message.tool_calls.clone(),
@@ -304,14 +366,19 @@ impl RunState {
                 let Some(flight) = in_flight.take_if(|f| f.call.id == *call_id) else {
                     return Err(format!("tool call {call_id} is not the one running"));
                 };
-                if flight.call.name == FINISH_TOOL && result.outcome == ToolOutcome::Success {
-                    self.finish_summary = Some(result.content.clone());
+                if result.outcome == ToolOutcome::Success {
+                    self.apply_tool_effect(&flight.call.name, &flight.call.arguments, result);
                 }
-                self.history.push(Message::Tool {
-                    call_id: flight.call.id,
-                    name: flight.call.name,
-                    content: result.content.clone(),
-                });
+                let turn = *turn;
+                self.push_history(
+                    seq,
+                    turn,
+                    Message::Tool {
+                        call_id: flight.call.id,
+                        name: flight.call.name,
+                        content: result.content.clone(),
+                    },
+                );
             }
             Event::NoteAdded { text } => {
                 match &mut self.phase {
@@ -323,9 +390,90 @@ impl RunState {
                     } => *needs_nudge = false,
                     _ => return Err("a note cannot interrupt a model or tool call".into()),
                 }
-                self.history.push(Message::User {
-                    content: text.clone(),
+                self.push_history(
+                    seq,
+                    self.turns_started,
+                    Message::User {
+                        content: text.clone(),
+                    },
+                );
+            }
+            Event::CompactionStarted {
+                turn,
+                replaced,
+                trigger,
+                ..
+            } => {
+                require_running(running)?;
+                match &self.phase {
+                    Phase::AwaitingModel { turn: current, .. } => check_turn(*current, *turn)?,
+                    _ => return Err("compaction happens only before a model call".into()),
+                }
+                if self.compaction.is_some() {
+                    return Err("a compaction is already in progress".into());
+                }
+                if *replaced == 0 || *replaced as usize > self.history.len() {
+                    return Err(format!(
+                        "cannot replace {replaced} of {} history entries",
+                        self.history.len()
+                    ));
+                }
+                self.compaction = Some(PendingCompaction {
+                    replaced: *replaced,
+                    trigger: *trigger,
+                    failures: 0,
+                    overflows: 0,
                 });
+            }
+            Event::CompactionFailed { class, .. } => {
+                let Some(pending) = &mut self.compaction else {
+                    return Err("no compaction is in progress".into());
+                };
+                pending.failures = pending.failures.saturating_add(1);
+                if *class == ErrorClass::ContextOverflow {
+                    pending.overflows = pending.overflows.saturating_add(1);
+                }
+                self.consecutive_model_failures = self.consecutive_model_failures.saturating_add(1);
+            }
+            Event::CompactionFinished {
+                summary,
+                replaced,
+                first_seq,
+                last_seq,
+                usage,
+                cost_usd,
+                ..
+            } => {
+                require_running(running)?;
+                let Some(pending) = self.compaction.take_if(|p| p.replaced == *replaced) else {
+                    return Err(format!(
+                        "no compaction of {replaced} entries is in progress"
+                    ));
+                };
+                let count = pending.replaced as usize;
+                let (first, last) = (self.history[0].seq, self.history[count - 1].seq);
+                if (first, last) != (*first_seq, *last_seq) {
+                    return Err(format!(
+                        "the replaced entries span events {first}-{last}, not {first_seq}-{last_seq}"
+                    ));
+                }
+                self.usage.add_call(usage.as_ref(), *cost_usd);
+                self.consecutive_model_failures = 0;
+                self.compactions += 1;
+                if pending.trigger == CompactionTrigger::Overflow {
+                    self.overflow_compactions += 1;
+                }
+                let kept = self.history.split_off(count);
+                // Turn 0: the summary is older than every turn it kept, so the next compaction
+                // replaces (and folds in) it.
+                self.history = vec![HistoryEntry {
+                    seq,
+                    turn: 0,
+                    message: Message::User {
+                        content: summary_message(summary, first, last),
+                    },
+                }];
+                self.history.extend(kept);
             }
             Event::TurnFinished { turn } => {
                 require_running(running)?;
@@ -352,6 +500,30 @@ impl RunState {
             }
         }
         Ok(())
+    }
+
+    fn push_history(&mut self, seq: u64, turn: u32, message: Message) {
+        self.history.push(HistoryEntry { seq, turn, message });
+    }
+
+    /// What a successful call of a tool the reducer knows about does to the run itself.
+    fn apply_tool_effect(&mut self, name: &str, arguments: &str, result: &crate::ToolResult) {
+        match name {
+            FINISH_TOOL => self.finish_summary = Some(result.content.clone()),
+            // The engine only reports success after the same parse succeeded; a journal where
+            // it fails here changes nothing rather than guessing.
+            UPDATE_PLAN_TOOL => {
+                if let Ok(plan) = parse_plan_update(arguments) {
+                    self.plan = plan;
+                }
+            }
+            REMEMBER_TOOL => {
+                if let Ok(update) = parse_remember(arguments, &self.facts) {
+                    apply_fact(&mut self.facts, update);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn expect_open_call(&self, turn: u32, call: u32) -> Result<(), String> {

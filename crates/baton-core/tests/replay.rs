@@ -33,6 +33,7 @@ fn settings(max_turns: u32) -> RunSettings {
             max_turns,
             shell_timeout_secs: 5,
         },
+        context: Default::default(),
     }
 }
 
@@ -99,11 +100,33 @@ fn drive(bytes: &[u8]) -> Driver {
                 call,
                 attempt,
             } => {
+                // Sometimes the context policy compacts before the call.
+                let len = d.state.history.len() as u32;
+                if len > 0 && c.pick(5) == 0 {
+                    d.push(Event::CompactionStarted {
+                        turn,
+                        replaced: 1 + u32::from(c.pick(255)) % len,
+                        trigger: if c.pick(2) == 0 {
+                            CompactionTrigger::Threshold
+                        } else {
+                            CompactionTrigger::Overflow
+                        },
+                        estimated_prompt_tokens: 1000,
+                    });
+                    continue;
+                }
                 d.push(Event::ModelCallStarted {
                     turn,
                     call,
                     attempt,
                     request_sha256: "h".into(),
+                    context: (c.pick(2) == 0).then(|| RequestMetrics {
+                        estimated_prompt_tokens: u64::from(c.pick(200)) * 37,
+                        counted_prompt_tokens: u64::from(c.pick(200)) * 31,
+                        window_tokens: 32_768,
+                        prefix_stability: (c.pick(2) == 0).then(|| f64::from(c.pick(100)) / 7.0),
+                        masked_outputs: u32::from(c.pick(5)),
+                    }),
                 });
                 match c.pick(4) {
                     0 => d.push(Event::ModelCallFailed {
@@ -120,12 +143,18 @@ fn drive(bytes: &[u8]) -> Driver {
                         let tool_calls = (0..n)
                             .map(|i| ToolCall {
                                 id: format!("c{turn}-{i}"),
-                                name: if c.pick(6) == 0 {
-                                    FINISH_TOOL.into()
-                                } else {
-                                    format!("t{}", c.pick(3))
+                                name: match c.pick(8) {
+                                    0 => FINISH_TOOL.into(),
+                                    1 => memory::UPDATE_PLAN_TOOL.into(),
+                                    2 => memory::REMEMBER_TOOL.into(),
+                                    n => format!("t{n}"),
                                 },
-                                arguments: "{}".into(),
+                                arguments: match c.pick(4) {
+                                    0 => format!(r#"{{"fact":"f{i}","items":[{{"step":"s{i}","status":"done"}}]}}"#),
+                                    1 => format!(r#"{{"fact":"fact {turn}-{i}"}}"#),
+                                    2 => format!(r#"{{"items":[{{"step":"step {turn}","status":"in_progress"}}]}}"#),
+                                    _ => "{}".into(),
+                                },
                             })
                             .collect();
                         d.push(Event::ModelCallFinished {
@@ -176,6 +205,42 @@ fn drive(bytes: &[u8]) -> Driver {
                     });
                 }
             }
+            NextAction::Compact { turn, .. } => match c.pick(4) {
+                0 => d.push(Event::CompactionFailed {
+                    turn,
+                    attempt: 1,
+                    class: if c.pick(2) == 0 {
+                        ErrorClass::ContextOverflow
+                    } else {
+                        ErrorClass::Overloaded
+                    },
+                    message: "no".into(),
+                    retry_in_ms: Some(0),
+                }),
+                1 => {} // crashed during the summary call
+                _ => {
+                    let pending = d.state.compaction.clone().unwrap();
+                    let history = &d.state.history;
+                    let (first_seq, last_seq) =
+                        (history[0].seq, history[pending.replaced as usize - 1].seq);
+                    d.push(Event::CompactionFinished {
+                        turn,
+                        summary: format!("summary at turn {turn}"),
+                        replaced: pending.replaced,
+                        first_seq,
+                        last_seq,
+                        left_out: 0,
+                        usage: (c.pick(3) != 0).then(|| Usage {
+                            prompt_tokens: u64::from(c.pick(100)),
+                            completion_tokens: u64::from(c.pick(50)),
+                            ..Default::default()
+                        }),
+                        cost_usd: None,
+                        served_model: None,
+                        duration_ms: 1,
+                    })
+                }
+            },
             NextAction::RerunTool { turn, call } => d.push(Event::ToolCallFinished {
                 turn,
                 call_id: call.id,
@@ -232,7 +297,7 @@ proptest! {
         let d = drive(&bytes);
         let (mut p, mut c, mut unreported) = (0, 0, 0);
         for r in &d.records {
-            if let Event::ModelCallFinished { usage, .. } = &r.event {
+            if let Event::ModelCallFinished { usage, .. } | Event::CompactionFinished { usage, .. } = &r.event {
                 match usage {
                     Some(usage) => {
                         p += usage.prompt_tokens;
@@ -245,6 +310,22 @@ proptest! {
         prop_assert_eq!(d.state.usage.prompt_tokens, p);
         prop_assert_eq!(d.state.usage.completion_tokens, c);
         prop_assert_eq!(d.state.usage.unreported_calls, unreported);
+    }
+
+    #[test]
+    fn compaction_keeps_plan_and_facts_and_leaves_a_summary_first(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let d = drive(&bytes);
+        for (k, record) in d.records.iter().enumerate().skip(1) {
+            let (before, after) = (&d.states[k - 1], &d.states[k]);
+            prop_assert!(after.facts.len() >= before.facts.len(), "facts are never dropped");
+            if let Event::CompactionFinished { replaced, .. } = &record.event {
+                prop_assert_eq!(&after.plan, &before.plan);
+                prop_assert_eq!(&after.facts, &before.facts);
+                prop_assert_eq!(after.history[0].seq, record.seq);
+                prop_assert_eq!(after.history[0].turn, 0);
+                prop_assert_eq!(&after.history[1..], &before.history[*replaced as usize..]);
+            }
+        }
     }
 
     #[test]
@@ -341,6 +422,7 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
         call: 1,
         attempt: 1,
         request_sha256: "h".into(),
+        context: None,
     });
     // Request in flight, no answer: resume sends it again as attempt 2 of the same call.
     assert_eq!(
@@ -389,6 +471,7 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
         call: 2,
         attempt: 1,
         request_sha256: "h".into(),
+        context: None,
     });
     let finish = ToolCall {
         id: "f".into(),

@@ -60,6 +60,7 @@ pub struct SettingsOverride {
     pub max_turns: Option<u32>,
     pub response_mode: Option<baton_core::ResponseMode>,
     pub tool_choice: Option<baton_core::ToolChoice>,
+    pub context_window: Option<u64>,
 }
 
 impl SettingsOverride {
@@ -72,6 +73,9 @@ impl SettingsOverride {
         }
         if let Some(v) = &self.model {
             settings.model.model = v.clone();
+        }
+        if let Some(v) = self.context_window {
+            settings.context.window_tokens = v;
         }
         if let Some(v) = self.max_turns {
             settings.limits.max_turns = v;

@@ -6,8 +6,12 @@
 //! never repeated.
 
 mod api;
+mod compaction;
 mod error;
+mod failure;
 mod journal;
+mod memory_search;
+mod memory_tools;
 mod run_loop;
 mod stop;
 

@@ -5,10 +5,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_context::{NUDGE, SYSTEM_PROMPT, assemble, request_digest};
+use baton_context::metrics::{prefix_stability, prompt_bytes};
+use baton_context::tokens::TokenCounter;
+use baton_context::{
+    NUDGE, SYSTEM_PROMPT, assemble_with_report, memory_tool_specs, request_digest,
+};
 use baton_core::{
-    AssistantMessage, ErrorClass, Event, NextAction, PauseReason, Redactor, RunId, RunState,
-    RunStatus, ToolCall, ToolEffect, ToolResult, next_action, replay,
+    AssistantMessage, CompactionTrigger, ErrorClass, Event, ModelReply, ModelRequest, NextAction,
+    PauseReason, Redactor, RequestMetrics, RunId, RunState, RunStatus, ToolCall, ToolEffect,
+    ToolResult, next_action, replay,
 };
 use baton_model::{ModelError, RetrySchedule, StreamDelta, StreamObserver};
 use baton_store::{Holder, NewRun};
@@ -19,11 +24,23 @@ use crate::api::{
     EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun, paused_outcome,
     terminal_outcome,
 };
+use crate::failure::pause_for_failure;
 use crate::journal::Journal;
+use crate::memory_tools::MemoryTools;
 
 pub struct Engine {
-    parts: EngineParts,
-    redactor: Redactor,
+    pub(crate) parts: EngineParts,
+    pub(crate) redactor: Redactor,
+    pub(crate) counter: TokenCounter,
+    pub(crate) memory: MemoryTools,
+}
+
+/// What the engine remembers between requests within one process (not journaled: it only
+/// feeds metrics).
+#[derive(Default)]
+pub(crate) struct RequestHistory {
+    /// The previous request's prompt bytes, for prefix stability.
+    pub(crate) previous_prompt: Option<Vec<u8>>,
 }
 
 /// AGENTS.md larger than this is cut: it is re-sent with every request.
@@ -32,7 +49,12 @@ const MAX_PROJECT_INSTRUCTIONS: usize = 32 * 1024;
 impl Engine {
     pub fn new(parts: EngineParts) -> Engine {
         let redactor = Redactor::new(parts.secrets.clone());
-        Engine { parts, redactor }
+        Engine {
+            parts,
+            redactor,
+            counter: TokenCounter::default(),
+            memory: MemoryTools::default(),
+        }
     }
 
     /// Starts a new run in `request.workspace` and drives it until it finishes, fails or pauses.
@@ -67,7 +89,11 @@ impl Engine {
             settings: request.settings,
             system_prompt: SYSTEM_PROMPT.to_string(),
             project_instructions: read_project_instructions(workspace.root()),
-            tools: self.parts.tools.specs(),
+            tools: {
+                let mut tools = self.parts.tools.specs();
+                tools.extend(memory_tool_specs());
+                tools
+            },
         };
         let result = match journal.record(started).await {
             Ok(()) => self.drive(&mut journal, workspace).await,
@@ -152,6 +178,8 @@ impl Engine {
         workspace: Workspace,
     ) -> Result<RunOutcome, EngineError> {
         let mut retry: Option<(u32, RetrySchedule)> = None;
+        let mut compaction_retry: Option<RetrySchedule> = None;
+        let mut requests = RequestHistory::default();
         loop {
             if self.parts.stop.is_stopped() && journal.state().status == RunStatus::Running {
                 journal
@@ -176,8 +204,16 @@ impl Engine {
                         Some((c, schedule)) if *c == call => schedule,
                         _ => &mut retry.insert((call, self.parts.retry.schedule())).1,
                     };
-                    self.call_model(journal, turn, call, attempt, schedule)
+                    self.call_model(journal, &mut requests, turn, call, attempt, schedule)
                         .await?;
+                }
+                NextAction::Compact { turn, attempt } => {
+                    if attempt == 1 || compaction_retry.is_none() {
+                        compaction_retry = Some(self.parts.retry.schedule());
+                    }
+                    if let Some(schedule) = &mut compaction_retry {
+                        self.compact(journal, turn, attempt, schedule).await?;
+                    }
                 }
                 NextAction::RunTool { turn, call } => {
                     let effect = self
@@ -246,68 +282,54 @@ impl Engine {
     async fn call_model(
         &self,
         journal: &mut Journal,
+        requests: &mut RequestHistory,
         turn: u32,
         call: u32,
         attempt: u32,
         schedule: &mut RetrySchedule,
     ) -> Result<(), EngineError> {
-        let request = assemble(journal.state())
+        let assembly = assemble_with_report(journal.state())
             .ok_or_else(|| EngineError::Internal("no settings in run state".into()))?;
-        let request_sha256 = request_digest(&request);
+        let estimate = self.counter.estimate(journal.state(), &assembly.request);
+        if self.compact_before_call(journal, turn, estimate).await? {
+            return Ok(());
+        }
+        let request = assembly.request;
+        let prompt = prompt_bytes(&request);
+        let window_tokens = journal
+            .state()
+            .settings
+            .as_ref()
+            .map_or(0, |s| s.context.window_tokens);
+        let metrics = RequestMetrics {
+            estimated_prompt_tokens: estimate.estimated,
+            counted_prompt_tokens: estimate.counted,
+            window_tokens,
+            prefix_stability: requests
+                .previous_prompt
+                .as_deref()
+                .map(|previous| prefix_stability(previous, &prompt)),
+            masked_outputs: assembly.masked_outputs,
+        };
+        requests.previous_prompt = Some(prompt);
         journal
             .record(Event::ModelCallStarted {
                 turn,
                 call,
                 attempt,
-                request_sha256,
+                request_sha256: request_digest(&request),
+                context: Some(metrics),
             })
             .await?;
         let started = Instant::now();
-        let mut deltas = DeltaForwarder {
-            observer: self.parts.observer.clone(),
-        };
-        // Wait for the client-side budget before sending (a stop abandons the wait). Tokens are
-        // estimated at four bytes each of the request; the provider's own counting decides.
-        let estimate = u32::try_from(serde_json::to_vec(&request).map_or(0, |b| b.len()) / 4)
-            .unwrap_or(u32::MAX);
-        if self
-            .parts
-            .stop
-            .race(self.parts.rate_limiter.acquire(estimate))
-            .await
-            .is_none()
-        {
-            return Ok(());
-        }
-        let deadline = self.parts.model_call_timeout;
-        let bounded = async {
-            tokio::time::timeout(
-                deadline,
-                self.parts.provider.complete(&request, &mut deltas),
-            )
-            .await
-            .unwrap_or_else(|_| {
-                Err(ModelError::new(
-                    ErrorClass::Transient,
-                    format!("the model call took longer than {} s", deadline.as_secs()),
-                ))
-            })
-        };
-        let Some(outcome) = self.parts.stop.race(bounded).await else {
+        let Some(outcome) = self.send(&request, estimate.estimated).await else {
             // Abandoned: the call stays open in the journal and is sent again on resume.
             return Ok(());
         };
         match outcome {
             Ok(reply) => {
+                let cost_usd = self.price(&reply, &request.model);
                 let message = self.normalize_reply(reply.message, turn);
-                // Priced by the model the server says answered, else the one asked for.
-                let cost_usd = reply.usage.as_ref().and_then(|usage| {
-                    reply
-                        .served_model
-                        .as_deref()
-                        .and_then(|served| self.parts.prices.cost(served, usage))
-                        .or_else(|| self.parts.prices.cost(&request.model, usage))
-                });
                 journal
                     .record(Event::ModelCallFinished {
                         turn,
@@ -328,6 +350,47 @@ impl Engine {
         }
     }
 
+    /// Sends one request under the rate limit and the call timeout; `None` if a stop abandoned
+    /// it.
+    pub(crate) async fn send(
+        &self,
+        request: &ModelRequest,
+        estimated_tokens: u64,
+    ) -> Option<Result<ModelReply, ModelError>> {
+        let mut deltas = DeltaForwarder {
+            observer: self.parts.observer.clone(),
+        };
+        // Wait for the client-side budget before sending (a stop abandons the wait).
+        let tokens = u32::try_from(estimated_tokens).unwrap_or(u32::MAX);
+        self.parts
+            .stop
+            .race(self.parts.rate_limiter.acquire(tokens))
+            .await?;
+        let deadline = self.parts.model_call_timeout;
+        let bounded = async {
+            tokio::time::timeout(deadline, self.parts.provider.complete(request, &mut deltas))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ModelError::new(
+                        ErrorClass::Transient,
+                        format!("the model call took longer than {} s", deadline.as_secs()),
+                    ))
+                })
+        };
+        self.parts.stop.race(bounded).await
+    }
+
+    /// Prices a reply by the model the server says answered, else the one asked for.
+    pub(crate) fn price(&self, reply: &ModelReply, requested_model: &str) -> Option<f64> {
+        reply.usage.as_ref().and_then(|usage| {
+            reply
+                .served_model
+                .as_deref()
+                .and_then(|served| self.parts.prices.cost(served, usage))
+                .or_else(|| self.parts.prices.cost(requested_model, usage))
+        })
+    }
+
     async fn model_call_failed(
         &self,
         journal: &mut Journal,
@@ -337,6 +400,24 @@ impl Engine {
         error: ModelError,
         schedule: &mut RetrySchedule,
     ) -> Result<(), EngineError> {
+        let message = self.redactor.redact(&error.to_string());
+        if error.class == ErrorClass::ContextOverflow
+            && let Some(replaced) = self.overflow_compaction_cut(journal.state())
+        {
+            journal
+                .record(Event::ModelCallFailed {
+                    turn,
+                    call,
+                    attempt,
+                    class: error.class,
+                    message,
+                    retry_in_ms: None,
+                })
+                .await?;
+            return self
+                .start_compaction(journal, turn, replaced, CompactionTrigger::Overflow, 0)
+                .await;
+        }
         let failures_so_far = journal.state().consecutive_model_failures;
         let breaker_trips = failures_so_far.saturating_add(1) >= self.parts.breaker_failures;
         // The breaker stops retrying across calls too: a run never spins on a dead endpoint.
@@ -345,7 +426,6 @@ impl Engine {
         } else {
             schedule.next_delay(&error)
         };
-        let message = self.redactor.redact(&error.to_string());
         journal
             .record(Event::ModelCallFailed {
                 turn,
@@ -360,42 +440,13 @@ impl Engine {
             self.parts.stop.race(tokio::time::sleep(delay)).await;
             return Ok(());
         }
-        let event = match error.class {
-            _ if breaker_trips && error.class.is_retryable() => Event::RunPaused {
-                reason: PauseReason::ModelUnavailable,
-                detail: format!(
-                    "circuit breaker open after {} consecutive failed model calls (last: {message}) — \
-                     `baton resume` tries again",
-                    failures_so_far.saturating_add(1)
-                ),
-            },
-            ErrorClass::InvalidRequest => Event::RunPaused {
-                reason: PauseReason::ModelRejected,
-                detail: format!(
-                    "the model server rejected the request: {message} — check the model name and \
-                     base URL, then `baton resume --model NAME` or `--base-url URL`"
-                ),
-            },
-            ErrorClass::Auth | ErrorClass::QuotaExhausted => Event::RunPaused {
-                reason: PauseReason::ModelAuth,
-                detail: format!("{message} — fix the API key or quota, then `baton resume`"),
-            },
-            ErrorClass::ContextOverflow => Event::RunPaused {
-                reason: PauseReason::ContextOverflow,
-                detail: format!(
-                    "{message} — the conversation no longer fits the model's context window"
-                ),
-            },
-            ErrorClass::RateLimited
-            | ErrorClass::Overloaded
-            | ErrorClass::Transient
-            | ErrorClass::BadResponse => Event::RunPaused {
-                reason: PauseReason::ModelUnavailable,
-                detail: format!(
-                    "gave up after {attempt} attempts: {message} — `baton resume` tries again"
-                ),
-            },
-        };
+        let event = pause_for_failure(
+            error.class,
+            &message,
+            attempt,
+            failures_so_far,
+            breaker_trips,
+        );
         journal.record(event).await
     }
 
@@ -418,12 +469,13 @@ impl Engine {
             secret_env_vars: self.parts.secret_env_vars.clone(),
         };
         let started = Instant::now();
-        let Some(mut result) = self
-            .parts
-            .stop
-            .race(self.parts.tools.execute(&ctx, call))
-            .await
-        else {
+        let execution = async {
+            match self.memory.execute(self, journal, workspace, call).await {
+                Some(result) => result,
+                None => self.parts.tools.execute(&ctx, call).await,
+            }
+        };
+        let Some(mut result) = self.parts.stop.race(execution).await else {
             // Abandoned (the tool's process group is killed on drop): resume treats the call as
             // interrupted.
             return Ok(());
@@ -460,7 +512,7 @@ impl Engine {
     }
 }
 
-fn elapsed_ms(started: Instant) -> u64 {
+pub(crate) fn elapsed_ms(started: Instant) -> u64 {
     started.elapsed().as_millis().try_into().unwrap_or(u64::MAX)
 }
 

@@ -33,6 +33,7 @@ fn settings() -> RunSettings {
             max_turns: 10,
             shell_timeout_secs: 10,
         },
+        context: Default::default(),
     }
 }
 

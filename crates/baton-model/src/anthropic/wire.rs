@@ -143,6 +143,7 @@ struct WireTool<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum WireToolChoice<'a> {
     Any,
+    None,
     Tool { name: &'a str },
 }
 
@@ -154,6 +155,7 @@ fn wire_tool_choice(request: &ModelRequest) -> Option<WireToolChoice<'_>> {
         // `auto` is the API's default.
         ToolChoice::Auto => None,
         ToolChoice::Required => Some(WireToolChoice::Any),
+        ToolChoice::None => Some(WireToolChoice::None),
         ToolChoice::Function(name) => Some(WireToolChoice::Tool { name }),
     }
 }

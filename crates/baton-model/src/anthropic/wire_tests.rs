@@ -366,6 +366,7 @@ fn tool_choice_and_tools_omitted_when_not_needed() {
     };
     assert_eq!(choice(ToolChoice::Auto, true), Value::Null);
     assert_eq!(choice(ToolChoice::Required, true), json!({"type": "any"}));
+    assert_eq!(choice(ToolChoice::None, true), json!({"type": "none"}));
     assert_eq!(
         choice(ToolChoice::Function("shell".into()), true),
         json!({"type": "tool", "name": "shell"})

@@ -45,6 +45,7 @@ fn wire_tool_choice(request: &ModelRequest) -> Option<WireToolChoice<'_>> {
     match &request.tool_choice {
         ToolChoice::Auto => None,
         ToolChoice::Required => Some(WireToolChoice::Mode("required")),
+        ToolChoice::None => Some(WireToolChoice::Mode("none")),
         ToolChoice::Function(name) => Some(WireToolChoice::Function {
             kind: "function",
             function: WireToolName { name },

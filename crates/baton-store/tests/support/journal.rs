@@ -30,6 +30,7 @@ pub fn settings() -> RunSettings {
             tool_choice: Default::default(),
         },
         limits: Limits::default(),
+        context: Default::default(),
     }
 }
 
@@ -166,6 +167,7 @@ impl Journal {
                 call,
                 attempt: 1,
                 request_sha256: format!("{:064x}", u128::from(turn) * 0x9e37_79b9_7f4a_7c15),
+                context: None,
             }),
             self.record(Event::ModelCallFinished {
                 turn,

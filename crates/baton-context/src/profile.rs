@@ -1,0 +1,111 @@
+//! Model profiles ("compensation layers"): how much context scaffolding a model gets. A strong
+//! model with a large window keeps more recent outputs in full and is summarised rarely; a
+//! small local model gets aggressive masking and an early compaction threshold.
+
+use baton_core::{Compaction, ContextSettings, Masking};
+
+/// A named profile: the context settings a run starts with unless configuration overrides them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelProfile {
+    pub name: &'static str,
+    pub context: ContextSettings,
+}
+
+const STRONG_MASKING: Masking = Masking::OlderThan {
+    keep_turns: 8,
+    batch_turns: 16,
+    min_bytes: 1_000,
+};
+
+const SMALL_MASKING: Masking = Masking::OlderThan {
+    keep_turns: 2,
+    batch_turns: 8,
+    min_bytes: 200,
+};
+
+fn profile(
+    name: &'static str,
+    window_tokens: u64,
+    masking: Masking,
+    keep_recent_turns: u32,
+) -> ModelProfile {
+    ModelProfile {
+        name,
+        context: ContextSettings {
+            window_tokens,
+            compact_at_percent: 80,
+            masking,
+            compaction: Compaction::Summarize { keep_recent_turns },
+        },
+    }
+}
+
+/// The profile for a model name (matched case-insensitively on the part after any `vendor/`).
+/// Unknown models get the default profile: a 32k window and moderate masking, which is safe
+/// for most local models; `--context-window` corrects the window.
+pub fn profile_for(model: &str) -> ModelProfile {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    let starts = |prefixes: &[&str]| prefixes.iter().any(|p| name.starts_with(p));
+    if starts(&["claude"]) {
+        profile("claude", 200_000, STRONG_MASKING, 4)
+    } else if starts(&["gpt-4.1"]) {
+        profile("gpt-4.1", 1_000_000, STRONG_MASKING, 4)
+    } else if starts(&["gpt-5"]) {
+        profile("gpt-5", 400_000, STRONG_MASKING, 4)
+    } else if starts(&["o1", "o3", "o4"]) {
+        profile("openai-reasoning", 200_000, STRONG_MASKING, 4)
+    } else if starts(&["gpt-4o", "gpt-4-turbo", "chatgpt-"]) {
+        profile("gpt-4o", 128_000, STRONG_MASKING, 4)
+    } else if starts(&["gpt-3.5"]) {
+        profile("gpt-3.5", 16_385, Masking::default(), 2)
+    } else if starts(&["gpt-4"]) {
+        profile("gpt-4", 8_192, Masking::default(), 2)
+    } else if name.contains("smollm") {
+        profile("small-local", 8_192, SMALL_MASKING, 1)
+    } else {
+        ModelProfile {
+            name: "default",
+            context: ContextSettings::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_families_get_their_windows() {
+        for (model, name, window) in [
+            ("claude-sonnet-4-5", "claude", 200_000),
+            ("anthropic/claude-opus-4", "claude", 200_000),
+            ("gpt-4o-mini", "gpt-4o", 128_000),
+            ("gpt-4.1", "gpt-4.1", 1_000_000),
+            ("gpt-4", "gpt-4", 8_192),
+            ("o3-mini", "openai-reasoning", 200_000),
+            ("SmolLM2-135M-Instruct", "small-local", 8_192),
+            ("qwen2.5-coder", "default", 32_768),
+        ] {
+            let profile = profile_for(model);
+            assert_eq!(
+                (profile.name, profile.context.window_tokens),
+                (name, window),
+                "{model}"
+            );
+        }
+    }
+
+    #[test]
+    fn stronger_models_get_less_scaffolding() {
+        let keep = |model| match profile_for(model).context.masking {
+            Masking::OlderThan { keep_turns, .. } => keep_turns,
+            Masking::Off => u32::MAX,
+        };
+        assert!(keep("claude-sonnet-4") > keep("qwen2.5-coder"));
+        assert!(keep("qwen2.5-coder") > keep("smollm2"));
+    }
+}

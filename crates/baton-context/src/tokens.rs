@@ -1,0 +1,237 @@
+//! Token accounting: how big a request is before it is sent.
+//!
+//! OpenAI-family models are counted with their own BPE (tiktoken, compiled in). Other models
+//! are counted with `cl100k_base` as a proxy and calibrated: the previous call's reported
+//! `prompt_tokens` plus the proxy's count of what changed since, so the estimate tracks the
+//! server's tokenizer wherever it has reported usage.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use baton_core::{Message, ModelRequest, ProviderKind, RunState};
+use tiktoken_rs::CoreBPE;
+
+/// Tokens a chat format adds around each message (role markers, separators): OpenAI's
+/// published rule of thumb.
+const PER_MESSAGE_OVERHEAD: u64 = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    O200k,
+    Cl100k,
+}
+
+impl Encoding {
+    /// The encoding of an OpenAI model, `None` for models of other families.
+    pub fn for_openai_model(model: &str) -> Option<Encoding> {
+        let name = model
+            .rsplit('/')
+            .next()
+            .unwrap_or(model)
+            .to_ascii_lowercase();
+        let o200k = [
+            "gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-", "gpt-oss",
+        ];
+        if o200k.iter().any(|p| name.starts_with(p)) {
+            Some(Encoding::O200k)
+        } else if name.starts_with("gpt-4") || name.starts_with("gpt-3.5") {
+            Some(Encoding::Cl100k)
+        } else {
+            None
+        }
+    }
+
+    fn bpe(self) -> Option<&'static CoreBPE> {
+        static O200K: OnceLock<Option<CoreBPE>> = OnceLock::new();
+        static CL100K: OnceLock<Option<CoreBPE>> = OnceLock::new();
+        // Building the tables cannot fail for the compiled-in data; if it ever did, counting
+        // falls back to bytes / 4 rather than stopping the run.
+        match self {
+            Encoding::O200k => O200K.get_or_init(|| tiktoken_rs::o200k_base().ok()),
+            Encoding::Cl100k => CL100K.get_or_init(|| tiktoken_rs::cl100k_base().ok()),
+        }
+        .as_ref()
+    }
+
+    pub fn count(self, text: &str) -> u64 {
+        match self.bpe() {
+            Some(bpe) => bpe.encode_ordinary(text).len() as u64,
+            None => text.len().div_ceil(4) as u64,
+        }
+    }
+}
+
+/// Counts requests, remembering each message's count: history only grows, so most of a
+/// request was counted before.
+pub struct TokenCounter {
+    cache: Mutex<HashMap<(Encoding, u64), u64>>,
+}
+
+/// A request's size: the local count and the estimate the context policy uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    pub counted: u64,
+    pub estimated: u64,
+}
+
+impl Default for TokenCounter {
+    fn default() -> Self {
+        TokenCounter {
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl TokenCounter {
+    /// Counts `request` in `encoding`: message texts, tool-call arguments, tool definitions and
+    /// a per-message overhead.
+    pub fn count(&self, encoding: Encoding, request: &ModelRequest) -> u64 {
+        let mut total = 3; // the reply's priming tokens
+        for message in &request.messages {
+            total += PER_MESSAGE_OVERHEAD;
+            match message {
+                Message::System { content } | Message::User { content } => {
+                    total += self.count_text(encoding, content);
+                }
+                Message::Tool { name, content, .. } => {
+                    total += self.count_text(encoding, name) + self.count_text(encoding, content);
+                }
+                Message::Assistant(reply) => {
+                    if let Some(content) = &reply.content {
+                        total += self.count_text(encoding, content);
+                    }
+                    for call in &reply.tool_calls {
+                        total += self.count_text(encoding, &call.name)
+                            + self.count_text(encoding, &call.arguments)
+                            + PER_MESSAGE_OVERHEAD;
+                    }
+                }
+            }
+        }
+        for tool in &request.tools {
+            let definition = serde_json::json!({
+                "name": tool.name, "description": tool.description, "parameters": tool.parameters,
+            });
+            total += self.count_text(encoding, &definition.to_string());
+        }
+        total
+    }
+
+    fn count_text(&self, encoding: Encoding, text: &str) -> u64 {
+        if text.len() < 64 {
+            return encoding.count(text);
+        }
+        let key = (encoding, fingerprint(text));
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(&n) = cache.get(&key) {
+            return n;
+        }
+        let n = encoding.count(text);
+        // Bounded: a pathological run must not grow this without end.
+        if cache.len() > 100_000 {
+            cache.clear();
+        }
+        cache.insert(key, n);
+        n
+    }
+
+    /// The estimate for the next request of `state`'s run.
+    pub fn estimate(&self, state: &RunState, request: &ModelRequest) -> Estimate {
+        let exact = state
+            .settings
+            .as_ref()
+            .and_then(|s| match s.model.provider {
+                ProviderKind::OpenAiCompatible => Encoding::for_openai_model(&s.model.model),
+                ProviderKind::Anthropic => None,
+            });
+        let encoding = exact.unwrap_or(Encoding::Cl100k);
+        let counted = self.count(encoding, request);
+        let estimated = match (exact, state.calibration) {
+            (Some(_), _) | (None, None) => counted,
+            (None, Some((then_counted, then_reported))) => {
+                calibrate(counted, then_counted, then_reported)
+            }
+        };
+        Estimate { counted, estimated }
+    }
+}
+
+/// The previous call's reported size plus the local count of what changed since. Clamped so
+/// that a wild report (a server counting differently, or a tiny previous prompt) can neither
+/// halve nor multiply the local count by more than 2×.
+pub fn calibrate(counted: u64, then_counted: u64, then_reported: u64) -> u64 {
+    let shifted = then_reported as i128 + (counted as i128 - then_counted as i128);
+    let shifted = shifted.clamp(0, u64::MAX as i128) as u64;
+    shifted.clamp(counted / 2, counted.saturating_mul(2))
+}
+
+/// A 64-bit FNV-1a hash: stable across processes (unlike `DefaultHasher`'s seed), so nothing
+/// depends on which process counted.
+fn fingerprint(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    }) ^ text.len() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_models_get_their_encoding() {
+        assert_eq!(
+            Encoding::for_openai_model("gpt-4o-mini"),
+            Some(Encoding::O200k)
+        );
+        assert_eq!(
+            Encoding::for_openai_model("openai/gpt-5"),
+            Some(Encoding::O200k)
+        );
+        assert_eq!(Encoding::for_openai_model("o3-mini"), Some(Encoding::O200k));
+        assert_eq!(
+            Encoding::for_openai_model("gpt-4-turbo"),
+            Some(Encoding::Cl100k)
+        );
+        assert_eq!(
+            Encoding::for_openai_model("gpt-3.5-turbo"),
+            Some(Encoding::Cl100k)
+        );
+        assert_eq!(Encoding::for_openai_model("claude-sonnet-4"), None);
+        assert_eq!(Encoding::for_openai_model("smollm2-135m"), None);
+    }
+
+    #[test]
+    fn counts_real_tokens() {
+        assert_eq!(Encoding::O200k.count("hello world"), 2);
+        assert_eq!(Encoding::Cl100k.count("hello world"), 2);
+        let text = "fn main() { println!(\"hi\"); }\n".repeat(50);
+        let n = Encoding::O200k.count(&text);
+        assert!(n > 200 && n < 1000, "{n}");
+    }
+
+    #[test]
+    fn cached_counts_equal_fresh_counts() {
+        let counter = TokenCounter::default();
+        let text = "a sentence of ordinary words repeated to pass the cache threshold. ".repeat(5);
+        let first = counter.count_text(Encoding::Cl100k, &text);
+        assert_eq!(first, Encoding::Cl100k.count(&text));
+        assert_eq!(counter.count_text(Encoding::Cl100k, &text), first);
+    }
+
+    #[test]
+    fn calibration_follows_the_server_within_bounds() {
+        // The server counted 1,200 where we counted 1,000; 300 more since.
+        assert_eq!(calibrate(1_300, 1_000, 1_200), 1_500);
+        // Shrinking (masking, compaction) shifts down the same way.
+        assert_eq!(calibrate(800, 1_000, 1_200), 1_000);
+        // Absurd reports are clamped to 2× / ½ of the local count.
+        assert_eq!(calibrate(1_000, 1_000, 1_000_000), 2_000);
+        assert_eq!(calibrate(1_000, 1_000, 0), 500);
+    }
+
+    #[test]
+    fn fingerprint_is_stable() {
+        assert_eq!(fingerprint("abc"), fingerprint("abc"));
+        assert_ne!(fingerprint("abc"), fingerprint("abd"));
+    }
+}

@@ -1,0 +1,261 @@
+//! The memory tools, served from the run itself: `update_plan` and `remember` (validated here,
+//! applied by the reducer from the journaled call), `recall` (exact journaled content by
+//! handle) and `search_memory` (keyword search over the run's history and the workspace).
+
+use baton_core::handle::{MODEL_KIND, NOTE_KIND, SUMMARY_KIND, parse_handle};
+use baton_core::memory::{
+    PlanStatus, RECALL_TOOL, REMEMBER_TOOL, SEARCH_MEMORY_TOOL, UPDATE_PLAN_TOOL,
+    parse_plan_update, parse_remember,
+};
+use baton_core::{Event, EventRecord, ToolCall, ToolResult};
+use baton_tools::Workspace;
+use serde::Deserialize;
+
+use crate::journal::Journal;
+use crate::run_loop::Engine;
+
+/// Lines per `recall` page unless the model asks otherwise.
+const RECALL_PAGE_LINES: usize = 400;
+/// Bytes per `recall` page at most, whatever the line count: a page must fit a prompt.
+const RECALL_PAGE_BYTES: usize = 64 * 1024;
+/// How far back from a tool result `recall` looks for the call that produced it.
+const CALL_LOOKBACK: u64 = 64;
+
+#[derive(Default)]
+pub(crate) struct MemoryTools {
+    search: crate::memory_search::MemorySearch,
+}
+
+impl MemoryTools {
+    /// Runs `call` if it is a memory tool; `None` for every other tool.
+    pub(crate) async fn execute(
+        &self,
+        engine: &Engine,
+        journal: &Journal,
+        workspace: &Workspace,
+        call: &ToolCall,
+    ) -> Option<ToolResult> {
+        let state = journal.state();
+        Some(match call.name.as_str() {
+            UPDATE_PLAN_TOOL => match parse_plan_update(&call.arguments) {
+                Ok(plan) => {
+                    let count = |status| plan.iter().filter(|i| i.status == status).count();
+                    ToolResult::success(format!(
+                        "Plan updated: {} steps ({} done, {} in progress, {} pending).",
+                        plan.len(),
+                        count(PlanStatus::Done),
+                        count(PlanStatus::InProgress),
+                        count(PlanStatus::Pending)
+                    ))
+                }
+                Err(e) => ToolResult::error(e),
+            },
+            REMEMBER_TOOL => match parse_remember(&call.arguments, &state.facts) {
+                Ok(update) => ToolResult::success(match update.replaces {
+                    Some(i) => format!("Fact {} replaced.", i + 1),
+                    None => format!("Recorded as fact {}.", state.facts.len() + 1),
+                }),
+                Err(e) => ToolResult::error(e),
+            },
+            RECALL_TOOL => recall(engine, journal, &call.arguments).await,
+            SEARCH_MEMORY_TOOL => {
+                self.search
+                    .search(engine, journal, workspace, &call.arguments)
+                    .await
+            }
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecallArgs {
+    handle: String,
+    #[serde(default)]
+    offset: usize,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn recall(engine: &Engine, journal: &Journal, arguments: &str) -> ToolResult {
+    let args: RecallArgs = match serde_json::from_str(arguments) {
+        Ok(args) => args,
+        Err(e) => {
+            return ToolResult::error(format!(
+                "invalid arguments: {e}; expected {{\"handle\": \"shell#42\", \"offset\": 0}}"
+            ));
+        }
+    };
+    let Some((kind, seq)) = parse_handle(&args.handle) else {
+        return ToolResult::error(format!(
+            "`{}` is not a handle; handles look like `shell#42` (tool#sequence number)",
+            args.handle
+        ));
+    };
+    let store = &engine.parts.store;
+    let run_id = journal.run_id();
+    let event = match store.read_events(run_id, seq, 1).await {
+        Ok(events) => events.into_iter().next(),
+        Err(e) => return ToolResult::error(format!("could not read the journal: {e}")),
+    };
+    let Some(event) = event.filter(|e| e.seq == seq) else {
+        return ToolResult::error(format!("no journal event {seq} in this run"));
+    };
+    let content = match content_of(&event, kind) {
+        Ok(Some(content)) => content,
+        Ok(None) => {
+            // A tool result: check the kind against the call that produced it.
+            let from = seq.saturating_sub(CALL_LOOKBACK);
+            let earlier = store
+                .read_events(run_id, from, seq - from)
+                .await
+                .unwrap_or_default();
+            match tool_output(&event, &earlier) {
+                Some((name, content)) if name == kind => content,
+                Some((name, _)) => {
+                    return ToolResult::error(format!(
+                        "event {seq} is the output of `{name}`, not `{kind}`; its handle is {name}#{seq}"
+                    ));
+                }
+                None => {
+                    return ToolResult::error(format!(
+                        "event {seq} is a `{}` event, which has no recallable content",
+                        event.event.kind()
+                    ));
+                }
+            }
+        }
+        Err(problem) => return ToolResult::error(problem),
+    };
+    ToolResult::success(page(&args.handle, &content, args.offset, args.limit))
+}
+
+/// Content of the non-tool kinds; `Ok(None)` when the handle names a tool output.
+fn content_of(record: &EventRecord, kind: &str) -> Result<Option<String>, String> {
+    let expected = match &record.event {
+        Event::ModelCallFinished { message, .. } => {
+            let mut text = message.content.clone().unwrap_or_default();
+            for call in &message.tool_calls {
+                text.push_str(&format!("\n→ {}({})", call.name, call.arguments));
+            }
+            (MODEL_KIND, text)
+        }
+        Event::NoteAdded { text } => (NOTE_KIND, text.clone()),
+        Event::CompactionFinished { summary, .. } => (SUMMARY_KIND, summary.clone()),
+        _ => return Ok(None),
+    };
+    if expected.0 == kind {
+        Ok(Some(expected.1))
+    } else {
+        Err(format!(
+            "event {} is a `{}`; its handle is {}#{}",
+            record.seq, expected.0, expected.0, record.seq
+        ))
+    }
+}
+
+/// The tool name and output of a `tool_call_finished` event.
+fn tool_output(record: &EventRecord, earlier: &[EventRecord]) -> Option<(String, String)> {
+    let Event::ToolCallFinished {
+        call_id, result, ..
+    } = &record.event
+    else {
+        return None;
+    };
+    let name = earlier.iter().rev().find_map(|e| match &e.event {
+        Event::ToolCallStarted {
+            call_id: id, name, ..
+        } if id == call_id => Some(name.clone()),
+        _ => None,
+    })?;
+    Some((name, result.content.clone()))
+}
+
+/// One page of `content`: a header naming the line range, then the lines exactly.
+fn page(handle: &str, content: &str, offset: usize, limit: Option<usize>) -> String {
+    let lines: Vec<&str> = content.split_inclusive('\n').collect();
+    let total = lines.len();
+    if total == 0 {
+        return format!("{handle}: (empty output)");
+    }
+    if offset >= total {
+        return format!("{handle} has {total} lines; offset {offset} is past the end");
+    }
+    let limit = limit.unwrap_or(RECALL_PAGE_LINES).max(1);
+    let mut body = String::new();
+    let mut end = offset;
+    for line in lines.iter().skip(offset).take(limit) {
+        if !body.is_empty() && body.len() + line.len() > RECALL_PAGE_BYTES {
+            break;
+        }
+        body.push_str(line);
+        end += 1;
+    }
+    if body.len() > RECALL_PAGE_BYTES {
+        let mut cut = RECALL_PAGE_BYTES;
+        while !body.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        body.truncate(cut);
+        body.push_str("\n[line cut at 64 KiB]");
+    }
+    let mut out = if offset == 0 && end == total {
+        format!("{handle} ({total} lines, exact):\n")
+    } else {
+        format!("{handle} lines {}-{end} of {total} (exact):\n", offset + 1)
+    };
+    out.push_str(&body);
+    if end < total {
+        out.push_str(&format!(
+            "\n[{} more lines: recall {{\"handle\": \"{handle}\", \"offset\": {end}}}]",
+            total - end
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn whole_content_comes_back_exactly() {
+        let content = "line one\nline two\nno newline at end";
+        let out = page("shell#4", content, 0, None);
+        assert_eq!(out, format!("shell#4 (3 lines, exact):\n{content}"));
+    }
+
+    #[test]
+    fn pages_cover_everything_once() {
+        let content: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+        let first = page("shell#4", &content, 0, None);
+        assert!(first.starts_with("shell#4 lines 1-400 of 1000 (exact):\nline 0\n"));
+        assert!(first.ends_with(
+            "line 399\n\n[600 more lines: recall {\"handle\": \"shell#4\", \"offset\": 400}]"
+        ));
+        let mut rebuilt = String::new();
+        let mut offset = 0;
+        while offset < 1000 {
+            let out = page("h#1", &content, offset, Some(333));
+            let body_start = out.find('\n').unwrap() + 1;
+            let body = match out.find("\n[") {
+                Some(i) if i >= body_start => &out[body_start..i],
+                _ => &out[body_start..],
+            };
+            rebuilt.push_str(body);
+            offset += 333;
+        }
+        assert_eq!(rebuilt, content);
+        assert!(page("h#1", &content, 5000, None).contains("past the end"));
+    }
+
+    #[test]
+    fn pages_are_bounded_in_bytes() {
+        let content = format!("{}\n", "x".repeat(200_000));
+        let out = page("h#1", &content, 0, None);
+        assert!(out.len() < RECALL_PAGE_BYTES + 200);
+        assert!(out.contains("[line cut at 64 KiB]"));
+    }
+}
