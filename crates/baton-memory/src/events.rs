@@ -7,6 +7,7 @@ use baton_core::{Event, EventRecord};
 use sqlx::{Sqlite, Transaction};
 
 use crate::error::db;
+use crate::subwords::subwords;
 use crate::{GOAL_KIND, MemoryError, MemoryIndex, SCOPE_HISTORY, UNKNOWN_TOOL_KIND};
 
 /// Tool-call arguments longer than this are cut in a tool result's title (the full arguments
@@ -189,10 +190,11 @@ async fn insert(
         .await
         .map_err(db("indexing a history entry"))?
         .last_insert_rowid();
-    sqlx::query("INSERT INTO docs (rowid, title, body) VALUES (?, ?, ?)")
+    sqlx::query("INSERT INTO docs (rowid, title, body, parts) VALUES (?, ?, ?, ?)")
         .bind(id)
         .bind(&doc.title)
         .bind(&doc.body)
+        .bind(subwords(&format!("{}\n{}", doc.title, doc.body)))
         .execute(&mut **tx)
         .await
         .map_err(db("indexing a history entry"))?;

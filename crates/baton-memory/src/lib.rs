@@ -13,8 +13,10 @@
 //!
 //! `unicode61 remove_diacritics 2 tokenchars '_'`: words are runs of letters and digits plus
 //! `_`, case and accents folded. `snake_case_names` are one word (searching `snake_case_names`
-//! finds exactly that identifier; searching `snake` does not find it), `camelCase` is one word,
-//! and punctuation separates words, so `foo.bar(x)` is the words `foo bar x`. Trigrams would
+//! finds exactly that identifier), `camelCase` is one word, and punctuation separates words, so
+//! `foo.bar(x)` is the words `foo bar x`. The parts of compound identifiers (`snake`, `case`,
+//! `names`; `camel`, `Case`) are indexed too, in a separate column weighted at half, so a
+//! search for a part finds the identifiers made of it, ranked below exact uses. Trigrams would
 //! find substrings, but triple the index, miss queries under three characters and rank worse.
 //!
 //! # Queries
@@ -28,6 +30,7 @@ mod error;
 mod events;
 pub mod query;
 mod search;
+mod subwords;
 mod workspace;
 
 use std::path::Path;
@@ -55,8 +58,9 @@ const MAX_CONNECTIONS: u32 = 4;
 const SCHEMA: &[&str] = &[
     // One full-text table for history and files alike, so BM25 scores of both come from the
     // same corpus statistics and can be merged. `title` holds a file's path or a tool call's
-    // name and arguments; `body` the text.
-    "CREATE VIRTUAL TABLE docs USING fts5(title, body, \
+    // name and arguments; `body` the text; `parts` the sub-words of compound identifiers in
+    // both (`subwords.rs`).
+    "CREATE VIRTUAL TABLE docs USING fts5(title, body, parts, \
      tokenize = \"unicode61 remove_diacritics 2 tokenchars '_'\")",
     // What each document is; `id` equals the document's rowid in `docs`.
     "CREATE TABLE doc_meta (

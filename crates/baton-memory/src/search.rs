@@ -116,7 +116,7 @@ impl MemoryIndex {
         };
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT m.scope, m.run_id, m.handle, m.path, m.first_line, m.last_line, \
-                    snippet(docs, 1, ?4, ?5, ?6, ?7), bm25(docs) AS score \
+                    snippet(docs, 1, ?4, ?5, ?6, ?7), bm25(docs, 1.0, 1.0, 0.5) AS score \
              FROM docs JOIN doc_meta m ON m.id = docs.rowid \
              WHERE docs MATCH ?1 AND (?2 IS NULL OR m.scope = ?2) \
              ORDER BY score, docs.rowid LIMIT ?3",

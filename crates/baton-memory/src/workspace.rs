@@ -8,6 +8,7 @@ use std::time::UNIX_EPOCH;
 use sqlx::{Sqlite, Transaction};
 
 use crate::error::db;
+use crate::subwords::subwords;
 use crate::{MemoryError, MemoryIndex, SCOPE_FILE};
 
 /// Bounds on what [`MemoryIndex::index_workspace`] reads.
@@ -357,10 +358,11 @@ async fn insert_chunk(
     .await
     .map_err(db("indexing a file chunk"))?
     .last_insert_rowid();
-    sqlx::query("INSERT INTO docs (rowid, title, body) VALUES (?, ?, ?)")
+    sqlx::query("INSERT INTO docs (rowid, title, body, parts) VALUES (?, ?, ?, ?)")
         .bind(id)
         .bind(path)
-        .bind(body)
+        .bind(&body)
+        .bind(subwords(&format!("{path}\n{body}")))
         .execute(&mut **tx)
         .await
         .map_err(db("indexing a file chunk"))?;
