@@ -190,11 +190,12 @@ async fn insert(
         .await
         .map_err(db("indexing a history entry"))?
         .last_insert_rowid();
-    sqlx::query("INSERT INTO docs (rowid, title, body, parts) VALUES (?, ?, ?, ?)")
+    sqlx::query("INSERT INTO docs (rowid, title, body, parts, scope) VALUES (?, ?, ?, ?, ?)")
         .bind(id)
         .bind(&doc.title)
         .bind(&doc.body)
         .bind(subwords(&format!("{}\n{}", doc.title, doc.body)))
+        .bind(SCOPE_HISTORY)
         .execute(&mut **tx)
         .await
         .map_err(db("indexing a history entry"))?;

@@ -59,9 +59,12 @@ const SCHEMA: &[&str] = &[
     // One full-text table for history and files alike, so BM25 scores of both come from the
     // same corpus statistics and can be merged. `title` holds a file's path or a tool call's
     // name and arguments; `body` the text; `parts` the sub-words of compound identifiers in
-    // both (`subwords.rs`).
-    "CREATE VIRTUAL TABLE docs USING fts5(title, body, parts, \
+    // both (`subwords.rs`); `scope` (not searchable) says history or file, so that a scoped
+    // search filters without a join and FTS5 can stop after `limit` rows in rank order.
+    "CREATE VIRTUAL TABLE docs USING fts5(title, body, parts, scope UNINDEXED, \
      tokenize = \"unicode61 remove_diacritics 2 tokenchars '_'\")",
+    // `rank`: BM25 with the sub-words column at half weight.
+    "INSERT INTO docs (docs, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.5, 0.0)')",
     // What each document is; `id` equals the document's rowid in `docs`.
     "CREATE TABLE doc_meta (
         id INTEGER PRIMARY KEY,

@@ -115,11 +115,15 @@ impl MemoryIndex {
             Scope::All => None,
         };
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT m.scope, m.run_id, m.handle, m.path, m.first_line, m.last_line, \
-                    snippet(docs, 1, ?4, ?5, ?6, ?7), bm25(docs, 1.0, 1.0, 0.5) AS score \
-             FROM docs JOIN doc_meta m ON m.id = docs.rowid \
-             WHERE docs MATCH ?1 AND (?2 IS NULL OR m.scope = ?2) \
-             ORDER BY score, docs.rowid LIMIT ?3",
+            // The inner query is FTS5's rank-ordered scan: it computes only the rank of every
+            // match, then yields rows best first, so the scope filter and LIMIT stop it early
+            // and snippets are made for the returned rows only.
+            "SELECT m.scope, m.run_id, m.handle, m.path, m.first_line, m.last_line, d.snip, d.score \
+             FROM (SELECT rowid AS id, snippet(docs, 1, ?4, ?5, ?6, ?7) AS snip, rank AS score \
+                   FROM docs WHERE docs MATCH ?1 AND (?2 IS NULL OR scope = ?2) \
+                   ORDER BY rank LIMIT ?3) AS d \
+             JOIN doc_meta m ON m.id = d.id \
+             ORDER BY d.score, d.id",
         )
         .bind(expr)
         .bind(scope_filter)

@@ -358,11 +358,12 @@ async fn insert_chunk(
     .await
     .map_err(db("indexing a file chunk"))?
     .last_insert_rowid();
-    sqlx::query("INSERT INTO docs (rowid, title, body, parts) VALUES (?, ?, ?, ?)")
+    sqlx::query("INSERT INTO docs (rowid, title, body, parts, scope) VALUES (?, ?, ?, ?, ?)")
         .bind(id)
         .bind(path)
         .bind(&body)
         .bind(subwords(&format!("{path}\n{body}")))
+        .bind(SCOPE_FILE)
         .execute(&mut **tx)
         .await
         .map_err(db("indexing a file chunk"))?;
