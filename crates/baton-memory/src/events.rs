@@ -182,20 +182,23 @@ async fn insert(
     run: &str,
     doc: &HistoryDoc,
 ) -> Result<(), MemoryError> {
-    let id = sqlx::query("INSERT INTO doc_meta (scope, run_id, handle) VALUES (?, ?, ?)")
-        .bind(SCOPE_HISTORY)
-        .bind(run)
-        .bind(&doc.handle)
-        .execute(&mut **tx)
-        .await
-        .map_err(db("indexing a history entry"))?
-        .last_insert_rowid();
-    sqlx::query("INSERT INTO docs (rowid, title, body, parts, scope) VALUES (?, ?, ?, ?, ?)")
+    let id = sqlx::query(
+        // History rowids count down from -1 (see the schema).
+        "INSERT INTO doc_meta (id, scope, run_id, handle) \
+         VALUES ((SELECT min(coalesce(min(id), 0), 0) - 1 FROM doc_meta), ?, ?, ?)",
+    )
+    .bind(SCOPE_HISTORY)
+    .bind(run)
+    .bind(&doc.handle)
+    .execute(&mut **tx)
+    .await
+    .map_err(db("indexing a history entry"))?
+    .last_insert_rowid();
+    sqlx::query("INSERT INTO docs (rowid, title, body, parts) VALUES (?, ?, ?, ?)")
         .bind(id)
         .bind(&doc.title)
         .bind(&doc.body)
         .bind(subwords(&format!("{}\n{}", doc.title, doc.body)))
-        .bind(SCOPE_HISTORY)
         .execute(&mut **tx)
         .await
         .map_err(db("indexing a history entry"))?;

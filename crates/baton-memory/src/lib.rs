@@ -59,12 +59,13 @@ const SCHEMA: &[&str] = &[
     // One full-text table for history and files alike, so BM25 scores of both come from the
     // same corpus statistics and can be merged. `title` holds a file's path or a tool call's
     // name and arguments; `body` the text; `parts` the sub-words of compound identifiers in
-    // both (`subwords.rs`); `scope` (not searchable) says history or file, so that a scoped
-    // search filters without a join and FTS5 can stop after `limit` rows in rank order.
-    "CREATE VIRTUAL TABLE docs USING fts5(title, body, parts, scope UNINDEXED, \
+    // both (`subwords.rs`). A document's rowid says its scope: history entries have negative
+    // rowids, file chunks positive ones, so a scoped search is a rowid range FTS5 applies
+    // itself, and its rank-ordered scan can stop after `limit` rows.
+    "CREATE VIRTUAL TABLE docs USING fts5(title, body, parts, \
      tokenize = \"unicode61 remove_diacritics 2 tokenchars '_'\")",
     // `rank`: BM25 with the sub-words column at half weight.
-    "INSERT INTO docs (docs, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.5, 0.0)')",
+    "INSERT INTO docs (docs, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.5)')",
     // What each document is; `id` equals the document's rowid in `docs`.
     "CREATE TABLE doc_meta (
         id INTEGER PRIMARY KEY,

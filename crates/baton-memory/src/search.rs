@@ -6,7 +6,7 @@ use baton_core::RunId;
 
 use crate::error::db;
 use crate::query::to_fts;
-use crate::{MemoryError, MemoryIndex, SCOPE_FILE, SCOPE_HISTORY};
+use crate::{MemoryError, MemoryIndex, SCOPE_FILE};
 
 /// Marks a matched word in a [`Hit::snippet`]: `«word»`.
 pub const MATCH_START: &str = "«";
@@ -109,24 +109,26 @@ impl MemoryIndex {
     }
 
     async fn run(&self, expr: &str, scope: Scope, limit: usize) -> Result<Vec<Hit>, MemoryError> {
-        let scope_filter = match scope {
-            Scope::History => Some(SCOPE_HISTORY),
-            Scope::Files => Some(SCOPE_FILE),
-            Scope::All => None,
+        // History rowids are negative, file chunks' positive (see the schema).
+        let (low, high) = match scope {
+            Scope::History => (i64::MIN, -1),
+            Scope::Files => (1, i64::MAX),
+            Scope::All => (i64::MIN, i64::MAX),
         };
         let rows: Vec<Row> = sqlx::query_as(
-            // The inner query is FTS5's rank-ordered scan: it computes only the rank of every
-            // match, then yields rows best first, so the scope filter and LIMIT stop it early
-            // and snippets are made for the returned rows only.
+            // The inner query is FTS5's rank-ordered scan with a rowid range, both handled
+            // inside FTS5: it ranks every match, then yields rows best first and stops at the
+            // LIMIT, so snippets are made for the returned rows only.
             "SELECT m.scope, m.run_id, m.handle, m.path, m.first_line, m.last_line, d.snip, d.score \
-             FROM (SELECT rowid AS id, snippet(docs, 1, ?4, ?5, ?6, ?7) AS snip, rank AS score \
-                   FROM docs WHERE docs MATCH ?1 AND (?2 IS NULL OR scope = ?2) \
-                   ORDER BY rank LIMIT ?3) AS d \
+             FROM (SELECT rowid AS id, snippet(docs, 1, ?5, ?6, ?7, ?8) AS snip, rank AS score \
+                   FROM docs WHERE docs MATCH ?1 AND rowid BETWEEN ?2 AND ?3 \
+                   ORDER BY rank LIMIT ?4) AS d \
              JOIN doc_meta m ON m.id = d.id \
              ORDER BY d.score, d.id",
         )
         .bind(expr)
-        .bind(scope_filter)
+        .bind(low)
+        .bind(high)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
         .bind(MATCH_START)
         .bind(MATCH_END)

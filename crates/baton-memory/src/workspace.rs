@@ -348,7 +348,9 @@ async fn insert_chunk(
     body: String,
 ) -> Result<(), MemoryError> {
     let id = sqlx::query(
-        "INSERT INTO doc_meta (scope, path, first_line, last_line) VALUES (?, ?, ?, ?)",
+        // File rowids count up from 1 (see the schema).
+        "INSERT INTO doc_meta (id, scope, path, first_line, last_line) \
+         VALUES ((SELECT max(coalesce(max(id), 0), 0) + 1 FROM doc_meta), ?, ?, ?, ?)",
     )
     .bind(SCOPE_FILE)
     .bind(path)
@@ -358,12 +360,11 @@ async fn insert_chunk(
     .await
     .map_err(db("indexing a file chunk"))?
     .last_insert_rowid();
-    sqlx::query("INSERT INTO docs (rowid, title, body, parts, scope) VALUES (?, ?, ?, ?, ?)")
+    sqlx::query("INSERT INTO docs (rowid, title, body, parts) VALUES (?, ?, ?, ?)")
         .bind(id)
         .bind(path)
         .bind(&body)
         .bind(subwords(&format!("{path}\n{body}")))
-        .bind(SCOPE_FILE)
         .execute(&mut **tx)
         .await
         .map_err(db("indexing a file chunk"))?;
