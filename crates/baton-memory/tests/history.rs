@@ -291,3 +291,16 @@ async fn empty_queries_and_limits() {
             .is_empty()
     );
 }
+
+/// The engine holds the index in an `Arc` and calls it from spawned tasks.
+#[tokio::test]
+async fn the_index_and_its_futures_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let index = MemoryIndex::new().await.unwrap();
+    send_sync(&index);
+    let dir = tempfile::tempdir().unwrap();
+    send(&index.index_workspace(dir.path()));
+    send(&index.index_events(&[]));
+    send(&index.search("x", Scope::All, 1));
+}

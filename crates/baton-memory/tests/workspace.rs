@@ -308,6 +308,20 @@ async fn the_more_relevant_file_ranks_first_and_history_merges_by_score() {
 }
 
 #[tokio::test]
+async fn concurrent_indexing_calls_do_not_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for i in 0..20 {
+        write(root, &format!("f{i}.txt"), format!("word{i} common_word\n"));
+    }
+    let index = MemoryIndex::new().await.unwrap();
+    let (a, b) = tokio::join!(index.index_workspace(root), index.index_workspace(root));
+    assert_eq!(a.unwrap().files_indexed + b.unwrap().files_indexed, 20);
+    assert_eq!(index.document_count().await.unwrap(), 20);
+    assert_eq!(find(&index, "common_word").await.len(), 20);
+}
+
+#[tokio::test]
 async fn a_missing_root_is_an_error() {
     let index = MemoryIndex::new().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
