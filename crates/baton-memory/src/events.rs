@@ -183,9 +183,11 @@ async fn insert(
     doc: &HistoryDoc,
 ) -> Result<(), MemoryError> {
     let id = sqlx::query(
-        // History rowids count down from -1 (see the schema).
+        // History rowids are negative (see the schema) and, like all rowids, increasing: FTS5
+        // writes a new segment whenever a rowid is lower than the previous one.
         "INSERT INTO doc_meta (id, scope, run_id, handle) \
-         VALUES ((SELECT min(coalesce(min(id), 0), 0) - 1 FROM doc_meta), ?, ?, ?)",
+         VALUES (coalesce((SELECT max(id) FROM doc_meta WHERE id < 0) + 1, -4611686018427387904), \
+                 ?, ?, ?)",
     )
     .bind(SCOPE_HISTORY)
     .bind(run)

@@ -60,12 +60,15 @@ const SCHEMA: &[&str] = &[
     // same corpus statistics and can be merged. `title` holds a file's path or a tool call's
     // name and arguments; `body` the text; `parts` the sub-words of compound identifiers in
     // both (`subwords.rs`). A document's rowid says its scope: history entries have negative
-    // rowids, file chunks positive ones, so a scoped search is a rowid range FTS5 applies
+    // rowids (counting up from -2^62), file chunks positive ones, so a scoped search is a rowid range FTS5 applies
     // itself, and its rank-ordered scan can stop after `limit` rows.
     "CREATE VIRTUAL TABLE docs USING fts5(title, body, parts, \
      tokenize = \"unicode61 remove_diacritics 2 tokenchars '_'\")",
     // `rank`: BM25 with the sub-words column at half weight.
     "INSERT INTO docs (docs, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.5)')",
+    // Terms buffered in memory before FTS5 writes a segment (default 1 MiB): fewer, larger
+    // segments while a workspace is indexed.
+    "INSERT INTO docs (docs, rank) VALUES ('hashsize', 16777216)",
     // What each document is; `id` equals the document's rowid in `docs`.
     "CREATE TABLE doc_meta (
         id INTEGER PRIMARY KEY,

@@ -350,7 +350,7 @@ async fn insert_chunk(
     let id = sqlx::query(
         // File rowids count up from 1 (see the schema).
         "INSERT INTO doc_meta (id, scope, path, first_line, last_line) \
-         VALUES ((SELECT max(coalesce(max(id), 0), 0) + 1 FROM doc_meta), ?, ?, ?, ?)",
+         VALUES (max(coalesce((SELECT max(id) FROM doc_meta), 0), 0) + 1, ?, ?, ?, ?)",
     )
     .bind(SCOPE_FILE)
     .bind(path)
