@@ -21,10 +21,22 @@
 //!
 //! # Queries
 //!
-//! Any text is accepted (see [`query`](crate::query) for the exact rules): whitespace-separated
+//! Any text is accepted (see [`query`] for the exact rules): whitespace-separated
 //! chunks become quoted phrases that must all match (`std::fs::read` matches those three words
 //! in a row); when that finds nothing, any single word may match. FTS5 syntax in the text is
 //! never interpreted. Text without a single word is [`MemoryError::EmptyQuery`].
+//!
+//! # Ranking
+//!
+//! FTS5's `bm25()` over one table holding history and files alike, so a search of both scopes
+//! merges them by comparable scores. [`Hit::score`] is BM25 negated: higher is better.
+//!
+//! # Known limits
+//!
+//! - A file changed without a change of size or mtime is not re-read (mtime granularity).
+//! - Hidden files are not indexed (this keeps `.env` out, and also `.github/`).
+//! - Whole words only, besides identifier parts: `read` does not find `reader`.
+//! - The index is a disposable cache: a new process builds it again (seconds for tens of MB).
 
 mod error;
 mod events;
@@ -40,7 +52,9 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use tokio::sync::Mutex;
 
 pub use error::MemoryError;
-pub use search::{Hit, HitSource, Scope};
+pub use search::{
+    ELLIPSIS, Hit, HitSource, MATCH_END, MATCH_START, MAX_LIMIT, MAX_SNIPPET_CHARS, Scope,
+};
 pub use workspace::{WorkspaceIndexReport, WorkspaceLimits};
 
 use error::db;
