@@ -1,0 +1,409 @@
+//! Indexing workspace files.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+use sqlx::{Sqlite, Transaction};
+
+use crate::error::db;
+use crate::subwords::subwords;
+use crate::{MemoryError, MemoryIndex, SCOPE_FILE};
+
+/// Bounds on what [`MemoryIndex::index_workspace`] reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkspaceLimits {
+    /// Files larger than this are skipped (generated code, data, logs).
+    pub max_file_bytes: u64,
+    /// At most this many files are indexed, the first in the walk's order (sorted by name,
+    /// directory by directory); the rest are reported as over the cap.
+    pub max_files: usize,
+    /// Lines per indexed chunk: a file hit names a range of at most this many lines.
+    pub chunk_lines: usize,
+}
+
+impl Default for WorkspaceLimits {
+    fn default() -> Self {
+        WorkspaceLimits {
+            max_file_bytes: 1024 * 1024,
+            max_files: 20_000,
+            chunk_lines: 40,
+        }
+    }
+}
+
+/// A file is binary if this many leading bytes contain a NUL.
+const BINARY_SNIFF_BYTES: usize = 8 * 1024;
+/// Files are read and written to the index in batches of about this many bytes, bounding memory.
+const BATCH_BYTES: u64 = 8 * 1024 * 1024;
+/// Directories never indexed, wherever they appear (also skipped as hidden, but not only).
+const SKIPPED_DIRS: &[&str] = &[".git", ".baton"];
+
+/// What one [`MemoryIndex::index_workspace`] call did. Every walked file is counted in exactly
+/// one of `files_indexed`, `files_unchanged`, `files_binary` and `files_unreadable`; their sum
+/// is `files_seen`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkspaceIndexReport {
+    /// Files the walk accepted: not ignored, not hidden, not over the size cap, within the
+    /// file cap.
+    pub files_seen: usize,
+    /// Text files read and indexed by this call (new or changed).
+    pub files_indexed: usize,
+    /// Text files unchanged since the last call (same size and mtime), not read again.
+    pub files_unchanged: usize,
+    /// Files skipped as binary (a NUL byte in the first 8 KiB).
+    pub files_binary: usize,
+    /// Files that could not be read this time (their old chunks are dropped).
+    pub files_unreadable: usize,
+    /// Files dropped from the index: deleted, now ignored, too large, or beyond the cap.
+    pub files_removed: usize,
+    /// Files skipped for being larger than [`WorkspaceLimits::max_file_bytes`].
+    pub files_too_large: usize,
+    /// The walk stopped at [`WorkspaceLimits::max_files`]: files after it are not indexed.
+    pub file_cap_hit: bool,
+    /// Directory entries the walk could not read (permissions, broken ignore files).
+    pub walk_errors: usize,
+    /// Chunks written by this call.
+    pub chunks_indexed: usize,
+}
+
+/// A walked file.
+#[derive(Clone, Debug)]
+struct Stat {
+    rel: String,
+    abs: PathBuf,
+    size: u64,
+    mtime_ns: i64,
+}
+
+struct Scan {
+    files: Vec<Stat>,
+    too_large: usize,
+    cap_hit: bool,
+    errors: usize,
+}
+
+enum Content {
+    Text(String),
+    Binary,
+    Unreadable,
+}
+
+impl MemoryIndex {
+    /// Brings the index of the workspace at `root` up to date and reports what changed.
+    ///
+    /// Walks `root` honouring `.gitignore` (also outside a git repository), `.ignore` and git's
+    /// exclude files, skipping hidden files and directories (so `.git/`, `.baton/`, `.env`),
+    /// symlinks, files over [`WorkspaceLimits::max_file_bytes`] and any file past
+    /// [`WorkspaceLimits::max_files`]. Only files whose size or modification time changed since
+    /// the last call are read again; files no longer walked are dropped. Binary files (a NUL in
+    /// the first 8 KiB) are skipped; invalid UTF-8 is replaced, never an error. Each text file
+    /// is indexed in chunks of [`WorkspaceLimits::chunk_lines`] lines, under its path.
+    ///
+    /// One index holds one workspace: calling this with another root replaces the files of the
+    /// previous one. A change that keeps both size and mtime (possible within the file
+    /// system's timestamp granularity) is not noticed until the next change.
+    pub async fn index_workspace(&self, root: &Path) -> Result<WorkspaceIndexReport, MemoryError> {
+        let _writer = self.write_lock.lock().await;
+        let meta = std::fs::metadata(root).map_err(|source| MemoryError::Io {
+            path: root.to_owned(),
+            source,
+        })?;
+        if !meta.is_dir() {
+            return Err(MemoryError::Io {
+                path: root.to_owned(),
+                source: std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"),
+            });
+        }
+
+        let walk_root = root.to_owned();
+        let limits = self.limits.clone();
+        let scan = tokio::task::spawn_blocking(move || scan(&walk_root, &limits))
+            .await
+            .map_err(|e| MemoryError::Task(e.to_string()))?;
+        let mut report = WorkspaceIndexReport {
+            files_seen: scan.files.len(),
+            files_too_large: scan.too_large,
+            file_cap_hit: scan.cap_hit,
+            walk_errors: scan.errors,
+            ..WorkspaceIndexReport::default()
+        };
+
+        let known: Vec<(String, i64, i64, bool)> =
+            sqlx::query_as("SELECT path, size, mtime_ns, binary FROM files")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db("reading the indexed files"))?;
+        let known: HashMap<String, (i64, i64, bool)> = known
+            .into_iter()
+            .map(|(path, size, mtime, binary)| (path, (size, mtime, binary)))
+            .collect();
+
+        let walked: HashSet<&str> = scan.files.iter().map(|f| f.rel.as_str()).collect();
+        let removed: Vec<&String> = known
+            .keys()
+            .filter(|path| !walked.contains(path.as_str()))
+            .collect();
+        if !removed.is_empty() {
+            let mut tx = self.pool.begin().await.map_err(db("dropping files"))?;
+            for path in &removed {
+                drop_file(&mut tx, path).await?;
+            }
+            tx.commit().await.map_err(db("dropping files"))?;
+        }
+        report.files_removed = removed.len();
+
+        let mut changed = Vec::new();
+        for file in scan.files {
+            match known.get(&file.rel) {
+                Some(&(size, mtime, binary))
+                    if i64::try_from(file.size).ok() == Some(size) && mtime == file.mtime_ns =>
+                {
+                    if binary {
+                        report.files_binary += 1;
+                    } else {
+                        report.files_unchanged += 1;
+                    }
+                }
+                _ => changed.push(file),
+            }
+        }
+
+        // Read and index in batches of about BATCH_BYTES, one transaction each.
+        let mut rest = changed.into_iter().peekable();
+        while rest.peek().is_some() {
+            let mut batch = Vec::new();
+            let mut bytes = 0;
+            while let Some(file) = rest.next_if(|_| batch.is_empty() || bytes < BATCH_BYTES) {
+                bytes += file.size;
+                batch.push(file);
+            }
+            let max_bytes = self.limits.max_file_bytes;
+            let read = tokio::task::spawn_blocking(move || {
+                batch
+                    .into_iter()
+                    .map(|file| {
+                        let content = read(&file.abs, max_bytes);
+                        (file, content)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|e| MemoryError::Task(e.to_string()))?;
+
+            let mut tx = self.pool.begin().await.map_err(db("indexing files"))?;
+            for (file, content) in read {
+                drop_file(&mut tx, &file.rel).await?;
+                match content {
+                    Content::Text(text) => {
+                        report.files_indexed += 1;
+                        for (first, last, body) in chunks(&text, self.limits.chunk_lines) {
+                            insert_chunk(&mut tx, &file.rel, first, last, body).await?;
+                            report.chunks_indexed += 1;
+                        }
+                        remember(&mut tx, &file, false).await?;
+                    }
+                    Content::Binary => {
+                        report.files_binary += 1;
+                        remember(&mut tx, &file, true).await?;
+                    }
+                    // Not remembered: tried again next time.
+                    Content::Unreadable => report.files_unreadable += 1,
+                }
+            }
+            tx.commit().await.map_err(db("indexing files"))?;
+        }
+        Ok(report)
+    }
+}
+
+fn scan(root: &Path, limits: &WorkspaceLimits) -> Scan {
+    let mut out = Scan {
+        files: Vec::new(),
+        too_large: 0,
+        cap_hit: false,
+        errors: 0,
+    };
+    let walker = ignore::WalkBuilder::new(root)
+        // A workspace need not be a git repository for its .gitignore to mean something.
+        .require_git(false)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .filter_entry(|entry| {
+            !(entry.file_type().is_some_and(|t| t.is_dir())
+                && SKIPPED_DIRS.iter().any(|d| entry.file_name() == *d))
+        })
+        .build();
+    for entry in walker {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(_) => {
+                out.errors += 1;
+                continue;
+            }
+        };
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let meta = match entry.metadata() {
+            Ok(meta) => meta,
+            Err(_) => {
+                out.errors += 1;
+                continue;
+            }
+        };
+        if meta.len() > limits.max_file_bytes {
+            out.too_large += 1;
+            continue;
+        }
+        if out.files.len() >= limits.max_files {
+            out.cap_hit = true;
+            break;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let rel = rel
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+        out.files.push(Stat {
+            rel,
+            abs: entry.into_path(),
+            size: meta.len(),
+            mtime_ns,
+        });
+    }
+    out
+}
+
+fn read(path: &Path, max_bytes: u64) -> Content {
+    let mut bytes = Vec::new();
+    // The file may have grown since it was walked: read no more than the cap.
+    let result =
+        std::fs::File::open(path).and_then(|file| file.take(max_bytes).read_to_end(&mut bytes));
+    if result.is_err() {
+        return Content::Unreadable;
+    }
+    let sniff = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
+    if sniff.contains(&0) {
+        return Content::Binary;
+    }
+    Content::Text(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// `(first_line, last_line, text)` of each chunk of `lines` lines (1-based, inclusive);
+/// chunks of only whitespace are left out.
+fn chunks(text: &str, lines: usize) -> Vec<(u32, u32, String)> {
+    let lines = lines.max(1);
+    let all: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, window) in all.chunks(lines).enumerate() {
+        let body = window.join("\n");
+        if body.trim().is_empty() {
+            continue;
+        }
+        let first = i * lines + 1;
+        let last = first + window.len() - 1;
+        out.push((
+            u32::try_from(first).unwrap_or(u32::MAX),
+            u32::try_from(last).unwrap_or(u32::MAX),
+            body,
+        ));
+    }
+    out
+}
+
+async fn drop_file(tx: &mut Transaction<'static, Sqlite>, path: &str) -> Result<(), MemoryError> {
+    sqlx::query("DELETE FROM docs WHERE rowid IN (SELECT id FROM doc_meta WHERE path = ?)")
+        .bind(path)
+        .execute(&mut **tx)
+        .await
+        .map_err(db("dropping a file's chunks"))?;
+    sqlx::query("DELETE FROM doc_meta WHERE path = ?")
+        .bind(path)
+        .execute(&mut **tx)
+        .await
+        .map_err(db("dropping a file's chunks"))?;
+    sqlx::query("DELETE FROM files WHERE path = ?")
+        .bind(path)
+        .execute(&mut **tx)
+        .await
+        .map_err(db("dropping a file"))?;
+    Ok(())
+}
+
+async fn insert_chunk(
+    tx: &mut Transaction<'static, Sqlite>,
+    path: &str,
+    first: u32,
+    last: u32,
+    body: String,
+) -> Result<(), MemoryError> {
+    let id = sqlx::query(
+        // File rowids count up from 1 (see the schema).
+        "INSERT INTO doc_meta (id, scope, path, first_line, last_line) \
+         VALUES (max(coalesce((SELECT max(id) FROM doc_meta), 0), 0) + 1, ?, ?, ?, ?)",
+    )
+    .bind(SCOPE_FILE)
+    .bind(path)
+    .bind(i64::from(first))
+    .bind(i64::from(last))
+    .execute(&mut **tx)
+    .await
+    .map_err(db("indexing a file chunk"))?
+    .last_insert_rowid();
+    sqlx::query("INSERT INTO docs (rowid, title, body, parts) VALUES (?, ?, ?, ?)")
+        .bind(id)
+        .bind(path)
+        .bind(&body)
+        .bind(subwords(&format!("{path}\n{body}")))
+        .execute(&mut **tx)
+        .await
+        .map_err(db("indexing a file chunk"))?;
+    Ok(())
+}
+
+async fn remember(
+    tx: &mut Transaction<'static, Sqlite>,
+    file: &Stat,
+    binary: bool,
+) -> Result<(), MemoryError> {
+    sqlx::query("INSERT INTO files (path, size, mtime_ns, binary) VALUES (?, ?, ?, ?)")
+        .bind(&file.rel)
+        .bind(i64::try_from(file.size).unwrap_or(i64::MAX))
+        .bind(file.mtime_ns)
+        .bind(binary)
+        .execute(&mut **tx)
+        .await
+        .map_err(db("recording an indexed file"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_name_their_lines() {
+        let text: String = (1..=7).map(|i| format!("line {i}\n")).collect();
+        let got: Vec<(u32, u32)> = chunks(&text, 3).iter().map(|c| (c.0, c.1)).collect();
+        assert_eq!(got, [(1, 3), (4, 6), (7, 7)]);
+        assert_eq!(chunks(&text, 3)[1].2, "line 4\nline 5\nline 6");
+        assert!(chunks("", 40).is_empty());
+        assert_eq!(
+            chunks("a\n\n\n\n\nb", 2)
+                .iter()
+                .map(|c| c.0)
+                .collect::<Vec<_>>(),
+            [1, 5]
+        );
+    }
+}
