@@ -587,3 +587,66 @@ async fn requests_carry_context_metrics_and_the_prefix_stays_stable() {
         metrics[3].counted_prompt_tokens
     );
 }
+
+#[tokio::test]
+async fn search_memory_finds_history_by_handle_and_files_by_lines() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.path().join("notes.md"),
+        "# Notes\nThe quokka config lives here.\n",
+    )
+    .unwrap();
+    let provider = Arc::new(FnProvider::new(|_, n| match n {
+        0 => call(
+            "shell",
+            json!({"command": "echo the zanzibar_flag is set"}),
+            900,
+        ),
+        1 => call("search_memory", json!({"query": "zanzibar_flag"}), 900),
+        2 => call(
+            "search_memory",
+            json!({"query": "quokka config", "scope": "files"}),
+            900,
+        ),
+        3 => call(
+            "search_memory",
+            json!({"query": "quokka", "scope": "history"}),
+            900,
+        ),
+        4 => call("search_memory", json!({"query": "\"(*"}), 900),
+        _ => call("finish", json!({"summary": "done"}), 900),
+    }));
+    let (outcome, events, _) = run(ws.path(), ContextSettings::default(), provider).await;
+    assert!(
+        matches!(outcome, RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
+    let results: Vec<(u64, &ToolResult)> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolCallFinished { result, .. } => Some((e.seq, result)),
+            _ => None,
+        })
+        .collect();
+    let shell_seq = results[0].0;
+    let history = &results[1].1.content;
+    assert!(
+        history.contains(&format!("shell#{shell_seq} — ")),
+        "{history}"
+    );
+    assert!(history.contains("«zanzibar_flag»"), "{history}");
+    let files = &results[2].1.content;
+    assert!(files.contains("1. notes.md:1-2 — "), "{files}");
+    // A history search finds the earlier calls and results, never the file itself.
+    let only_history = &results[3].1.content;
+    assert!(only_history.contains("model#"), "{only_history}");
+    assert!(
+        !only_history.lines().any(|l| l
+            .split_once(". ")
+            .is_some_and(|(_, rest)| rest.starts_with("notes.md"))),
+        "{only_history}"
+    );
+    // Garbage with no words is the model's error, not a crash.
+    let garbage = results[4].1;
+    assert_eq!(garbage.outcome, ToolOutcome::Error, "{}", garbage.content);
+}
