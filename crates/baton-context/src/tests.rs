@@ -124,3 +124,165 @@ fn assembled_request_snapshot() {
 fn no_request_before_the_run_started() {
     assert!(assemble(&RunState::default()).is_none());
 }
+
+/// A run of `turns` turns, each calling `shell` for a 20-line output (turn 1 also sets the plan,
+/// turn 2 records a fact), with the history through turn `compact_after` compacted.
+fn long_run(turns: u32, compact_after: u32) -> Vec<EventRecord> {
+    let run_id = RunId::from_string("r2");
+    let mut settings = state_with_history().settings.unwrap();
+    settings.context = ContextSettings {
+        window_tokens: 8_192,
+        compact_at_percent: 80,
+        masking: Masking::OlderThan {
+            keep_turns: 1,
+            batch_turns: 2,
+            min_bytes: 100,
+        },
+        compaction: Compaction::Summarize {
+            keep_recent_turns: 1,
+        },
+    };
+    let mut state = RunState::default();
+    let mut records = vec![];
+    let mut push = |state: &mut RunState, event: Event| {
+        let record = EventRecord {
+            run_id: run_id.clone(),
+            seq: state.next_seq,
+            at: jiff::Timestamp::from_second(2_000 + state.next_seq as i64).unwrap(),
+            event,
+        };
+        state.apply(&record).unwrap();
+        records.push(record);
+    };
+    push(
+        &mut state,
+        Event::RunStarted {
+            goal: "Make the tests pass".into(),
+            workspace: "/w".into(),
+            settings,
+            system_prompt: "You are a test agent.".into(),
+            project_instructions: None,
+            tools: memory_tool_specs()[..1].to_vec(),
+        },
+    );
+    for turn in 1..=turns {
+        push(&mut state, Event::TurnStarted { turn });
+        if turn == compact_after + 1 {
+            let replaced = compact::compaction_cut(&state, 1).unwrap();
+            let (first_seq, last_seq) = (
+                state.history[0].seq,
+                state.history[replaced as usize - 1].seq,
+            );
+            push(
+                &mut state,
+                Event::CompactionStarted {
+                    turn,
+                    replaced,
+                    trigger: CompactionTrigger::Threshold,
+                    estimated_prompt_tokens: 7_000,
+                },
+            );
+            push(
+                &mut state,
+                Event::CompactionFinished {
+                    turn,
+                    summary: "## Next step\nFix parse_line.".into(),
+                    replaced,
+                    first_seq,
+                    last_seq,
+                    left_out: 0,
+                    usage: None,
+                    cost_usd: None,
+                    served_model: None,
+                    duration_ms: 1,
+                },
+            );
+        }
+        let (name, arguments) = match turn {
+            1 => (
+                "update_plan",
+                r#"{"items":[{"step":"fix parse_line","status":"in_progress"}]}"#.to_string(),
+            ),
+            2 => ("remember", r#"{"fact":"tests live in tests/"}"#.to_string()),
+            _ => ("shell", format!(r#"{{"command":"cargo test {turn}"}}"#)),
+        };
+        let call = ToolCall {
+            id: format!("c{turn}"),
+            name: name.into(),
+            arguments: arguments.clone(),
+        };
+        push(
+            &mut state,
+            Event::ModelCallStarted {
+                turn,
+                call: turn,
+                attempt: 1,
+                request_sha256: "x".into(),
+                context: None,
+            },
+        );
+        push(
+            &mut state,
+            Event::ModelCallFinished {
+                turn,
+                call: turn,
+                message: AssistantMessage {
+                    content: None,
+                    tool_calls: vec![call],
+                },
+                usage: None,
+                cost_usd: None,
+                finish_reason: None,
+                served_model: None,
+                duration_ms: 1,
+            },
+        );
+        push(
+            &mut state,
+            Event::ToolCallStarted {
+                turn,
+                call_id: format!("c{turn}"),
+                name: name.into(),
+                arguments,
+                effect: ToolEffect::ReadOnly,
+            },
+        );
+        let output = match name {
+            "shell" => (0..20)
+                .map(|i| format!("test case {i} of turn {turn} ... ok\n"))
+                .collect(),
+            _ => "ok".to_string(),
+        };
+        push(
+            &mut state,
+            Event::ToolCallFinished {
+                turn,
+                call_id: format!("c{turn}"),
+                result: ToolResult::success(output),
+                duration_ms: 1,
+            },
+        );
+        push(&mut state, Event::TurnFinished { turn });
+    }
+    push(&mut state, Event::TurnStarted { turn: turns + 1 });
+    records
+}
+
+#[test]
+fn long_run_request_snapshot_shows_summary_masking_and_working_memory() {
+    let state = replay(&long_run(7, 4)).unwrap();
+    let assembly = assemble_with_report(&state).unwrap();
+    // The compaction at turn 5 kept turn 4 on; at turn 8 the horizon masks through turn 6, so
+    // the outputs of turns 4, 5 and 6 are placeholders and turn 7's is whole.
+    assert_eq!(assembly.masked_outputs, 3);
+    insta::assert_json_snapshot!(assembly.request);
+}
+
+#[test]
+fn compaction_request_snapshot() {
+    let state = replay(&long_run(4, 99)).unwrap();
+    let cut = compact::compaction_cut(&state, 1).unwrap();
+    let request = compact::compaction_request(&state, cut, 0).unwrap();
+    assert_eq!(request.tool_choice, ToolChoice::None);
+    insta::assert_json_snapshot!(request);
+}
