@@ -325,3 +325,73 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod context_tests {
+    use super::*;
+
+    fn parse(text: &str) -> ContextConfig {
+        let layer: ConfigLayer = toml::from_str(text).unwrap();
+        layer.context.unwrap_or_default()
+    }
+
+    #[test]
+    fn context_keys_override_the_profile() {
+        let config = parse(
+            "[context]\nwindow = 4096\ncompact_at_percent = 70\nmask_keep_turns = 1\nkeep_recent_turns = 5\n",
+        );
+        let applied = config.apply(ContextSettings::default()).unwrap();
+        assert_eq!(applied.window_tokens, 4096);
+        assert_eq!(applied.compact_at_percent, 70);
+        assert_eq!(
+            applied.masking,
+            Masking::OlderThan {
+                keep_turns: 1,
+                batch_turns: 12,
+                min_bytes: 400
+            }
+        );
+        assert_eq!(
+            applied.compaction,
+            Compaction::Summarize {
+                keep_recent_turns: 5
+            }
+        );
+    }
+
+    #[test]
+    fn tiers_can_be_switched_off_and_on() {
+        let off = parse("[context]\nmasking = false\nsummary = false\n")
+            .apply(ContextSettings::default())
+            .unwrap();
+        assert_eq!(
+            (off.masking, off.compaction),
+            (Masking::Off, Compaction::Off)
+        );
+        let on = parse("[context]\nmasking = true\n").apply(off).unwrap();
+        assert!(matches!(on.masking, Masking::OlderThan { .. }));
+        assert_eq!(on.compaction, Compaction::Off);
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let err = parse("[context]\nwindow = 10\n")
+            .apply(ContextSettings::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("too small"), "{err}");
+        let err = parse("[context]\ncompact_at_percent = 150\n")
+            .apply(ContextSettings::default())
+            .unwrap_err();
+        assert!(err.to_string().contains("compact_at_percent"), "{err}");
+        assert!(toml::from_str::<ConfigLayer>("[context]\nwindw = 1\n").is_err());
+    }
+
+    #[test]
+    fn context_tables_merge_key_by_key() {
+        let user: ConfigLayer =
+            toml::from_str("[context]\nwindow = 4096\nmasking = false\n").unwrap();
+        let project: ConfigLayer = toml::from_str("[context]\nwindow = 9000\n").unwrap();
+        let merged = user.overlay(project).context.unwrap();
+        assert_eq!((merged.window, merged.masking), (Some(9000), Some(false)));
+    }
+}
