@@ -68,7 +68,7 @@ run_baton() {
   rm -f "$work/usage.jsonl"
   set +e
   "$baton" --workspace "$work/ws-$mode" run --base-url "http://127.0.0.1:$proxy_port/v1" --model smollm2 \
-    --max-turns 3 --json "$@" "Create a file named hello.txt that contains the word hi, then call finish." \
+    --max-turns 3 --context-window 4096 --json "$@" "Create a file named hello.txt that contains the word hi, then call finish." \
     >"$work/events-$mode.jsonl" 2>"$work/stderr-$mode.log"
   local code=$?
   set -e
