@@ -501,6 +501,17 @@ pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
             state.turns_finished,
             settings.limits.max_turns
         );
+        outln!(
+            "context    window {} tokens, {} compaction{}, {} history entries{}",
+            settings.context.window_tokens,
+            state.compactions,
+            if state.compactions == 1 { "" } else { "s" },
+            state.history.len(),
+            match (state.plan.len(), state.facts.len()) {
+                (0, 0) => String::new(),
+                (plan, facts) => format!(", plan of {plan} steps, {facts} durable facts"),
+            }
+        );
     }
     outln!("model calls {}", state.model_calls_finished);
     outln!(

@@ -36,7 +36,11 @@ fn main() {
         .find_map(|a| a.parse().ok())
         .unwrap_or(300);
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(bench(turns));
+    // A strong model's profile and the default one (any unknown model), both held to a 32k
+    // window; token counts are o200k in both.
+    for profile_model in ["gpt-4o", "some-local-model"] {
+        runtime.block_on(bench(turns, profile_model));
+    }
 }
 
 /// ~2 KB of code-like text, different per file.
@@ -51,7 +55,7 @@ fn file_text(n: usize) -> String {
         .collect()
 }
 
-async fn bench(turns: usize) {
+async fn bench(turns: usize, profile_model: &str) {
     let ws = tempfile::tempdir().unwrap();
     for n in 0..FILES {
         std::fs::write(ws.path().join(format!("f{n}.rs")), file_text(n)).unwrap();
@@ -114,7 +118,8 @@ async fn bench(turns: usize) {
         prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
         rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
     });
-    let mut context = baton_context::profile::profile_for("gpt-4o").context;
+    let profile = baton_context::profile::profile_for(profile_model);
+    let mut context = profile.context;
     context.window_tokens = WINDOW;
     let settings = RunSettings {
         model: ModelSettings {
@@ -130,6 +135,7 @@ async fn bench(turns: usize) {
         },
         context,
     };
+    let settings_masking = settings.context.masking;
     let started = Instant::now();
     let outcome = engine
         .start(StartRun {
@@ -182,7 +188,8 @@ async fn bench(turns: usize) {
     let model_calls = sizes.len() - requests.iter().filter(|r| is_summary_request(r)).count();
 
     println!(
-        "context benchmark: {turns} turns, ~2 KB tool output per turn, window {WINDOW} tokens"
+        "context benchmark, profile `{}` ({:?}): {turns} turns, ~2 KB tool output per turn, window {WINDOW} tokens",
+        profile.name, settings_masking
     );
     println!("  model calls                {model_calls} (+{compactions} summary calls)");
     println!("  prompt tokens sent         {sent}");
