@@ -41,7 +41,7 @@ pub fn compaction_cut(state: &RunState, keep_recent_turns: u32) -> Option<u32> {
         .position(|entry| entry.turn >= keep_from)
         .unwrap_or(state.history.len());
     let new_material = state.history[..cut].iter().any(|e| e.turn > 0);
-    (cut > 0 && new_material).then(|| cut as u32)
+    (cut > 0 && new_material).then_some(cut as u32)
 }
 
 /// How many turns a compaction of `state` keeps (`None`: compaction is off).

@@ -48,6 +48,7 @@ impl Journal {
                     max_turns: 10,
                     shell_timeout_secs: 5,
                 },
+                context: Default::default(),
             },
             system_prompt: "You are a coding agent.".into(),
             project_instructions: None,
