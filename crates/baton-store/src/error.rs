@@ -60,16 +60,45 @@ pub enum StoreError {
     Corrupt { path: PathBuf, detail: String },
 
     /// The database was migrated by a newer baton; an older one must not write to it.
+    /// `store` is the file path or the server URL (password redacted).
     #[error(
-        "the store {} has schema version {found}, but this baton knows only up to {supported}; \
-         nothing was changed. Upgrade baton to use this store",
-        .path.display()
+        "the store {store} has schema version {found}, but this baton knows only up to \
+         {supported}; nothing was changed. Upgrade baton to use this store"
     )]
     NewerSchema {
-        path: PathBuf,
+        store: String,
         found: i64,
         supported: i64,
     },
+
+    /// A database server holds rows this crate could not have written (an unknown status, a
+    /// gap in a journal). Nothing was changed; `store` is the URL with any password redacted.
+    #[error("the store {store} holds data this baton cannot read ({detail}); nothing was changed")]
+    CorruptData { store: String, detail: String },
+
+    /// The database server could not be reached (nothing listening, connection dropped, server
+    /// restarting). Retryable: the same call may work once the server is back.
+    #[error(
+        "cannot reach the store at {url}: {source}; check that the server is running and the \
+         URL is right"
+    )]
+    Unreachable {
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// The server answered but refused us: wrong password, unknown user or database, no
+    /// permission. Not retryable: the URL or the server's configuration must change.
+    #[error("the store at {url} refused the connection: {detail}")]
+    Refused { url: String, detail: String },
+
+    /// `--store` / `BATON_STORE` named something that is neither a Postgres URL nor a file.
+    #[error(
+        "unsupported store {url}: use postgres://USER@HOST/DB (or postgresql://…), or a path \
+         to a SQLite file"
+    )]
+    UnsupportedUrl { url: String },
 
     #[error("database error while {context}: {source}")]
     Database {
@@ -109,6 +138,7 @@ impl StoreError {
         match self {
             StoreError::Database { source, .. } => sqlx_error_is_retryable(source),
             StoreError::Io { source, .. } => io_kind_is_retryable(source.kind()),
+            StoreError::Unreachable { .. } => true,
             StoreError::Locked { .. }
             | StoreError::LeaseLost { .. }
             | StoreError::NotFound { .. }
@@ -117,16 +147,32 @@ impl StoreError {
             | StoreError::InvalidRecords { .. }
             | StoreError::Corrupt { .. }
             | StoreError::NewerSchema { .. }
+            | StoreError::CorruptData { .. }
+            | StoreError::Refused { .. }
+            | StoreError::UnsupportedUrl { .. }
             | StoreError::Serialization { .. } => false,
         }
     }
 }
 
+/// Postgres SQLSTATEs after which the same transaction, run again, may well succeed:
+/// serialization failure, deadlock, lock not available, too many connections, and the server
+/// shutting down or restarting (class 08 and 57P0x are matched by prefix below).
+const PG_RETRYABLE_STATES: &[&str] = &[
+    "40001", "40P01", "55P03", "53300", "57P01", "57P02", "57P03",
+];
+
 fn sqlx_error_is_retryable(error: &sqlx::Error) -> bool {
     match error {
-        sqlx::Error::Database(db) => {
-            sqlite_primary_code(db.as_ref()).is_some_and(|c| c == SQLITE_BUSY || c == SQLITE_LOCKED)
-        }
+        sqlx::Error::Database(db) => match db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        {
+            Some(pg) => {
+                let state = pg.code();
+                state.starts_with("08") || PG_RETRYABLE_STATES.contains(&state)
+            }
+            None => sqlite_primary_code(db.as_ref())
+                .is_some_and(|c| c == SQLITE_BUSY || c == SQLITE_LOCKED),
+        },
         sqlx::Error::PoolTimedOut => true,
         sqlx::Error::Io(io) => io_kind_is_retryable(io.kind()),
         _ => false,
