@@ -14,7 +14,7 @@ use baton_engine::{
     Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun,
     StopSignal,
 };
-use baton_store::{RunSummary, SqliteStore, Store, StoreError};
+use baton_store::{RunSummary, Store, StoreError, StoreLocation, open_store};
 use baton_tools::ToolRegistry;
 
 use crate::config::{self, ConfigLayer};
@@ -53,26 +53,60 @@ fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
     Ok(dir)
 }
 
-fn db_path(workspace: &Path) -> PathBuf {
-    workspace.join(".baton").join("baton.db")
+/// An open store and where it is; a shared store holds the runs of other workspaces too.
+struct Opened {
+    store: Arc<dyn Store>,
+    location: StoreLocation,
+    workspace: PathBuf,
 }
 
-/// Opens the store for a command that only reads: no store yet is a usage error, not a new file.
-async fn open_existing_store(workspace: &Path) -> Result<SqliteStore, CliError> {
-    let path = db_path(workspace);
-    if !path.exists() {
+impl Opened {
+    /// Runs to choose from when the user names none: in a shared store, only this workspace's.
+    async fn runs_here(&self) -> Result<Vec<RunSummary>, CliError> {
+        let mut runs = self.store.list_runs().await.map_err(store_error)?;
+        if self.location.is_shared() {
+            runs.retain(|r| Path::new(&r.workspace) == self.workspace);
+        }
+        Ok(runs)
+    }
+}
+
+fn store_location(workspace: &Path, store: Option<&str>) -> Result<StoreLocation, CliError> {
+    StoreLocation::choose(store, workspace).map_err(store_error)
+}
+
+/// Opens (creating if needed) the store a new run goes to.
+async fn open_store_for_run(workspace: &Path, store: Option<&str>) -> Result<Opened, CliError> {
+    let location = store_location(workspace, store)?;
+    let store = open_store(&location).await.map_err(store_error)?;
+    Ok(Opened {
+        store,
+        location,
+        workspace: workspace.to_owned(),
+    })
+}
+
+/// Opens the store for a command that only reads: no SQLite file yet is a usage error, not a
+/// new file.
+async fn open_existing_store(workspace: &Path, store: Option<&str>) -> Result<Opened, CliError> {
+    let location = store_location(workspace, store)?;
+    if let StoreLocation::Sqlite(path) = &location
+        && !path.exists()
+    {
         return Err(CliError::usage(anyhow!(
             "no baton runs in {} (no {}); start one with `baton run \"GOAL\"`",
             workspace.display(),
             path.display()
         )));
     }
-    SqliteStore::open(&path).await.map_err(store_error)
+    open_store_for_run(workspace, store).await
 }
 
 fn store_error(e: StoreError) -> CliError {
     let code = match e {
-        StoreError::Locked { .. } => exit::USAGE,
+        StoreError::Locked { .. }
+        | StoreError::Refused { .. }
+        | StoreError::UnsupportedUrl { .. } => exit::USAGE,
         _ => exit::FAILED,
     };
     CliError {
@@ -111,7 +145,7 @@ fn observer(json: bool) -> Arc<dyn RunObserver> {
 fn build_engine(
     settings: &RunSettings,
     layer: &ConfigLayer,
-    store: SqliteStore,
+    store: Arc<dyn Store>,
     json: bool,
 ) -> Result<Engine, CliError> {
     let client = client::model_client(&settings.model, layer)?;
@@ -120,7 +154,7 @@ fn build_engine(
             .map_err(|e| CliError::usage(anyhow!("invalid [rate_limit] in the config: {e}")))?;
     let retry = client::retry_policy(layer);
     Ok(Engine::new(EngineParts {
-        store: Arc::new(store),
+        store,
         provider: client.provider,
         tools: Arc::new(ToolRegistry::standard()),
         retry,
@@ -185,8 +219,11 @@ fn stop_on_signals() -> StopSignal {
 /// baton's state (journal, config) is per machine: a `.gitignore` inside `.baton/` keeps it out of
 /// the user's commits without touching their own ignore files.
 fn keep_state_out_of_git(workspace: &Path) {
-    let ignore = workspace.join(".baton").join(".gitignore");
-    if !ignore.exists()
+    let dir = workspace.join(".baton");
+    let ignore = dir.join(".gitignore");
+    // With a store elsewhere there may be no .baton/ at all; nothing to keep out then.
+    if dir.is_dir()
+        && !ignore.exists()
         && let Err(e) = std::fs::write(&ignore, "# baton's run state; not for version control\n*\n")
     {
         tracing::warn!("could not write {}: {e}", ignore.display());
@@ -271,7 +308,7 @@ fn resolve_settings(
     Ok((settings, layer))
 }
 
-pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
+pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     if args.goal.trim().is_empty() {
         return Err(CliError::usage(anyhow!(
@@ -279,10 +316,9 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
         )));
     }
     let (settings, layer) = resolve_settings(&workspace, &args.model)?;
-    let store = SqliteStore::for_workspace(&workspace)
-        .await
-        .map_err(store_error)?;
+    let opened = open_store_for_run(&workspace, store).await?;
     keep_state_out_of_git(&workspace);
+    let store = opened.store;
     let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
     let result = engine
         .start(StartRun {
@@ -296,11 +332,15 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
     Ok(report(&result.map_err(engine_error)?, args.json))
 }
 
-pub async fn cost(workspace: &Path, run: Option<&str>) -> CliResult {
+pub async fn cost(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
-    let summary = summary_for(&store, run).await?;
-    let events = store.load_events(&summary.id).await.map_err(store_error)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let summary = summary_for(&opened, run).await?;
+    let events = opened
+        .store
+        .load_events(&summary.id)
+        .await
+        .map_err(store_error)?;
     outln!("run {}", summary.id);
     out!("{}", crate::cost::render(&events));
     Ok(exit::FINISHED)
@@ -314,13 +354,14 @@ pub async fn doctor(workspace: &Path, flags: &ModelFlags) -> CliResult {
     Ok(if ok { exit::FINISHED } else { exit::FAILED })
 }
 
-pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
+pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
+    let opened = open_existing_store(&workspace, store).await?;
     let run_id = match &args.run {
-        Some(prefix) => resolve_run(&store, prefix).await?,
-        None => latest_resumable_run(&store).await?.id,
+        Some(prefix) => resolve_run(&opened, prefix).await?,
+        None => latest_resumable_run(&opened).await?.id,
     };
+    let store = opened.store;
     let events = store.load_events(&run_id).await.map_err(store_error)?;
     let state = replay(&events)
         .map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
@@ -383,8 +424,9 @@ fn report(outcome: &RunOutcome, json: bool) -> u8 {
     code
 }
 
-async fn resolve_run(store: &SqliteStore, prefix: &str) -> Result<RunId, CliError> {
-    let runs = store.list_runs().await.map_err(store_error)?;
+/// The run whose id starts with `prefix`, among all runs of the store.
+async fn resolve_run(opened: &Opened, prefix: &str) -> Result<RunId, CliError> {
+    let runs = opened.store.list_runs().await.map_err(store_error)?;
     let matches: Vec<&RunSummary> = runs
         .iter()
         .filter(|r| r.id.as_str().starts_with(prefix))
@@ -405,27 +447,20 @@ async fn resolve_run(store: &SqliteStore, prefix: &str) -> Result<RunId, CliErro
     }
 }
 
-async fn latest_run(store: &SqliteStore) -> Result<RunSummary, CliError> {
-    store
-        .list_runs()
-        .await
-        .map_err(store_error)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "there are no runs yet; start one with `baton run \"GOAL\"`"
-            ))
-        })
+async fn latest_run(opened: &Opened) -> Result<RunSummary, CliError> {
+    opened.runs_here().await?.into_iter().next().ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "there are no runs yet; start one with `baton run \"GOAL\"`"
+        ))
+    })
 }
 
 /// The newest run that got as far as journaling its start (a process killed between creating a
 /// run and journaling its first event leaves an empty one behind).
-async fn latest_resumable_run(store: &SqliteStore) -> Result<RunSummary, CliError> {
-    store
-        .list_runs()
-        .await
-        .map_err(store_error)?
+async fn latest_resumable_run(opened: &Opened) -> Result<RunSummary, CliError> {
+    opened
+        .runs_here()
+        .await?
         .into_iter()
         .find(|r| r.event_count > 0)
         .ok_or_else(|| {
@@ -435,17 +470,18 @@ async fn latest_resumable_run(store: &SqliteStore) -> Result<RunSummary, CliErro
         })
 }
 
-async fn summary_for(store: &SqliteStore, run: Option<&str>) -> Result<RunSummary, CliError> {
+async fn summary_for(opened: &Opened, run: Option<&str>) -> Result<RunSummary, CliError> {
     match run {
         Some(prefix) => {
-            let id = resolve_run(store, prefix).await?;
-            store
+            let id = resolve_run(opened, prefix).await?;
+            opened
+                .store
                 .get_run(&id)
                 .await
                 .map_err(store_error)?
                 .ok_or_else(|| CliError::usage(anyhow!("no run {id}")))
         }
-        None => latest_run(store).await,
+        None => latest_run(opened).await,
     }
 }
 
@@ -458,11 +494,15 @@ fn status_label(summary: &RunSummary) -> String {
     }
 }
 
-pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
+pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
-    let summary = summary_for(&store, run).await?;
-    let events = store.load_events(&summary.id).await.map_err(store_error)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let summary = summary_for(&opened, run).await?;
+    let events = opened
+        .store
+        .load_events(&summary.id)
+        .await
+        .map_err(store_error)?;
     let state: RunState = replay(&events)
         .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
     outln!("run        {}", summary.id);
@@ -530,10 +570,10 @@ pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
     Ok(exit::FINISHED)
 }
 
-pub async fn ls(workspace: &Path) -> CliResult {
+pub async fn ls(workspace: &Path, store: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
-    let runs = store.list_runs().await.map_err(store_error)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let runs = opened.runs_here().await?;
     if runs.is_empty() {
         outln!("no runs yet");
         return Ok(exit::FINISHED);
@@ -558,11 +598,21 @@ pub async fn ls(workspace: &Path) -> CliResult {
     Ok(exit::FINISHED)
 }
 
-pub async fn logs(workspace: &Path, run: Option<&str>, full: bool, json: bool) -> CliResult {
+pub async fn logs(
+    workspace: &Path,
+    store: Option<&str>,
+    run: Option<&str>,
+    full: bool,
+    json: bool,
+) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
-    let summary = summary_for(&store, run).await?;
-    let events = store.load_events(&summary.id).await.map_err(store_error)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let summary = summary_for(&opened, run).await?;
+    let events = opened
+        .store
+        .load_events(&summary.id)
+        .await
+        .map_err(store_error)?;
     if json {
         for record in &events {
             outln!("{}", output::json_line(record));
