@@ -7,6 +7,7 @@ mod cost;
 mod doctor;
 mod output;
 mod providers;
+mod store;
 mod transcript;
 
 use std::io::Write;
