@@ -153,3 +153,45 @@ fn an_unreachable_store_is_named_without_its_password() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("unsupported store"), "{stderr}");
 }
+
+/// A run paused at its turn limit resumes from its Postgres journal (the store named by
+/// `BATON_STORE` this time) without asking for any turn twice, and gives its lease back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_run_resumes_from_postgres_without_repeating_a_turn() {
+    let schema = PgTestSchema::create().await;
+    let url = schema.url();
+    let server = ScriptedServer::start(script()).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--store", &url, "--max-turns", "1", "write the notes"],
+    )
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+
+    let (w, h, u) = (ws.path().to_owned(), home.path().to_owned(), url.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        baton_cmd(&w, &h)
+            .env("BATON_STORE", &u)
+            .args(["resume", "--last", "--max-turns", "5"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert_finished(&out);
+    assert_eq!(
+        server.requests_per_turn(),
+        vec![1, 1],
+        "no turn was asked twice"
+    );
+    let runs = schema.store().await.list_runs().await.unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].status, baton_core::RunStatus::Finished);
+    assert!(runs[0].holder.is_none(), "the lease was released");
+}
