@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_core::{RunId, replay};
-use baton_store::testing::{PgTestSchema, test_postgres_url};
+use baton_store::testing::PgTestSchema;
 use baton_store::{Holder, Lease, NewRun, SqliteStore, Store};
 use journal::Journal;
 
@@ -69,12 +69,16 @@ async fn run() {
     );
     bench(&sqlite).await;
 
-    let postgres = Backend::Postgres(PgTestSchema::create().await);
+    let schema = PgTestSchema::create().await;
+    let probe = schema.store().await;
+    // The store's URL, password redacted (BATON_TEST_POSTGRES may carry one).
+    let url = probe.url().to_owned();
+    probe.close().await;
+    let postgres = Backend::Postgres(schema);
     println!();
     println!(
-        "== PostgreSQL at {} (synchronous_commit=on; an append is BEGIN, SELECT … FOR UPDATE, \
-         INSERT, UPDATE, COMMIT)",
-        test_postgres_url()
+        "== PostgreSQL at {url} (synchronous_commit=on; an append is BEGIN, SELECT … FOR UPDATE, \
+         INSERT, UPDATE, COMMIT)"
     );
     bench(&postgres).await;
 }
