@@ -13,7 +13,7 @@ use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{Postgres, Transaction};
 
 use self::connect::classify;
-use self::rows::{RUN_COLUMNS, SERVER_NOW, corrupt, from_db_int, ts_from_micros};
+use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, corrupt, from_db_int, ts_from_micros};
 use crate::process::{holder_is_dead, local_hostname};
 use crate::shared::{check_batch, new_token, redact_url, to_db_int, ts_to_text};
 use crate::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
@@ -356,13 +356,13 @@ impl Store for PostgresStore {
         .execute(&mut *tx)
         .await
         .map_err(self.db("inserting events"))?;
-        sqlx::query(
+        // updated_at in the server's clock, like created_at and the lease expiry.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
             "UPDATE runs SET event_count = event_count + $1, status = COALESCE($2, status), \
-             updated_at = $3 WHERE id = $4",
-        )
+             updated_at = {SERVER_NOW_TEXT} WHERE id = $3"
+        )))
         .bind(to_db_int(count))
         .bind(status.map(RunStatus::as_str))
-        .bind(ts_to_text(Timestamp::now()))
         .bind(run_id.as_str())
         .execute(&mut *tx)
         .await

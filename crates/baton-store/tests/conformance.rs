@@ -471,6 +471,7 @@ async fn runs_and_leases_survive_reopening_and_list_agrees_with_get(place: Place
     assert_eq!(runs[1].status, RunStatus::Running);
     assert_eq!(runs[0].status, RunStatus::Created);
     assert!(runs[0].created_at >= runs[1].created_at);
+    assert!(runs[1].updated_at >= runs[1].created_at);
     // Every listed run reads back the same one by one.
     for listed in &runs {
         let got = store.get_run(&listed.id).await.unwrap().unwrap();

@@ -21,6 +21,11 @@ pub(crate) const RUN_COLUMNS: &str = "id, goal, workspace, status, created_at, u
 /// whether a lease has expired.
 pub(crate) const SERVER_NOW: &str = "(extract(epoch from clock_timestamp()) * 1000000)::bigint";
 
+/// The server's clock as the stored text form (`ts_to_text`'s fixed width: nine fractional
+/// digits, of which Postgres fills six), for columns written inside a statement.
+pub(crate) const SERVER_NOW_TEXT: &str =
+    "to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"000Z\"')";
+
 pub(crate) fn corrupt(url: &str, detail: String) -> StoreError {
     StoreError::CorruptData {
         store: url.to_owned(),
