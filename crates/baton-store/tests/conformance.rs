@@ -27,6 +27,7 @@ on_both_backends!(
     many_concurrent_appenders_leave_no_gaps_and_no_duplicates,
     an_expired_lease_is_taken_over_and_the_old_holder_is_fenced_off,
     a_stale_holders_append_at_the_right_seq_is_still_refused,
+    concurrent_takeovers_of_an_expired_lease_have_exactly_one_winner,
     a_dead_holder_on_this_host_is_taken_over_at_once,
     a_reused_pid_does_not_keep_a_dead_holders_lease,
     runs_and_leases_survive_reopening_and_list_agrees_with_get,
@@ -379,6 +380,58 @@ async fn a_stale_holders_append_at_the_right_seq_is_still_refused(place: Place) 
     let summary = other_store.get_run(&run.id).await.unwrap().unwrap();
     assert_eq!(summary.event_count, 2);
     assert_eq!(summary.holder.unwrap().holder, worker);
+}
+
+/// Eight workers on other machines see the same expired lease and try to take it at once:
+/// exactly one gets it, the others are told who holds it now, and only the winner can append.
+async fn concurrent_takeovers_of_an_expired_lease_have_exactly_one_winner(place: Place) {
+    const WORKERS: u32 = 8;
+    let first = place.store_with_ttl(Duration::from_millis(100)).await;
+    let run = new_run("goal");
+    let old = first.create_run(&run, &remote_holder()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+
+    let barrier = Arc::new(tokio::sync::Barrier::new(WORKERS as usize));
+    let mut tasks = Vec::new();
+    for worker in 0..WORKERS {
+        let store = place.store().await;
+        let (barrier, run_id) = (barrier.clone(), run.id.clone());
+        tasks.push(tokio::spawn(async move {
+            let holder = Holder {
+                host: format!("worker-{}.example", 100 + worker),
+                pid: 1000 + worker,
+                pid_start: None,
+            };
+            barrier.wait().await;
+            let result = store.acquire(&run_id, &holder).await;
+            (store, holder, result)
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut losers = Vec::new();
+    for task in tasks {
+        match task.await.unwrap() {
+            (store, holder, Ok(lease)) => winners.push((store, holder, lease)),
+            (store, _, Err(StoreError::Locked { holder, .. })) => losers.push((store, holder)),
+            (_, _, Err(other)) => panic!("unexpected error {other:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "{} workers took the run", winners.len());
+    let (winner_store, winner, lease) = winners.remove(0);
+    for (_, seen) in &losers {
+        assert_eq!(seen, &winner.describe());
+    }
+    let mut journal = Journal::new(run.id.clone());
+    let start = journal.started("goal");
+    let err = first
+        .append(&old, std::slice::from_ref(&start))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
+    winner_store.append(&lease, &[start]).await.unwrap();
+    let summary = winner_store.get_run(&run.id).await.unwrap().unwrap();
+    assert_eq!(summary.holder.unwrap().holder, winner);
+    assert_eq!(summary.event_count, 1);
 }
 
 /// Start time (field 22 of /proc/PID/stat) of a process, parsed independently of the crate.
