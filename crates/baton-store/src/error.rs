@@ -6,7 +6,8 @@ use baton_core::RunId;
 ///
 /// Callers decide between "try again" and "stop and tell the user" with
 /// [`StoreError::is_retryable`]; the messages are written for the person at the terminal, so
-/// they say what happened and what to do, and name the file when one is involved.
+/// they say what happened and what to do, and name the file or the server (its URL with any
+/// password redacted) when one is involved.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Another live process holds the run's lease.
@@ -129,7 +130,9 @@ const SQLITE_LOCKED: i64 = 6;
 
 impl StoreError {
     /// Whether the same call may succeed if made again a little later with nothing else
-    /// changed: a database busy past its timeout or a pool that had no free connection.
+    /// changed: a database busy past its timeout, a pool that had no free connection, a
+    /// database server that is unreachable or restarting, or a Postgres transaction aborted
+    /// as a serialization failure or deadlock victim.
     ///
     /// [`StoreError::Locked`] is deliberately not retryable: another process is working on
     /// the run and may do so for hours, so the caller should tell the user rather than spin.
