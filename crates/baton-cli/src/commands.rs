@@ -7,18 +7,22 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use baton_core::{
-    Limits, ModelSettings, ProviderKind, ResponseMode, RunId, RunSettings, RunState, RunStatus,
+    Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings, RunState, RunStatus,
     ToolChoice, replay,
 };
 use baton_engine::{
     Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun,
     StopSignal,
 };
-use baton_store::{RunSummary, SqliteStore, Store, StoreError};
+use baton_store::{RunSummary, Store};
 use baton_tools::ToolRegistry;
 
 use crate::config::{self, ConfigLayer, ContextConfig};
 use crate::output::{self, Human, JsonLines};
+use crate::store::{
+    latest_resumable_run, open_existing_store, open_store_for_run, resolve_run, store_error,
+    summary_for,
+};
 use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, client, exit, providers, transcript};
 use baton_context::profile::profile_for;
 
@@ -52,34 +56,6 @@ fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
         )));
     }
     Ok(dir)
-}
-
-fn db_path(workspace: &Path) -> PathBuf {
-    workspace.join(".baton").join("baton.db")
-}
-
-/// Opens the store for a command that only reads: no store yet is a usage error, not a new file.
-async fn open_existing_store(workspace: &Path) -> Result<SqliteStore, CliError> {
-    let path = db_path(workspace);
-    if !path.exists() {
-        return Err(CliError::usage(anyhow!(
-            "no baton runs in {} (no {}); start one with `baton run \"GOAL\"`",
-            workspace.display(),
-            path.display()
-        )));
-    }
-    SqliteStore::open(&path).await.map_err(store_error)
-}
-
-fn store_error(e: StoreError) -> CliError {
-    let code = match e {
-        StoreError::Locked { .. } => exit::USAGE,
-        _ => exit::FAILED,
-    };
-    CliError {
-        code,
-        error: e.into(),
-    }
 }
 
 fn engine_error(e: EngineError) -> CliError {
@@ -116,7 +92,7 @@ fn observer(json: bool) -> Arc<dyn RunObserver> {
 fn build_engine(
     settings: &RunSettings,
     layer: &ConfigLayer,
-    store: SqliteStore,
+    store: Arc<dyn Store>,
     json: bool,
 ) -> Result<Engine, CliError> {
     let client = client::model_client(&settings.model, layer)?;
@@ -125,7 +101,7 @@ fn build_engine(
             .map_err(|e| CliError::usage(anyhow!("invalid [rate_limit] in the config: {e}")))?;
     let retry = client::retry_policy(layer);
     Ok(Engine::new(EngineParts {
-        store: Arc::new(store),
+        store,
         provider: client.provider,
         tools: Arc::new(ToolRegistry::standard()),
         retry,
@@ -190,8 +166,11 @@ fn stop_on_signals() -> StopSignal {
 /// baton's state (journal, config) is per machine: a `.gitignore` inside `.baton/` keeps it out of
 /// the user's commits without touching their own ignore files.
 fn keep_state_out_of_git(workspace: &Path) {
-    let ignore = workspace.join(".baton").join(".gitignore");
-    if !ignore.exists()
+    let dir = workspace.join(".baton");
+    let ignore = dir.join(".gitignore");
+    // With a store elsewhere there may be no .baton/ at all; nothing to keep out then.
+    if dir.is_dir()
+        && !ignore.exists()
         && let Err(e) = std::fs::write(&ignore, "# baton's run state; not for version control\n*\n")
     {
         tracing::warn!("could not write {}: {e}", ignore.display());
@@ -283,7 +262,7 @@ fn resolve_settings(
     Ok((settings, layer))
 }
 
-pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
+pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     if args.goal.trim().is_empty() {
         return Err(CliError::usage(anyhow!(
@@ -291,10 +270,9 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
         )));
     }
     let (settings, layer) = resolve_settings(&workspace, &args.model)?;
-    let store = SqliteStore::for_workspace(&workspace)
-        .await
-        .map_err(store_error)?;
+    let opened = open_store_for_run(&workspace, store).await?;
     keep_state_out_of_git(&workspace);
+    let store = opened.store;
     let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
     let result = engine
         .start(StartRun {
@@ -308,11 +286,15 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
     Ok(report(&result.map_err(engine_error)?, args.json))
 }
 
-pub async fn cost(workspace: &Path, run: Option<&str>) -> CliResult {
+pub async fn cost(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
-    let summary = summary_for(&store, run).await?;
-    let events = store.load_events(&summary.id).await.map_err(store_error)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let summary = summary_for(&opened, run).await?;
+    let events = opened
+        .store
+        .load_events(&summary.id)
+        .await
+        .map_err(store_error)?;
     outln!("run {}", summary.id);
     out!("{}", crate::cost::render(&events));
     Ok(exit::FINISHED)
@@ -326,13 +308,14 @@ pub async fn doctor(workspace: &Path, flags: &ModelFlags) -> CliResult {
     Ok(if ok { exit::FINISHED } else { exit::FAILED })
 }
 
-pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
+pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
+    let opened = open_existing_store(&workspace, store).await?;
     let run_id = match &args.run {
-        Some(prefix) => resolve_run(&store, prefix).await?,
-        None => latest_resumable_run(&store).await?.id,
+        Some(prefix) => resolve_run(&opened, prefix).await?,
+        None => latest_resumable_run(&opened).await?.id,
     };
+    let store = opened.store;
     let events = store.load_events(&run_id).await.map_err(store_error)?;
     let state = replay(&events)
         .map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
@@ -405,72 +388,6 @@ fn report(outcome: &RunOutcome, json: bool) -> u8 {
     code
 }
 
-async fn resolve_run(store: &SqliteStore, prefix: &str) -> Result<RunId, CliError> {
-    let runs = store.list_runs().await.map_err(store_error)?;
-    let matches: Vec<&RunSummary> = runs
-        .iter()
-        .filter(|r| r.id.as_str().starts_with(prefix))
-        .collect();
-    match matches.as_slice() {
-        [one] => Ok(one.id.clone()),
-        [] => Err(CliError::usage(anyhow!(
-            "no run with id {prefix}; `baton ls` lists the runs"
-        ))),
-        many => Err(CliError::usage(anyhow!(
-            "{} runs start with {prefix}: {}; give more characters",
-            many.len(),
-            many.iter()
-                .map(|r| r.id.short())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-    }
-}
-
-async fn latest_run(store: &SqliteStore) -> Result<RunSummary, CliError> {
-    store
-        .list_runs()
-        .await
-        .map_err(store_error)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "there are no runs yet; start one with `baton run \"GOAL\"`"
-            ))
-        })
-}
-
-/// The newest run that got as far as journaling its start (a process killed between creating a
-/// run and journaling its first event leaves an empty one behind).
-async fn latest_resumable_run(store: &SqliteStore) -> Result<RunSummary, CliError> {
-    store
-        .list_runs()
-        .await
-        .map_err(store_error)?
-        .into_iter()
-        .find(|r| r.event_count > 0)
-        .ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "there is no run to resume; start one with `baton run \"GOAL\"`"
-            ))
-        })
-}
-
-async fn summary_for(store: &SqliteStore, run: Option<&str>) -> Result<RunSummary, CliError> {
-    match run {
-        Some(prefix) => {
-            let id = resolve_run(store, prefix).await?;
-            store
-                .get_run(&id)
-                .await
-                .map_err(store_error)?
-                .ok_or_else(|| CliError::usage(anyhow!("no run {id}")))
-        }
-        None => latest_run(store).await,
-    }
-}
-
 /// What to call a run's status, taking a dead holder into account.
 fn status_label(summary: &RunSummary) -> String {
     match (summary.status, &summary.holder) {
@@ -480,11 +397,15 @@ fn status_label(summary: &RunSummary) -> String {
     }
 }
 
-pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
+pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
-    let summary = summary_for(&store, run).await?;
-    let events = store.load_events(&summary.id).await.map_err(store_error)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let summary = summary_for(&opened, run).await?;
+    let events = opened
+        .store
+        .load_events(&summary.id)
+        .await
+        .map_err(store_error)?;
     let state: RunState = replay(&events)
         .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
     outln!("run        {}", summary.id);
@@ -563,10 +484,10 @@ pub async fn status(workspace: &Path, run: Option<&str>) -> CliResult {
     Ok(exit::FINISHED)
 }
 
-pub async fn ls(workspace: &Path) -> CliResult {
+pub async fn ls(workspace: &Path, store: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
-    let runs = store.list_runs().await.map_err(store_error)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let runs = opened.runs_here().await?;
     if runs.is_empty() {
         outln!("no runs yet");
         return Ok(exit::FINISHED);
@@ -591,11 +512,21 @@ pub async fn ls(workspace: &Path) -> CliResult {
     Ok(exit::FINISHED)
 }
 
-pub async fn logs(workspace: &Path, run: Option<&str>, full: bool, json: bool) -> CliResult {
+pub async fn logs(
+    workspace: &Path,
+    store: Option<&str>,
+    run: Option<&str>,
+    full: bool,
+    json: bool,
+) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let store = open_existing_store(&workspace).await?;
-    let summary = summary_for(&store, run).await?;
-    let events = store.load_events(&summary.id).await.map_err(store_error)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let summary = summary_for(&opened, run).await?;
+    let events = opened
+        .store
+        .load_events(&summary.id)
+        .await
+        .map_err(store_error)?;
     if json {
         for record in &events {
             outln!("{}", output::json_line(record));

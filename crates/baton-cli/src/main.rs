@@ -7,6 +7,7 @@ mod cost;
 mod doctor;
 mod output;
 mod providers;
+mod store;
 mod transcript;
 
 use std::io::Write;
@@ -59,6 +60,17 @@ struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     workspace: Option<PathBuf>,
 
+    /// Where runs are kept: a postgres:// URL (shared by many workspaces and machines) or a
+    /// SQLite file; default: the workspace's .baton/baton.db.
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "BATON_STORE",
+        hide_env_values = true
+    )]
+    store: Option<String>,
+
     /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -75,7 +87,7 @@ enum Command {
     Resume(ResumeArgs),
     /// Show the state of a run (default: the latest).
     Status { run: Option<String> },
-    /// List the runs of this workspace.
+    /// List the runs of this workspace (in a shared store: the runs started here).
     Ls,
     /// What each model call of a run cost (default: the latest run).
     Cost { run: Option<String> },
@@ -162,16 +174,17 @@ fn main() -> ExitCode {
         }
     };
     let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+    let store = cli.store.as_deref();
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Run(args) => commands::run(&workspace, args).await,
-            Command::Resume(args) => commands::resume(&workspace, args).await,
-            Command::Status { run } => commands::status(&workspace, run.as_deref()).await,
-            Command::Ls => commands::ls(&workspace).await,
-            Command::Cost { run } => commands::cost(&workspace, run.as_deref()).await,
+            Command::Run(args) => commands::run(&workspace, store, args).await,
+            Command::Resume(args) => commands::resume(&workspace, store, args).await,
+            Command::Status { run } => commands::status(&workspace, store, run.as_deref()).await,
+            Command::Ls => commands::ls(&workspace, store).await,
+            Command::Cost { run } => commands::cost(&workspace, store, run.as_deref()).await,
             Command::Doctor { model } => commands::doctor(&workspace, &model).await,
             Command::Logs { run, full, json } => {
-                commands::logs(&workspace, run.as_deref(), full, json).await
+                commands::logs(&workspace, store, run.as_deref(), full, json).await
             }
         }
     });

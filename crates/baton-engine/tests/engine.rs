@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-//! Engine behaviour with a scripted provider and a real SQLite store: retries are journaled per
-//! attempt, exhausted retries pause (never fail) the run, and resume continues it.
+//! Engine behaviour with a scripted provider and a real store: retries are journaled per
+//! attempt, exhausted retries pause (never fail) the run, and resume continues it. Every test
+//! runs twice, as `sqlite::NAME` (the workspace's SQLite file) and `postgres::NAME` (a schema of
+//! its own on the PostgreSQL test server, `BATON_TEST_POSTGRES`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -8,8 +10,53 @@ use std::time::Duration;
 use baton_core::*;
 use baton_engine::{Engine, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
 use baton_model::{ModelError, RetryPolicy, ScriptedProvider};
+use baton_store::testing::PgTestSchema;
 use baton_store::{SqliteStore, Store};
 use baton_tools::ToolRegistry;
+
+/// The store kinds every test here runs against.
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// A fresh store, and the Postgres schema that must outlive it (dropped with the test).
+    async fn store(self, workspace: &std::path::Path) -> (Arc<dyn Store>, Option<PgTestSchema>) {
+        match self {
+            Backend::Sqlite => (
+                Arc::new(SqliteStore::for_workspace(workspace).await.unwrap()),
+                None,
+            ),
+            Backend::Postgres => {
+                let schema = PgTestSchema::create().await;
+                (Arc::new(schema.store().await), Some(schema))
+            }
+        }
+    }
+}
+
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Sqlite).await; })*
+        }
+        mod postgres {
+            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Postgres).await; })*
+        }
+    };
+}
+
+on_both_backends!(
+    transient_failures_are_retried_and_each_attempt_is_journaled,
+    exhausted_retries_pause_and_resume_continues_without_resending_finished_calls,
+    permanent_errors_fail_or_pause_by_class,
+    a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried,
+    resuming_a_finished_run_changes_nothing,
+    the_circuit_breaker_pauses_after_consecutive_failures_across_calls,
+    the_client_side_rate_limit_spaces_requests,
+);
 
 #[derive(Default)]
 struct Collect(Mutex<Vec<EventRecord>>);
@@ -71,7 +118,7 @@ fn fast_retry(max_attempts: u32) -> RetryPolicy {
 }
 
 fn engine(
-    store: Arc<SqliteStore>,
+    store: Arc<dyn Store>,
     script: Vec<Result<ModelReply, ModelError>>,
     retry: RetryPolicy,
 ) -> (Engine, Arc<ScriptedProvider>, Arc<Collect>) {
@@ -86,7 +133,7 @@ fn engine(
 }
 
 /// Engine parts with test defaults: no secrets, no stop, generous limits, no rate limit.
-fn parts(store: Arc<SqliteStore>, provider: Arc<dyn baton_model::ModelProvider>) -> EngineParts {
+fn parts(store: Arc<dyn Store>, provider: Arc<dyn baton_model::ModelProvider>) -> EngineParts {
     EngineParts {
         store,
         provider,
@@ -103,10 +150,9 @@ fn parts(store: Arc<SqliteStore>, provider: Arc<dyn baton_model::ModelProvider>)
     }
 }
 
-#[tokio::test]
-async fn transient_failures_are_retried_and_each_attempt_is_journaled() {
+async fn transient_failures_are_retried_and_each_attempt_is_journaled(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let (store, _schema) = backend.store(ws.path()).await;
     let script = vec![
         Err(ModelError::new(ErrorClass::Overloaded, "529 overloaded")),
         Err(ModelError::new(ErrorClass::RateLimited, "429")
@@ -180,10 +226,11 @@ async fn transient_failures_are_retried_and_each_attempt_is_journaled() {
     assert_eq!(message.tool_calls[0].id, "call_1_0");
 }
 
-#[tokio::test]
-async fn exhausted_retries_pause_and_resume_continues_without_resending_finished_calls() {
+async fn exhausted_retries_pause_and_resume_continues_without_resending_finished_calls(
+    backend: Backend,
+) {
     let ws = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let (store, _schema) = backend.store(ws.path()).await;
     let script = vec![
         reply(&[(
             "write_file",
@@ -233,10 +280,9 @@ async fn exhausted_retries_pause_and_resume_continues_without_resending_finished
     assert_eq!(state.turns_finished, 1);
 }
 
-#[tokio::test]
-async fn permanent_errors_fail_or_pause_by_class() {
+async fn permanent_errors_fail_or_pause_by_class(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let (store, _schema) = backend.store(ws.path()).await;
     let (e, _, _) = engine(
         store.clone(),
         vec![Err(ModelError::new(ErrorClass::Auth, "bad key"))],
@@ -313,8 +359,7 @@ async fn permanent_errors_fail_or_pause_by_class() {
     assert_eq!(provider.requests()[0].model, "right-model");
 }
 
-#[tokio::test]
-async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried() {
+async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried(backend: Backend) {
     struct Hangs;
     #[async_trait::async_trait]
     impl baton_model::ModelProvider for Hangs {
@@ -330,7 +375,7 @@ async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried() {
         }
     }
     let ws = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let (store, _schema) = backend.store(ws.path()).await;
     let observer = Arc::new(Collect::default());
     let engine = Engine::new(EngineParts {
         retry: fast_retry(2),
@@ -366,10 +411,9 @@ async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried() {
     assert_eq!(failures, 2);
 }
 
-#[tokio::test]
-async fn resuming_a_finished_run_changes_nothing() {
+async fn resuming_a_finished_run_changes_nothing(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let (store, _schema) = backend.store(ws.path()).await;
     let (e, _, _) = engine(
         store.clone(),
         vec![reply(&[("finish", serde_json::json!({"summary": "s"}))])],
@@ -395,10 +439,9 @@ async fn resuming_a_finished_run_changes_nothing() {
     assert_eq!(store.load_events(&run_id).await.unwrap(), before);
 }
 
-#[tokio::test]
-async fn the_circuit_breaker_pauses_after_consecutive_failures_across_calls() {
+async fn the_circuit_breaker_pauses_after_consecutive_failures_across_calls(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let (store, _schema) = backend.store(ws.path()).await;
     let provider = Arc::new(ScriptedProvider::new(vec![
         Err(ModelError::new(ErrorClass::Overloaded, "529")),
         Err(ModelError::new(ErrorClass::Overloaded, "529")),
@@ -444,10 +487,9 @@ async fn the_circuit_breaker_pauses_after_consecutive_failures_across_calls() {
     assert_eq!(state.turns_finished, 1);
 }
 
-#[tokio::test]
-async fn the_client_side_rate_limit_spaces_requests() {
+async fn the_client_side_rate_limit_spaces_requests(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let (store, _schema) = backend.store(ws.path()).await;
     let provider = Arc::new(ScriptedProvider::new(vec![
         reply(&[("list_dir", serde_json::json!({}))]),
         reply(&[("list_dir", serde_json::json!({}))]),

@@ -1,18 +1,23 @@
-//! Journal benchmarks: the per-event cost of a durable append as history grows (it must stay
-//! flat), and the time to load and replay a long run (what `baton resume` pays).
+//! Journal benchmarks, the same on both backends: the per-event cost of a durable, fenced append
+//! as history grows (it must stay flat), and the time to load and replay a long run (what
+//! `baton resume` pays).
 //!
-//! Run with `cargo bench -p baton-store`. Files live under cargo's target tmp dir, on the same
-//! disk as the build, so that fsync costs what it costs there (not on a RAM-backed /tmp).
+//! Run with `cargo bench -p baton-store`. SQLite files live under cargo's target tmp dir, on
+//! the same disk as the build, so that fsync costs what it costs there (not on a RAM-backed
+//! /tmp). Postgres runs on the server of `BATON_TEST_POSTGRES` (default
+//! `postgres://postgres@127.0.0.1:5432/test`), in a schema of its own that is dropped afterwards.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/journal.rs"]
 mod journal;
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_core::{RunId, replay};
+use baton_store::testing::PgTestSchema;
 use baton_store::{Holder, Lease, NewRun, SqliteStore, Store};
 use journal::Journal;
 
@@ -30,24 +35,69 @@ fn main() {
     runtime.block_on(run());
 }
 
+/// Where the stores of one backend live during the benchmark.
+enum Backend {
+    Sqlite(tempfile::TempDir),
+    Postgres(PgTestSchema),
+}
+
+impl Backend {
+    fn sqlite_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+        dir.path().join(format!("{name}.db"))
+    }
+
+    /// Opens (creating) the store named `name`: a file of its own for SQLite; for Postgres all
+    /// names share the schema, each measurement using a run of its own.
+    async fn open(&self, name: &str) -> Arc<dyn Store> {
+        match self {
+            Backend::Sqlite(dir) => Arc::new(
+                SqliteStore::open(&Self::sqlite_path(dir, name))
+                    .await
+                    .unwrap(),
+            ),
+            Backend::Postgres(schema) => Arc::new(schema.store().await),
+        }
+    }
+}
+
 async fn run() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let sqlite = Backend::Sqlite(tempfile::tempdir_in(dir.path()).unwrap());
     println!(
-        "baton-store journal benchmark: SQLite WAL, synchronous=FULL, files in {}",
+        "== SQLite: WAL, synchronous=FULL, files in {}",
         dir.path().display()
     );
+    bench(&sqlite).await;
+
+    let schema = PgTestSchema::create().await;
+    let probe = schema.store().await;
+    // The store's URL, password redacted (BATON_TEST_POSTGRES may carry one).
+    let url = probe.url().to_owned();
+    probe.close().await;
+    let postgres = Backend::Postgres(schema);
     println!();
-    println!("durable append, one event per append ({MEASURED_APPENDS} appends):");
+    println!(
+        "== PostgreSQL at {url} (synchronous_commit=on; an append is BEGIN, SELECT … FOR UPDATE, \
+         INSERT, UPDATE, COMMIT)"
+    );
+    bench(&postgres).await;
+}
+
+async fn bench(backend: &Backend) {
+    println!("durable fenced append, one event per append ({MEASURED_APPENDS} appends):");
     for prior in [100, 10_000] {
-        append_latency(&dir.path().join(format!("append-{prior}.db")), prior).await;
+        append_latency(backend, &format!("append-{prior}"), prior).await;
     }
-    println!();
-    load_and_replay(&dir.path().join("replay.db")).await;
+    load_and_replay(backend).await;
 }
 
 /// A store with one run whose journal already holds `prior` events.
-async fn run_with_history(path: &Path, prior: usize) -> (SqliteStore, Lease, Journal) {
-    let store = SqliteStore::open(path).await.unwrap();
+async fn run_with_history(
+    backend: &Backend,
+    name: &str,
+    prior: usize,
+) -> (Arc<dyn Store>, Lease, Journal) {
+    let store = backend.open(name).await;
     let run = NewRun {
         id: RunId::new(),
         goal: "migrate the codebase".into(),
@@ -66,8 +116,8 @@ async fn run_with_history(path: &Path, prior: usize) -> (SqliteStore, Lease, Jou
     (store, lease, journal)
 }
 
-async fn append_latency(path: &Path, prior: usize) {
-    let (store, lease, mut journal) = run_with_history(path, prior).await;
+async fn append_latency(backend: &Backend, name: &str, prior: usize) {
+    let (store, lease, mut journal) = run_with_history(backend, name, prior).await;
     let mut samples = Vec::with_capacity(MEASURED_APPENDS);
     let mut bytes = 0;
     for _ in 0..MEASURED_APPENDS {
@@ -79,8 +129,9 @@ async fn append_latency(path: &Path, prior: usize) {
     }
     samples.sort();
     println!(
-        "  append p50 {} p99 {} max {} ({prior} prior events, payload {} B/event avg)",
+        "  append p50 {} p95 {} p99 {} max {} ({prior} prior events, payload {} B/event avg)",
         ms(percentile(&samples, 50)),
+        ms(percentile(&samples, 95)),
         ms(percentile(&samples, 99)),
         ms(samples[samples.len() - 1]),
         bytes / MEASURED_APPENDS,
@@ -88,14 +139,23 @@ async fn append_latency(path: &Path, prior: usize) {
     store.close().await;
 }
 
-async fn load_and_replay(path: &Path) {
-    let (store, _lease, _) = run_with_history(path, REPLAY_EVENTS).await;
-    let run_id = store.list_runs().await.unwrap()[0].id.clone();
+async fn load_and_replay(backend: &Backend) {
+    let (store, lease, _) = run_with_history(backend, "replay", REPLAY_EVENTS).await;
+    let run_id = lease.run_id.clone();
     store.close().await;
-    let size = std::fs::metadata(path).unwrap().len();
+    drop(store);
+    let size = match backend {
+        Backend::Sqlite(dir) => {
+            let bytes = std::fs::metadata(Backend::sqlite_path(dir, "replay"))
+                .unwrap()
+                .len();
+            format!(" of the {:.1} MB store", bytes as f64 / 1e6)
+        }
+        Backend::Postgres(_) => String::new(),
+    };
 
     let start = Instant::now();
-    let store = SqliteStore::open(path).await.unwrap();
+    let store = backend.open("replay").await;
     let open = start.elapsed();
 
     let (mut loads, mut replays, mut totals) = (Vec::new(), Vec::new(), Vec::new());
@@ -122,11 +182,12 @@ async fn load_and_replay(path: &Path) {
         ms(percentile(&replays, 50)),
         ms(percentile(&totals, 50)),
     );
-    println!(
-        "  open (integrity check + migrate) of the {:.1} MB store: {}",
-        size as f64 / 1e6,
-        ms(open)
-    );
+    let what = match backend {
+        Backend::Sqlite(_) => "open (integrity check + migrate)",
+        Backend::Postgres(_) => "connect (+ schema version check and migrate)",
+    };
+    println!("  {what}{size}: {}", ms(open));
+    store.close().await;
 }
 
 /// The `p`th percentile of sorted samples (nearest rank).

@@ -6,7 +6,8 @@ use baton_core::RunId;
 ///
 /// Callers decide between "try again" and "stop and tell the user" with
 /// [`StoreError::is_retryable`]; the messages are written for the person at the terminal, so
-/// they say what happened and what to do, and name the file when one is involved.
+/// they say what happened and what to do, and name the file or the server (its URL with any
+/// password redacted) when one is involved.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// Another live process holds the run's lease.
@@ -60,16 +61,45 @@ pub enum StoreError {
     Corrupt { path: PathBuf, detail: String },
 
     /// The database was migrated by a newer baton; an older one must not write to it.
+    /// `store` is the file path or the server URL (password redacted).
     #[error(
-        "the store {} has schema version {found}, but this baton knows only up to {supported}; \
-         nothing was changed. Upgrade baton to use this store",
-        .path.display()
+        "the store {store} has schema version {found}, but this baton knows only up to \
+         {supported}; nothing was changed. Upgrade baton to use this store"
     )]
     NewerSchema {
-        path: PathBuf,
+        store: String,
         found: i64,
         supported: i64,
     },
+
+    /// A database server holds rows this crate could not have written (an unknown status, a
+    /// gap in a journal). Nothing was changed; `store` is the URL with any password redacted.
+    #[error("the store {store} holds data this baton cannot read ({detail}); nothing was changed")]
+    CorruptData { store: String, detail: String },
+
+    /// The database server could not be reached (nothing listening, connection dropped, server
+    /// restarting). Retryable: the same call may work once the server is back.
+    #[error(
+        "cannot reach the store at {url}: {source}; check that the server is running and the \
+         URL is right"
+    )]
+    Unreachable {
+        url: String,
+        #[source]
+        source: sqlx::Error,
+    },
+
+    /// The server answered but refused us: wrong password, unknown user or database, no
+    /// permission. Not retryable: the URL or the server's configuration must change.
+    #[error("the store at {url} refused the connection: {detail}")]
+    Refused { url: String, detail: String },
+
+    /// `--store` / `BATON_STORE` named something that is neither a Postgres URL nor a file.
+    #[error(
+        "unsupported store {url}: use postgres://USER@HOST/DB (or postgresql://…), or a path \
+         to a SQLite file"
+    )]
+    UnsupportedUrl { url: String },
 
     #[error("database error while {context}: {source}")]
     Database {
@@ -100,7 +130,9 @@ const SQLITE_LOCKED: i64 = 6;
 
 impl StoreError {
     /// Whether the same call may succeed if made again a little later with nothing else
-    /// changed: a database busy past its timeout or a pool that had no free connection.
+    /// changed: a database busy past its timeout, a pool that had no free connection, a
+    /// database server that is unreachable or restarting, or a Postgres transaction aborted
+    /// as a serialization failure or deadlock victim.
     ///
     /// [`StoreError::Locked`] is deliberately not retryable: another process is working on
     /// the run and may do so for hours, so the caller should tell the user rather than spin.
@@ -109,6 +141,7 @@ impl StoreError {
         match self {
             StoreError::Database { source, .. } => sqlx_error_is_retryable(source),
             StoreError::Io { source, .. } => io_kind_is_retryable(source.kind()),
+            StoreError::Unreachable { .. } => true,
             StoreError::Locked { .. }
             | StoreError::LeaseLost { .. }
             | StoreError::NotFound { .. }
@@ -117,16 +150,32 @@ impl StoreError {
             | StoreError::InvalidRecords { .. }
             | StoreError::Corrupt { .. }
             | StoreError::NewerSchema { .. }
+            | StoreError::CorruptData { .. }
+            | StoreError::Refused { .. }
+            | StoreError::UnsupportedUrl { .. }
             | StoreError::Serialization { .. } => false,
         }
     }
 }
 
+/// Postgres SQLSTATEs after which the same transaction, run again, may well succeed:
+/// serialization failure, deadlock, lock not available, too many connections, and the server
+/// shutting down or restarting (class 08 and 57P0x are matched by prefix below).
+const PG_RETRYABLE_STATES: &[&str] = &[
+    "40001", "40P01", "55P03", "53300", "57P01", "57P02", "57P03",
+];
+
 fn sqlx_error_is_retryable(error: &sqlx::Error) -> bool {
     match error {
-        sqlx::Error::Database(db) => {
-            sqlite_primary_code(db.as_ref()).is_some_and(|c| c == SQLITE_BUSY || c == SQLITE_LOCKED)
-        }
+        sqlx::Error::Database(db) => match db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+        {
+            Some(pg) => {
+                let state = pg.code();
+                state.starts_with("08") || PG_RETRYABLE_STATES.contains(&state)
+            }
+            None => sqlite_primary_code(db.as_ref())
+                .is_some_and(|c| c == SQLITE_BUSY || c == SQLITE_LOCKED),
+        },
         sqlx::Error::PoolTimedOut => true,
         sqlx::Error::Io(io) => io_kind_is_retryable(io.kind()),
         _ => false,

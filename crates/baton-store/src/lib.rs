@@ -1,14 +1,22 @@
 //! Durable journal and run store of baton.
 //!
 //! The [`Store`] trait is what the engine sees; [`SqliteStore`] is the embedded default under
-//! `<workspace>/.baton/`. A Postgres backend implements the same trait (leases, fenced appends,
-//! gap-free sequence numbers) without the engine changing.
+//! `<workspace>/.baton/`, [`PostgresStore`] the shared one for many processes and machines.
+//! Both keep the same schema and the same guarantees (leases, fenced appends, gap-free sequence
+//! numbers); [`open_store`] picks one from a `--store` URL.
 
 mod error;
+mod postgres;
 mod process;
+mod select;
+mod shared;
 mod sqlite;
+#[cfg(feature = "test-support")]
+pub mod testing;
 
 pub use error::StoreError;
+pub use postgres::{PostgresOptions, PostgresStore};
+pub use select::{StoreLocation, open_store};
 pub use sqlite::{SqliteOptions, SqliteStore};
 
 use async_trait::async_trait;
@@ -111,4 +119,9 @@ pub trait Store: Send + Sync {
 
     /// All runs, newest first.
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
+
+    /// Closes the store's connections. Dropping the store without closing is safe too:
+    /// committed data is durable either way; closing lets SQLite checkpoint its WAL and tells a
+    /// database server the connections are gone.
+    async fn close(&self) {}
 }

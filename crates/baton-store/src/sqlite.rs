@@ -13,8 +13,9 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Sqlite, Transaction};
 
 use self::open::classify;
-use self::rows::{RUN_COLUMNS, corrupt, from_db_int, to_db_int, ts_to_text};
+use self::rows::{RUN_COLUMNS, corrupt, from_db_int};
 use crate::process::{holder_is_dead, local_hostname};
+use crate::shared::{check_batch, new_token, to_db_int, ts_to_text};
 use crate::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
 /// Settings of a [`SqliteStore`].
@@ -207,34 +208,6 @@ impl SqliteStore {
     fn summary(&self, row: &SqliteRow, now: Timestamp) -> Result<RunSummary, StoreError> {
         rows::summary_from_row(row, &self.path, &self.local_host, now)
     }
-}
-
-/// A lease token: unique per acquisition, so a holder that lost the lease can never match the
-/// new holder's token, even if it is the same process acquiring again.
-fn new_token() -> String {
-    uuid::Uuid::now_v7().simple().to_string()
-}
-
-/// Checks that `records` are one contiguous batch of `run_id`'s journal; returns the first seq.
-fn check_batch(run_id: &RunId, records: &[EventRecord]) -> Result<u64, StoreError> {
-    let first = records.first().map_or(0, |r| r.seq);
-    for (i, record) in records.iter().enumerate() {
-        if record.run_id != *run_id {
-            return Err(StoreError::InvalidRecords {
-                run_id: run_id.clone(),
-                detail: format!("event #{} belongs to run {}", record.seq, record.run_id),
-            });
-        }
-        let expected = first.saturating_add(i as u64);
-        if record.seq != expected {
-            return Err(StoreError::SequenceConflict {
-                run_id: run_id.clone(),
-                expected,
-                got: record.seq,
-            });
-        }
-    }
-    Ok(first)
 }
 
 #[async_trait]
@@ -467,5 +440,9 @@ impl Store for SqliteStore {
         .map_err(self.db("listing runs"))?;
         let now = Timestamp::now();
         rows.iter().map(|row| self.summary(row, now)).collect()
+    }
+
+    async fn close(&self) {
+        SqliteStore::close(self).await;
     }
 }

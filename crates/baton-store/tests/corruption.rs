@@ -150,11 +150,11 @@ async fn a_store_from_a_newer_baton_is_refused_untouched() {
     let err = refused(&path).await;
     match &err {
         StoreError::NewerSchema {
-            path: p,
+            store,
             found: 999,
             supported,
         } => {
-            assert_eq!(p, &path);
+            assert_eq!(store, &path.display().to_string());
             assert!(*supported < 999);
         }
         other => panic!("expected NewerSchema, got {other:?}"),

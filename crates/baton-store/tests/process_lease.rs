@@ -1,8 +1,11 @@
 //! A run held by a real second process is locked until that process is SIGKILLed, then taken
-//! over at once, and the dead process's journal continues.
+//! over at once, and the dead process's journal continues — on a SQLite file and on PostgreSQL
+//! (a schema of its own on the `BATON_TEST_POSTGRES` server), where the holder on this host is
+//! recognised as dead the same way.
 //!
 //! A test without libtest's harness (`harness = false`) because the test spawns its own binary as
-//! the second process: with `BATON_STORE_TEST_HOLDER_DB` set, `main` plays the holder instead.
+//! the second process: with `BATON_STORE_TEST_HOLDER_DB` set (to the store's path or URL), `main`
+//! plays the holder instead.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,12 +13,14 @@
 mod journal;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::{RunId, replay};
-use baton_store::{Holder, NewRun, SqliteStore, Store, StoreError};
+use baton_store::testing::PgTestSchema;
+use baton_store::{Holder, NewRun, Store, StoreError, StoreLocation, open_store};
 use journal::Journal;
 
 fn main() {
@@ -23,13 +28,28 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    if let Some(path) = std::env::var_os(HELPER_ENV) {
-        runtime.block_on(hold_a_run(path));
+    if let Ok(store) = std::env::var(HELPER_ENV) {
+        runtime.block_on(hold_a_run(store));
         return;
     }
-    runtime.block_on(a_run_held_by_another_process_is_locked_until_it_dies());
-    println!("test a_run_held_by_another_process_is_locked_until_it_dies ... ok");
-    println!("process_lease: 1 passed, 0 failed");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("baton.db");
+        a_run_held_by_another_process_is_locked_until_it_dies(path.to_str().unwrap()).await;
+    });
+    println!("test sqlite::a_run_held_by_another_process_is_locked_until_it_dies ... ok");
+    runtime.block_on(async {
+        let schema = PgTestSchema::create().await;
+        a_run_held_by_another_process_is_locked_until_it_dies(&schema.url()).await;
+    });
+    println!("test postgres::a_run_held_by_another_process_is_locked_until_it_dies ... ok");
+    println!("process_lease: 2 passed, 0 failed");
+}
+
+/// The store at `location`: a SQLite file path or a Postgres URL.
+async fn open(location: &str) -> Arc<dyn Store> {
+    let location = StoreLocation::choose(Some(location), Path::new("/")).unwrap();
+    open_store(&location).await.unwrap()
 }
 
 fn new_run(goal: &str) -> NewRun {
@@ -40,16 +60,12 @@ fn new_run(goal: &str) -> NewRun {
     }
 }
 
-fn db_path(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().join("baton.db")
-}
-
 const HELPER_ENV: &str = "BATON_STORE_TEST_HOLDER_DB";
 
 /// The second process: creates a run, journals its start, says so on stdout and then holds the
 /// lease until it is killed.
-async fn hold_a_run(path: std::ffi::OsString) {
-    let store = SqliteStore::open(Path::new(&path)).await.unwrap();
+async fn hold_a_run(location: String) {
+    let store = open(&location).await;
     let run = new_run("held by a helper process");
     let lease = store
         .create_run(&run, &Holder::this_process())
@@ -70,9 +86,9 @@ async fn hold_a_run(path: std::ffi::OsString) {
     let _ = wait.recv_timeout(Duration::from_secs(120));
 }
 
-fn spawn_holder_process(path: &Path) -> (Child, RunId) {
+fn spawn_holder_process(location: &str) -> (Child, RunId) {
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .env(HELPER_ENV, path)
+        .env(HELPER_ENV, location)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -90,11 +106,9 @@ fn spawn_holder_process(path: &Path) -> (Child, RunId) {
     );
 }
 
-async fn a_run_held_by_another_process_is_locked_until_it_dies() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    let (mut child, run_id) = spawn_holder_process(&path);
-    let store = SqliteStore::open(&path).await.unwrap();
+async fn a_run_held_by_another_process_is_locked_until_it_dies(location: &str) {
+    let (mut child, run_id) = spawn_holder_process(location);
+    let store = open(location).await;
 
     let err = store
         .acquire(&run_id, &Holder::this_process())
@@ -116,14 +130,14 @@ async fn a_run_held_by_another_process_is_locked_until_it_dies() {
         .unwrap();
     assert_eq!(holder.holder.pid, child.id());
     assert!(holder.alive);
-    // Nothing of this process keeps the file open across the kill: the next open must recover
-    // the dead process's WAL, as `baton resume` after a crash does.
+    // Nothing of this process keeps the store open across the kill: the next open must recover
+    // (SQLite: the dead process's WAL), as `baton resume` after a crash does.
     store.close().await;
     drop(store);
 
     child.kill().unwrap();
     child.wait().unwrap();
-    let store = SqliteStore::open(&path).await.unwrap();
+    let store = open(location).await;
     let lease = store
         .acquire(&run_id, &Holder::this_process())
         .await

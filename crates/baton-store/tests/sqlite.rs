@@ -1,5 +1,6 @@
-//! The SQLite store against real database files in temporary directories, and real processes
-//! for the lease tests.
+//! What only the SQLite backend has: the workspace file layout and SQLite's own write lock.
+//! The store contract itself (journals, leases, fencing, concurrency) is tested against both
+//! backends in `conformance.rs`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -7,12 +8,10 @@
 mod journal;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use baton_core::{RunId, RunStatus, replay};
-use baton_store::{Holder, Lease, NewRun, SqliteOptions, SqliteStore, Store, StoreError};
+use baton_core::RunId;
+use baton_store::{Holder, NewRun, SqliteOptions, SqliteStore, Store, StoreLocation, open_store};
 use journal::Journal;
 
 fn new_run(goal: &str) -> NewRun {
@@ -27,411 +26,30 @@ fn db_path(dir: &tempfile::TempDir) -> PathBuf {
     dir.path().join("baton.db")
 }
 
-/// A store with one run whose lease this process holds, and the run's journal builder.
-async fn store_with_run(path: &Path) -> (SqliteStore, Lease, Journal) {
-    let store = SqliteStore::open(path).await.unwrap();
-    let run = new_run("add OAuth login with tests");
-    let lease = store
-        .create_run(&run, &Holder::this_process())
-        .await
-        .unwrap();
-    (store, lease, Journal::new(run.id))
-}
-
 #[tokio::test]
-async fn journal_round_trips_and_replays() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, lease, mut journal) = store_with_run(&db_path(&dir)).await;
-
-    let mut written = vec![journal.started("add OAuth login with tests")];
-    written.extend(journal.take(42)); // seven whole turns
-    written.push(journal.paused());
-    written.push(journal.resumed());
-    written.extend(journal.take(6)); // one more turn
-    written.extend(journal.finish());
-    // One event per append, as the engine journals, except a batch in the middle.
-    for record in &written[..30] {
-        store
-            .append(&lease, std::slice::from_ref(record))
-            .await
-            .unwrap();
-    }
-    store.append(&lease, &written[30..]).await.unwrap();
-
-    let read = store.load_events(&lease.run_id).await.unwrap();
-    assert_eq!(read, written);
-    let state = replay(&read).unwrap();
-    assert_eq!(state.status, RunStatus::Finished);
-    assert_eq!(state.turns_finished, 9); // 7 + 1 + the turn that called finish
-    assert_eq!(state.next_seq, written.len() as u64);
-
-    let page = store.read_events(&lease.run_id, 10, 5).await.unwrap();
-    assert_eq!(page, written[10..15]);
-    let tail = store
-        .read_events(&lease.run_id, written.len() as u64 - 2, 100)
-        .await
-        .unwrap();
-    assert_eq!(tail, written[written.len() - 2..]);
-    assert!(
-        store
-            .read_events(&lease.run_id, 10_000, 10)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-
-    let summary = store.get_run(&lease.run_id).await.unwrap().unwrap();
-    assert_eq!(summary.event_count, written.len() as u64);
-    assert_eq!(summary.status, RunStatus::Finished);
-    assert_eq!(summary.goal, "add OAuth login with tests");
-}
-
-#[tokio::test]
-async fn status_column_follows_the_events() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, lease, mut journal) = store_with_run(&db_path(&dir)).await;
-    let status =
-        async |store: &SqliteStore| store.get_run(&lease.run_id).await.unwrap().unwrap().status;
-
-    assert_eq!(status(&store).await, RunStatus::Created);
-    store
-        .append(&lease, &[journal.started("goal")])
-        .await
-        .unwrap();
-    assert_eq!(status(&store).await, RunStatus::Running);
-    store.append(&lease, &journal.take(6)).await.unwrap();
-    assert_eq!(status(&store).await, RunStatus::Running);
-    store.append(&lease, &[journal.paused()]).await.unwrap();
-    assert_eq!(status(&store).await, RunStatus::Paused);
-    // Within one batch, the last status-changing event decides.
-    let mut batch = vec![journal.resumed()];
-    batch.extend(journal.finish());
-    store.append(&lease, &batch).await.unwrap();
-    assert_eq!(status(&store).await, RunStatus::Finished);
-}
-
-#[tokio::test]
-async fn gaps_and_duplicates_are_refused_and_nothing_is_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, lease, mut journal) = store_with_run(&db_path(&dir)).await;
-    let mut events = vec![journal.started("goal")];
-    events.extend(journal.take(8));
-    store.append(&lease, &events[..3]).await.unwrap();
-
-    let conflict = |e: StoreError| match e {
-        StoreError::SequenceConflict { expected, got, .. } => (expected, got),
-        other => panic!("expected a sequence conflict, got {other:?}"),
-    };
-    // A gap.
-    let err = store.append(&lease, &events[5..6]).await.unwrap_err();
-    assert!(!err.is_retryable());
-    assert_eq!(conflict(err), (3, 5));
-    // A duplicate (overwrite attempt).
-    assert_eq!(
-        conflict(store.append(&lease, &events[2..4]).await.unwrap_err()),
-        (3, 2)
-    );
-    // A batch with a hole inside it.
-    let holed = vec![events[3].clone(), events[5].clone()];
-    assert_eq!(
-        conflict(store.append(&lease, &holed).await.unwrap_err()),
-        (4, 5)
-    );
-    // Records of another run.
-    let mut foreign = events[3].clone();
-    foreign.run_id = RunId::new();
-    let err = store.append(&lease, &[foreign]).await.unwrap_err();
-    assert!(matches!(err, StoreError::InvalidRecords { .. }), "{err:?}");
-    // An empty append is a no-op.
-    store.append(&lease, &[]).await.unwrap();
-
-    assert_eq!(store.load_events(&lease.run_id).await.unwrap(), events[..3]);
-    assert_eq!(
-        store
-            .get_run(&lease.run_id)
-            .await
-            .unwrap()
-            .unwrap()
-            .event_count,
-        3
-    );
-    store.append(&lease, &events[3..]).await.unwrap();
-    assert_eq!(store.load_events(&lease.run_id).await.unwrap(), events);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_appends_at_the_same_seq_exactly_one_wins() {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, lease, mut journal) = store_with_run(&db_path(&dir)).await;
-    store
-        .append(&lease, &[journal.started("goal")])
-        .await
-        .unwrap();
-    let contenders = journal.take(8);
-    // Eight different candidates for seq 1 (the same seq, different content).
-    let store: Arc<dyn Store> = Arc::new(store);
-    let barrier = Arc::new(tokio::sync::Barrier::new(contenders.len()));
-    let tasks: Vec<_> = contenders
-        .iter()
-        .map(|record| {
-            let (store, lease, barrier) = (store.clone(), lease.clone(), barrier.clone());
-            let record = baton_core::EventRecord {
-                seq: 1,
-                ..record.clone()
-            };
-            tokio::spawn(async move {
-                barrier.wait().await;
-                store
-                    .append(&lease, std::slice::from_ref(&record))
-                    .await
-                    .map(|()| record)
-            })
-        })
-        .collect();
-    let mut winners = Vec::new();
-    for task in tasks {
-        match task.await.unwrap() {
-            Ok(record) => winners.push(record),
-            Err(StoreError::SequenceConflict {
-                expected: 2,
-                got: 1,
-                ..
-            }) => {}
-            Err(other) => panic!("unexpected error {other:?}"),
-        }
-    }
-    assert_eq!(winners.len(), 1);
-    let stored = store.load_events(&lease.run_id).await.unwrap();
-    assert_eq!(stored.len(), 2);
-    assert_eq!(stored[1], winners[0]);
-}
-
-#[tokio::test]
-async fn expired_lease_is_taken_over_and_the_old_holder_is_fenced_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = db_path(&dir);
-    // A holder on another machine: only expiry can free its lease.
-    let remote = Holder {
-        host: "worker-7.example".into(),
-        pid: 4242,
-        pid_start: Some(99),
-    };
-    let short = SqliteOptions {
-        lease_ttl: Duration::from_millis(200),
-        ..SqliteOptions::default()
-    };
-    let a = SqliteStore::open_with(&path, short).await.unwrap();
-    let b = SqliteStore::open(&path).await.unwrap();
-    let run = new_run("goal");
-    let mut journal = Journal::new(run.id.clone());
-    let lease_a = a.create_run(&run, &remote).await.unwrap();
-    a.append(&lease_a, &[journal.started("goal")])
-        .await
-        .unwrap();
-
-    let summary = b.get_run(&run.id).await.unwrap().unwrap();
-    assert_eq!(summary.holder.as_ref().unwrap().holder, remote);
-
-    // B is refused while A's lease runs, then takes the run over once it expired.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let lease_b = loop {
-        match b.acquire(&run.id, &Holder::this_process()).await {
-            Ok(lease) => break lease,
-            Err(StoreError::Locked { holder, .. }) => {
-                assert_eq!(holder, "pid 4242 on worker-7.example")
-            }
-            Err(other) => panic!("unexpected error {other:?}"),
-        }
-        assert!(Instant::now() < deadline, "the lease never expired");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_ne!(lease_b.token, lease_a.token);
-
-    // A, unaware, keeps going: every write is refused.
-    let next = journal.take(2);
-    let err = a.append(&lease_a, &next[..1]).await.unwrap_err();
-    assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
-    assert!(!err.is_retryable());
-    let err = a.renew(&lease_a).await.unwrap_err();
-    assert!(matches!(err, StoreError::LeaseLost { .. }), "{err:?}");
-    a.release(&lease_a).await.unwrap(); // A no-op: must not free B's lease.
-
-    b.append(&lease_b, &next).await.unwrap();
-    let renewed = b.renew(&lease_b).await.unwrap();
-    assert!(renewed.expires_at >= lease_b.expires_at);
-    b.append(&renewed, &journal.take(1)).await.unwrap();
-    let summary = b.get_run(&run.id).await.unwrap().unwrap();
-    let holder = summary.holder.unwrap();
-    assert_eq!(holder.holder, Holder::this_process());
-    assert!(holder.alive);
-    assert_eq!(summary.event_count, 4);
-    replay(&b.load_events(&run.id).await.unwrap()).unwrap();
-
-    b.release(&renewed).await.unwrap();
-    assert!(b.get_run(&run.id).await.unwrap().unwrap().holder.is_none());
-    // A released lease can be taken by anyone.
-    a.acquire(&run.id, &remote).await.unwrap();
-}
-
-/// Start time (field 22 of /proc/PID/stat) of a process, parsed independently of the crate.
-fn proc_start_time(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after_comm = &stat[stat.rfind(')').unwrap() + 1..];
-    after_comm
-        .split_whitespace()
-        .nth(19)
-        .unwrap()
-        .parse()
-        .unwrap()
-}
-
-#[tokio::test]
-async fn a_dead_holder_on_this_host_is_taken_over_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&db_path(&dir)).await.unwrap();
-    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
-    let sleeper = Holder {
-        host: Holder::this_process().host,
-        pid: child.id(),
-        pid_start: Some(proc_start_time(child.id())),
-    };
-    let run = new_run("goal");
-    store.create_run(&run, &sleeper).await.unwrap();
-
-    let err = store
-        .acquire(&run.id, &Holder::this_process())
-        .await
-        .unwrap_err();
-    assert!(
-        err.to_string().contains(&format!("pid {}", child.id())),
-        "{err}"
-    );
-    assert!(
-        store
-            .get_run(&run.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .holder
-            .unwrap()
-            .alive
-    );
-
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    assert!(
-        !store
-            .get_run(&run.id)
-            .await
-            .unwrap()
-            .unwrap()
-            .holder
-            .unwrap()
-            .alive
-    );
-    // Long before the 60 s lease would expire.
-    store
-        .acquire(&run.id, &Holder::this_process())
-        .await
-        .unwrap();
-}
-
-#[tokio::test]
-async fn a_reused_pid_does_not_keep_a_dead_holders_lease() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&db_path(&dir)).await.unwrap();
-    let me = Holder::this_process();
-    // Our own pid, but a start time that is not ours: the recorded process is gone.
-    let ghost = Holder {
-        pid_start: me.pid_start.map(|s| s + 1),
-        ..me.clone()
-    };
-    let run = new_run("goal");
-    store.create_run(&run, &ghost).await.unwrap();
-    store.acquire(&run.id, &me).await.unwrap();
-}
-
-#[tokio::test]
-async fn reopening_keeps_runs_and_journals() {
+async fn a_workspace_keeps_its_store_under_dot_baton() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::for_workspace(dir.path()).await.unwrap();
     let path = SqliteStore::workspace_db_path(dir.path());
     assert_eq!(store.path(), path);
     assert!(path.is_file());
-
-    let first = new_run("first");
-    let second = new_run("second");
+    let run = new_run("first");
     let lease = store
-        .create_run(&first, &Holder::this_process())
+        .create_run(&run, &Holder::this_process())
         .await
         .unwrap();
-    let mut journal = Journal::new(first.id.clone());
-    let mut events = vec![journal.started("first")];
-    events.extend(journal.take(20));
-    store.append(&lease, &events).await.unwrap();
     store
-        .create_run(&second, &Holder::this_process())
+        .append(&lease, &[Journal::new(run.id.clone()).started("first")])
         .await
         .unwrap();
-    let err = store
-        .create_run(&first, &Holder::this_process())
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err:?}");
     store.close().await;
-    drop(store);
 
-    let store = SqliteStore::open(&path).await.unwrap();
-    assert_eq!(store.load_events(&first.id).await.unwrap(), events);
-    let runs = store.list_runs().await.unwrap();
-    let ids: Vec<&RunId> = runs.iter().map(|r| &r.id).collect();
-    assert_eq!(ids, [&second.id, &first.id], "newest first");
-    assert_eq!(runs[1].event_count, 21);
-    assert_eq!(runs[1].status, RunStatus::Running);
-    assert!(runs[0].created_at >= runs[1].created_at);
-    // The lease survived the restart too: held by a live process (this one), it cannot be
-    // taken again — not even by the same process, which must not drive a run twice. Released,
-    // it can, and the old token is fenced off.
-    let err = store
-        .acquire(&first.id, &Holder::this_process())
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
-    store.release(&lease).await.unwrap();
-    let again = store
-        .acquire(&first.id, &Holder::this_process())
-        .await
-        .unwrap();
-    assert_ne!(again.token, lease.token);
-    assert!(matches!(
-        store.append(&lease, &journal.take(1)).await,
-        Err(StoreError::LeaseLost { .. })
-    ));
-}
-
-#[tokio::test]
-async fn unknown_runs_are_reported_as_not_found() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&db_path(&dir)).await.unwrap();
-    let id = RunId::new();
-    assert!(store.get_run(&id).await.unwrap().is_none());
-    let not_found = |r: Result<_, StoreError>| matches!(r, Err(StoreError::NotFound { .. }));
-    assert!(not_found(
-        store
-            .acquire(&id, &Holder::this_process())
-            .await
-            .map(|_| ())
-    ));
-    assert!(not_found(store.load_events(&id).await.map(|_| ())));
-    let lease = Lease {
-        run_id: id.clone(),
-        token: "t".into(),
-        expires_at: jiff::Timestamp::now(),
-    };
-    assert!(not_found(store.renew(&lease).await.map(|_| ())));
-    assert!(not_found(
-        store.append(&lease, &[Journal::new(id).started("g")]).await
-    ));
+    // Choosing no store means this very file.
+    let location = StoreLocation::choose(None, dir.path()).unwrap();
+    assert_eq!(location, StoreLocation::Sqlite(path.clone()));
+    let store = open_store(&location).await.unwrap();
+    assert_eq!(store.load_events(&run.id).await.unwrap().len(), 1);
+    assert!(Path::new(&path).is_file());
 }
 
 /// Another connection holding SQLite's write lock makes an append wait, then fail retryably.

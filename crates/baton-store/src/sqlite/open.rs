@@ -19,7 +19,7 @@ use crate::error::sqlite_primary_code;
 const MIGRATIONS: &[(i64, &str, &str)] = &[(
     1,
     "runs and events",
-    include_str!("../../migrations/0001_runs_and_events.sql"),
+    include_str!("../../migrations/sqlite/0001_runs_and_events.sql"),
 )];
 
 /// sqlx's bookkeeping table; its presence marks a database as one of ours.
@@ -141,7 +141,7 @@ async fn check_contents(conn: &mut SqliteConnection, path: &Path) -> Result<(), 
     let supported = latest_version();
     match found {
         Some(found) if found > supported => Err(StoreError::NewerSchema {
-            path: path.to_owned(),
+            store: path.display().to_string(),
             found,
             supported,
         }),
@@ -255,7 +255,9 @@ mod tests {
 
     #[test]
     fn every_migration_file_is_compiled_in() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("migrations")
+            .join("sqlite");
         let mut files: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -8,7 +8,6 @@ use std::path::Path;
 
 use baton_core::{Event, EventRecord, RunId, RunStatus};
 use jiff::Timestamp;
-use jiff::fmt::temporal::DateTimePrinter;
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
@@ -20,23 +19,9 @@ use crate::{Holder, HolderInfo, RunSummary, StoreError};
 pub(crate) const RUN_COLUMNS: &str = "id, goal, workspace, status, created_at, updated_at, \
      event_count, lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at";
 
-/// RFC 3339 in UTC with exactly nine fractional digits: fixed width, so that comparing the
-/// strings (as `ORDER BY created_at` does) compares the times.
-pub(crate) fn ts_to_text(ts: Timestamp) -> String {
-    DateTimePrinter::new()
-        .precision(Some(9))
-        .timestamp_to_string(&ts)
-}
-
 pub(crate) fn ts_from_text(path: &Path, what: &str, text: &str) -> Result<Timestamp, StoreError> {
     text.parse()
         .map_err(|e| corrupt(path, format!("{what} has an unreadable time {text:?}: {e}")))
-}
-
-/// Counts and sequence numbers are u64 in the API and BIGINT in the schema; no run gets near
-/// 2^63 events, so saturating is only a guard against nonsense input.
-pub(crate) fn to_db_int(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 pub(crate) fn from_db_int(path: &Path, what: &str, n: i64) -> Result<u64, StoreError> {
@@ -155,6 +140,7 @@ pub(crate) fn record_from_row(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared::ts_to_text;
 
     #[test]
     fn timestamps_are_fixed_width_and_round_trip() {

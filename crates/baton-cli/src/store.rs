@@ -1,0 +1,143 @@
+//! Which store a command uses (`--store` / `BATON_STORE`, else the workspace's SQLite file) and
+//! how a command picks a run in it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use baton_core::RunId;
+use baton_store::{RunSummary, Store, StoreError, StoreLocation, open_store};
+
+use crate::{CliError, exit};
+
+/// An open store and where it is; a shared store holds the runs of other workspaces too.
+pub(crate) struct Opened {
+    pub(crate) store: Arc<dyn Store>,
+    location: StoreLocation,
+    workspace: PathBuf,
+}
+
+impl Opened {
+    /// Runs to choose from when the user names none: in a shared store, only this workspace's.
+    pub(crate) async fn runs_here(&self) -> Result<Vec<RunSummary>, CliError> {
+        let mut runs = self.store.list_runs().await.map_err(store_error)?;
+        if self.location.is_shared() {
+            runs.retain(|r| Path::new(&r.workspace) == self.workspace);
+        }
+        Ok(runs)
+    }
+}
+
+fn store_location(workspace: &Path, store: Option<&str>) -> Result<StoreLocation, CliError> {
+    StoreLocation::choose(store, workspace).map_err(store_error)
+}
+
+/// Opens (creating if needed) the store a new run goes to.
+pub(crate) async fn open_store_for_run(
+    workspace: &Path,
+    store: Option<&str>,
+) -> Result<Opened, CliError> {
+    let location = store_location(workspace, store)?;
+    let store = open_store(&location).await.map_err(store_error)?;
+    Ok(Opened {
+        store,
+        location,
+        workspace: workspace.to_owned(),
+    })
+}
+
+/// Opens the store for a command that only reads: no SQLite file yet is a usage error, not a
+/// new file.
+pub(crate) async fn open_existing_store(
+    workspace: &Path,
+    store: Option<&str>,
+) -> Result<Opened, CliError> {
+    let location = store_location(workspace, store)?;
+    if let StoreLocation::Sqlite(path) = &location
+        && !path.exists()
+    {
+        return Err(CliError::usage(anyhow!(
+            "no baton runs in {} (no {}); start one with `baton run \"GOAL\"`",
+            workspace.display(),
+            path.display()
+        )));
+    }
+    open_store_for_run(workspace, store).await
+}
+
+pub(crate) fn store_error(e: StoreError) -> CliError {
+    let code = match e {
+        StoreError::Locked { .. }
+        | StoreError::Refused { .. }
+        | StoreError::UnsupportedUrl { .. } => exit::USAGE,
+        _ => exit::FAILED,
+    };
+    CliError {
+        code,
+        error: e.into(),
+    }
+}
+
+/// The run whose id starts with `prefix`, among all runs of the store.
+pub(crate) async fn resolve_run(opened: &Opened, prefix: &str) -> Result<RunId, CliError> {
+    let runs = opened.store.list_runs().await.map_err(store_error)?;
+    let matches: Vec<&RunSummary> = runs
+        .iter()
+        .filter(|r| r.id.as_str().starts_with(prefix))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(one.id.clone()),
+        [] => Err(CliError::usage(anyhow!(
+            "no run with id {prefix}; `baton ls` lists the runs"
+        ))),
+        many => Err(CliError::usage(anyhow!(
+            "{} runs start with {prefix}: {}; give more characters",
+            many.len(),
+            many.iter()
+                .map(|r| r.id.short())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+pub(crate) async fn latest_run(opened: &Opened) -> Result<RunSummary, CliError> {
+    opened.runs_here().await?.into_iter().next().ok_or_else(|| {
+        CliError::usage(anyhow!(
+            "there are no runs yet; start one with `baton run \"GOAL\"`"
+        ))
+    })
+}
+
+/// The newest run that got as far as journaling its start (a process killed between creating a
+/// run and journaling its first event leaves an empty one behind).
+pub(crate) async fn latest_resumable_run(opened: &Opened) -> Result<RunSummary, CliError> {
+    opened
+        .runs_here()
+        .await?
+        .into_iter()
+        .find(|r| r.event_count > 0)
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "there is no run to resume; start one with `baton run \"GOAL\"`"
+            ))
+        })
+}
+
+pub(crate) async fn summary_for(
+    opened: &Opened,
+    run: Option<&str>,
+) -> Result<RunSummary, CliError> {
+    match run {
+        Some(prefix) => {
+            let id = resolve_run(opened, prefix).await?;
+            opened
+                .store
+                .get_run(&id)
+                .await
+                .map_err(store_error)?
+                .ok_or_else(|| CliError::usage(anyhow!("no run {id}")))
+        }
+        None => latest_run(opened).await,
+    }
+}

@@ -1,0 +1,435 @@
+//! The shared PostgreSQL backend: the SQLite schema and semantics on a server that many
+//! processes, on many machines, use at once.
+
+mod connect;
+mod rows;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use baton_core::{EventRecord, RunId, RunStatus};
+use jiff::Timestamp;
+use sqlx::postgres::{PgPool, PgRow};
+use sqlx::{Postgres, Transaction};
+
+use self::connect::classify;
+use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, corrupt, from_db_int, ts_from_micros};
+use crate::process::{holder_is_dead, local_hostname};
+use crate::shared::{check_batch, new_token, redact_url, to_db_int, ts_to_text};
+use crate::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
+
+/// Settings of a [`PostgresStore`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// How long a lease lasts without renewal; see [`crate::SqliteOptions::lease_ttl`]. Across
+    /// machines this is the only way a dead holder's run is freed, so it bounds how long a run
+    /// of a crashed worker waits.
+    pub lease_ttl: Duration,
+    /// Keep baton's tables in this schema (created if missing) instead of the first schema of
+    /// the connection's `search_path`: several baton installations can share one database, and
+    /// tests get one schema each. Plain lower-case identifiers only.
+    pub schema: Option<String>,
+    pub max_connections: u32,
+    /// How long an operation waits for a pooled connection (all busy, or the server away)
+    /// before failing with a retryable error.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            lease_ttl: Duration::from_secs(60),
+            schema: None,
+            max_connections: 8,
+            acquire_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A [`Store`] on a PostgreSQL server (tested with 15), shared by any number of processes.
+///
+/// # Fencing and sequence numbers
+///
+/// An append locks the run's row (`SELECT … FOR UPDATE`), checks the lease token and that the
+/// batch starts at the stored event count, inserts the events and moves the count, all in one
+/// transaction. Concurrent appenders to one run therefore queue on the row lock and each sees
+/// the previous one's result: no gaps, no duplicates, and a holder whose lease was taken over
+/// gets [`StoreError::LeaseLost`] without writing anything.
+///
+/// # Time
+///
+/// Lease expiry is judged by the database server's clock, not the callers', so machines with
+/// skewed clocks agree on it. A holder process that died is detected at once only when it ran
+/// on this host (same hostname; see `process.rs`); elsewhere its lease has to expire.
+///
+/// # Durability
+///
+/// Every connection runs with `synchronous_commit = on`: a commit returns once the server has
+/// flushed its WAL, so an `Ok` append survives a crash of the server (given the server's own
+/// `fsync` is on, which is the server's configuration, not ours).
+#[derive(Clone, Debug)]
+pub struct PostgresStore {
+    pool: PgPool,
+    /// The URL with any password redacted: what every message names.
+    url: String,
+    lease_ttl: Duration,
+    local_host: String,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://USER[:PASSWORD]@HOST[:PORT]/DB[?…]`) with default options,
+    /// creating or migrating baton's tables.
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        Self::connect_with(url, PostgresOptions::default()).await
+    }
+
+    pub async fn connect_with(
+        url: &str,
+        options: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        let redacted = redact_url(url);
+        let connect = connect::connect_options(url, &redacted, &options)?
+            .options([("synchronous_commit", "on")]);
+        let pool = connect::open(connect, &redacted, &options).await?;
+        Ok(PostgresStore {
+            pool,
+            url: redacted,
+            lease_ttl: options.lease_ttl,
+            local_host: local_hostname(),
+        })
+    }
+
+    /// The store's URL with any password redacted.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn lease_ttl(&self) -> Duration {
+        self.lease_ttl
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn db(&self, context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+        let context = context.to_owned();
+        move |e| classify(&self.url, &context, e)
+    }
+
+    fn expiry(&self, now: Timestamp) -> Timestamp {
+        now.checked_add(self.lease_ttl).unwrap_or(Timestamp::MAX)
+    }
+
+    /// The lease as handed to the caller: its expiry in the caller's clock (which its heartbeat
+    /// uses to schedule renewals), while the row holds the server's.
+    fn lease_for_caller(&self, run_id: &RunId, token: String) -> Lease {
+        Lease {
+            run_id: run_id.clone(),
+            token,
+            expires_at: self.expiry(Timestamp::now()),
+        }
+    }
+
+    async fn begin(&self, context: &str) -> Result<Transaction<'static, Postgres>, StoreError> {
+        self.pool.begin().await.map_err(self.db(context))
+    }
+
+    async fn server_now(&self) -> Result<Timestamp, StoreError> {
+        let micros: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT {SERVER_NOW}")))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.db("reading the server's clock"))?;
+        ts_from_micros(&self.url, micros)
+    }
+
+    async fn run_exists(&self, run_id: &RunId) -> Result<bool, StoreError> {
+        let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM runs WHERE id = $1")
+            .bind(run_id.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(self.db("looking up a run"))?;
+        Ok(found.is_some())
+    }
+
+    /// Why a fenced update matched no row: the run is gone, or its lease changed hands.
+    async fn lease_failure(&self, run_id: &RunId) -> StoreError {
+        match self.run_exists(run_id).await {
+            Ok(true) => StoreError::LeaseLost {
+                run_id: run_id.clone(),
+            },
+            Ok(false) => StoreError::NotFound {
+                run_id: run_id.clone(),
+            },
+            Err(e) => e,
+        }
+    }
+
+    fn summaries(&self, rows: &[PgRow]) -> Result<Vec<RunSummary>, StoreError> {
+        let Some(first) = rows.first() else {
+            return Ok(Vec::new());
+        };
+        let now = ts_from_micros(&self.url, rows::get(first, &self.url, "server_now")?)?;
+        rows.iter()
+            .map(|row| rows::summary_from_row(row, &self.url, &self.local_host, now))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
+        let now = self.server_now().await?;
+        let created = ts_to_text(now);
+        let token = new_token();
+        // One statement: the run and its lease appear together or not at all.
+        let inserted = sqlx::query(
+            "INSERT INTO runs (id, goal, workspace, status, created_at, updated_at, event_count, \
+             lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $5, 0, $6, $7, $8, $9, $10)",
+        )
+        .bind(run.id.as_str())
+        .bind(&run.goal)
+        .bind(&run.workspace)
+        .bind(RunStatus::Created.as_str())
+        .bind(&created)
+        .bind(&token)
+        .bind(&holder.host)
+        .bind(i64::from(holder.pid))
+        .bind(holder.pid_start.map(to_db_int))
+        .bind(ts_to_text(self.expiry(now)))
+        .execute(&self.pool)
+        .await;
+        match inserted {
+            Ok(_) => Ok(self.lease_for_caller(&run.id, token)),
+            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                Err(StoreError::AlreadyExists {
+                    run_id: run.id.clone(),
+                })
+            }
+            Err(e) => Err(self.db("creating a run")(e)),
+        }
+    }
+
+    async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
+        let mut tx = self.begin("taking a lease").await?;
+        // The row lock makes check-then-take atomic: a second acquirer waits here, then sees
+        // the lease the first one wrote.
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, \
+             {SERVER_NOW} AS server_now FROM runs WHERE id = $1 FOR UPDATE"
+        )))
+        .bind(run_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db("reading a lease"))?;
+        let Some(row) = row else {
+            return Err(StoreError::NotFound {
+                run_id: run_id.clone(),
+            });
+        };
+        let now = ts_from_micros(&self.url, rows::get(&row, &self.url, "server_now")?)?;
+        if let Some((_, current, expires_at)) = rows::lease_from_row(&row, &self.url)? {
+            // As in SQLite: only an expired lease, or one whose holder died on this machine, can
+            // be taken — not even by the holding process itself.
+            let free = expires_at <= now || holder_is_dead(&current, &self.local_host);
+            if !free {
+                return Err(StoreError::Locked {
+                    run_id: run_id.clone(),
+                    holder: current.describe(),
+                    expires_at,
+                });
+            }
+        }
+        let token = new_token();
+        sqlx::query(
+            "UPDATE runs SET lease_token = $1, lease_host = $2, lease_pid = $3, \
+             lease_pid_start = $4, lease_expires_at = $5 WHERE id = $6",
+        )
+        .bind(&token)
+        .bind(&holder.host)
+        .bind(i64::from(holder.pid))
+        .bind(holder.pid_start.map(to_db_int))
+        .bind(ts_to_text(self.expiry(now)))
+        .bind(run_id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db("recording the lease"))?;
+        tx.commit().await.map_err(self.db("committing a lease"))?;
+        Ok(self.lease_for_caller(run_id, token))
+    }
+
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        let expires_at = self.expiry(self.server_now().await?);
+        let done =
+            sqlx::query("UPDATE runs SET lease_expires_at = $1 WHERE id = $2 AND lease_token = $3")
+                .bind(ts_to_text(expires_at))
+                .bind(lease.run_id.as_str())
+                .bind(&lease.token)
+                .execute(&self.pool)
+                .await
+                .map_err(self.db("renewing a lease"))?;
+        if done.rows_affected() == 0 {
+            return Err(self.lease_failure(&lease.run_id).await);
+        }
+        Ok(self.lease_for_caller(&lease.run_id, lease.token.clone()))
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE runs SET lease_token = NULL, lease_host = NULL, lease_pid = NULL, \
+             lease_pid_start = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_token = $2",
+        )
+        .bind(lease.run_id.as_str())
+        .bind(&lease.token)
+        .execute(&self.pool)
+        .await
+        .map_err(self.db("releasing a lease"))?;
+        Ok(())
+    }
+
+    async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
+        let run_id = &lease.run_id;
+        let first = check_batch(run_id, records)?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        // Everything that does not need the row lock is done before taking it.
+        let mut seqs = Vec::with_capacity(records.len());
+        let mut kinds = Vec::with_capacity(records.len());
+        let mut ats = Vec::with_capacity(records.len());
+        let mut payloads = Vec::with_capacity(records.len());
+        for r in records {
+            let payload =
+                serde_json::to_string(&r.event).map_err(|source| StoreError::Serialization {
+                    run_id: run_id.clone(),
+                    seq: r.seq,
+                    source,
+                })?;
+            seqs.push(to_db_int(r.seq));
+            kinds.push(r.event.kind().to_owned());
+            ats.push(ts_to_text(r.at));
+            payloads.push(payload);
+        }
+        let status = records.iter().rev().find_map(|r| r.event.status_change());
+        let count = records.len() as u64;
+
+        let mut tx = self.begin("appending events").await?;
+        // The fence: with the row locked, nobody can take the lease over or append between this
+        // check and the commit.
+        let row: Option<(Option<String>, i64)> =
+            sqlx::query_as("SELECT lease_token, event_count FROM runs WHERE id = $1 FOR UPDATE")
+                .bind(run_id.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.db("locking the run to append"))?;
+        match row {
+            None => {
+                return Err(StoreError::NotFound {
+                    run_id: run_id.clone(),
+                });
+            }
+            Some((token, _)) if token.as_deref() != Some(lease.token.as_str()) => {
+                return Err(StoreError::LeaseLost {
+                    run_id: run_id.clone(),
+                });
+            }
+            Some((_, stored)) if stored != to_db_int(first) => {
+                return Err(StoreError::SequenceConflict {
+                    run_id: run_id.clone(),
+                    expected: from_db_int(&self.url, "event count", stored)?,
+                    got: first,
+                });
+            }
+            Some(_) => {}
+        }
+        // One statement for the whole batch, whatever its size.
+        sqlx::query(
+            "INSERT INTO events (run_id, seq, kind, at, payload) \
+             SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[])",
+        )
+        .bind(run_id.as_str())
+        .bind(&seqs)
+        .bind(&kinds)
+        .bind(&ats)
+        .bind(&payloads)
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db("inserting events"))?;
+        // updated_at in the server's clock, like created_at and the lease expiry.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE runs SET event_count = event_count + $1, status = COALESCE($2, status), \
+             updated_at = {SERVER_NOW_TEXT} WHERE id = $3"
+        )))
+        .bind(to_db_int(count))
+        .bind(status.map(RunStatus::as_str))
+        .bind(run_id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db("appending events"))?;
+        // With synchronous_commit = on the commit returns after the server flushed its WAL.
+        tx.commit().await.map_err(self.db("committing events"))
+    }
+
+    async fn read_events(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, at, payload FROM events WHERE run_id = $1 AND seq >= $2 \
+             ORDER BY seq LIMIT $3",
+        )
+        .bind(run_id.as_str())
+        .bind(to_db_int(from_seq))
+        .bind(to_db_int(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db("reading events"))?;
+        if rows.is_empty() && !self.run_exists(run_id).await? {
+            return Err(StoreError::NotFound {
+                run_id: run_id.clone(),
+            });
+        }
+        let records = rows
+            .iter()
+            .map(|row| rows::record_from_row(row, &self.url, run_id))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The primary key makes seq unique; a gap means rows were deleted behind our back.
+        for (offset, record) in records.iter().enumerate() {
+            let expected = from_seq.saturating_add(offset as u64);
+            if record.seq != expected {
+                let detail = format!("the journal of run {run_id} has no event #{expected}");
+                return Err(corrupt(&self.url, detail));
+            }
+        }
+        Ok(records)
+    }
+
+    async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS}, {SERVER_NOW} AS server_now FROM runs WHERE id = $1"
+        )))
+        .bind(run_id.as_str())
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db("reading a run"))?;
+        Ok(self.summaries(&rows)?.into_iter().next())
+    }
+
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT {RUN_COLUMNS}, {SERVER_NOW} AS server_now FROM runs \
+             ORDER BY created_at DESC, id DESC"
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(self.db("listing runs"))?;
+        self.summaries(&rows)
+    }
+
+    async fn close(&self) {
+        PostgresStore::close(self).await;
+    }
+}

@@ -1,0 +1,119 @@
+//! Pieces both backends share: the on-disk text form of times and counts, lease tokens, and the
+//! check that an append is one contiguous batch of the leased run.
+
+use baton_core::{EventRecord, RunId};
+use jiff::Timestamp;
+use jiff::fmt::temporal::DateTimePrinter;
+
+use crate::StoreError;
+
+/// RFC 3339 in UTC with exactly nine fractional digits: fixed width, so that comparing the
+/// strings (as `ORDER BY created_at` does) compares the times.
+pub(crate) fn ts_to_text(ts: Timestamp) -> String {
+    DateTimePrinter::new()
+        .precision(Some(9))
+        .timestamp_to_string(&ts)
+}
+
+/// Counts and sequence numbers are u64 in the API and BIGINT in the schema; no run gets near
+/// 2^63 events, so saturating is only a guard against nonsense input.
+pub(crate) fn to_db_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A lease token: unique per acquisition, so a holder that lost the lease can never match the
+/// new holder's token, even if it is the same process acquiring again.
+pub(crate) fn new_token() -> String {
+    uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// Checks that `records` are one contiguous batch of `run_id`'s journal; returns the first seq.
+pub(crate) fn check_batch(run_id: &RunId, records: &[EventRecord]) -> Result<u64, StoreError> {
+    let first = records.first().map_or(0, |r| r.seq);
+    for (i, record) in records.iter().enumerate() {
+        if record.run_id != *run_id {
+            return Err(StoreError::InvalidRecords {
+                run_id: run_id.clone(),
+                detail: format!("event #{} belongs to run {}", record.seq, record.run_id),
+            });
+        }
+        let expected = first.saturating_add(i as u64);
+        if record.seq != expected {
+            return Err(StoreError::SequenceConflict {
+                run_id: run_id.clone(),
+                expected,
+                got: record.seq,
+            });
+        }
+    }
+    Ok(first)
+}
+
+/// `url` with the password (in the user info, or a `password=` query parameter) replaced by
+/// `***`, for error messages and logs: a store URL may carry a credential.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_owned();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let mut out = url[..scheme_end].to_owned();
+    match authority.rfind('@') {
+        Some(at) => {
+            let user_info = &authority[..at];
+            match user_info.split_once(':') {
+                Some((user, _password)) => out.push_str(&format!("{user}:***")),
+                None => out.push_str(user_info),
+            }
+            out.push_str(&authority[at..]);
+        }
+        None => out.push_str(authority),
+    }
+    let tail = &rest[authority_end..];
+    match tail.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            let pairs: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+                    _ => pair.to_owned(),
+                })
+                .collect();
+            out.push_str(&pairs.join("&"));
+        }
+        None => out.push_str(tail),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        let cases = [
+            (
+                "postgres://baton:s3cr%3At@db.example:5432/runs?sslmode=require",
+                "postgres://baton:***@db.example:5432/runs?sslmode=require",
+            ),
+            ("postgresql://u:p@w:rd@h/db", "postgresql://u:***@h/db"),
+            (
+                "postgres://postgres@127.0.0.1:5432/test",
+                "postgres://postgres@127.0.0.1:5432/test",
+            ),
+            (
+                "postgres://h/db?user=u&password=hunter2&options[search_path]=s",
+                "postgres://h/db?user=u&password=***&options[search_path]=s",
+            ),
+            ("postgres://h", "postgres://h"),
+            ("not a url", "not a url"),
+        ];
+        for (url, redacted) in cases {
+            assert_eq!(redact_url(url), redacted, "{url}");
+        }
+    }
+}
