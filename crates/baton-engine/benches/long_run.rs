@@ -31,10 +31,12 @@ const WINDOW: u64 = 32_768;
 const FILES: usize = 20;
 
 fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs this as a smoke test.
+    let full = std::env::args().any(|arg| arg == "--bench");
     let turns: usize = std::env::args()
         .skip(1)
         .find_map(|a| a.parse().ok())
-        .unwrap_or(300);
+        .unwrap_or(if full { 300 } else { 40 });
     let runtime = tokio::runtime::Runtime::new().unwrap();
     // A strong model's profile and the default one (any unknown model), both held to a 32k
     // window; token counts are o200k in both.

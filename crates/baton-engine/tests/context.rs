@@ -3,6 +3,7 @@
 //! back exactly through `recall`, an overflow error compacts instead of failing, and every
 //! journaled request can be rebuilt byte for byte from the journal.
 
+#[allow(dead_code)]
 mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,10 +15,24 @@ use baton_context::{assemble, request_digest};
 use baton_core::*;
 use baton_engine::{Engine, EngineParts, RunObserver, RunOutcome, StartRun};
 use baton_model::{ModelError, ModelProvider, RetryPolicy};
-use baton_store::{SqliteStore, Store};
+use baton_store::Store;
+use baton_store::testing::PgTestSchema;
 use baton_tools::ToolRegistry;
 use serde_json::json;
+use support::backend::{Backend, on_both_backends};
 use support::fn_provider::{FnProvider, call, is_summary_request, prompt_text, text};
+
+on_both_backends!(
+    after_compaction_the_prompt_keeps_goal_plan_facts_and_next_step,
+    every_journaled_request_is_rebuilt_byte_for_byte_by_replay,
+    recall_returns_a_masked_output_exactly,
+    recall_names_what_is_wrong_with_a_bad_handle,
+    a_context_overflow_error_compacts_and_the_call_succeeds,
+    an_overflow_compaction_cannot_fix_pauses_instead_of_looping,
+    a_summary_request_that_overflows_leaves_out_the_oldest_history,
+    requests_carry_context_metrics_and_the_prefix_stays_stable,
+    search_memory_finds_history_by_handle_and_files_by_lines,
+);
 
 #[derive(Default)]
 struct Collect(Mutex<Vec<EventRecord>>);
@@ -45,7 +60,7 @@ fn settings(context: ContextSettings) -> RunSettings {
     }
 }
 
-fn engine(store: Arc<SqliteStore>, provider: Arc<dyn ModelProvider>) -> (Engine, Arc<Collect>) {
+fn engine(store: Arc<dyn Store>, provider: Arc<dyn ModelProvider>) -> (Engine, Arc<Collect>) {
     let observer = Arc::new(Collect::default());
     let engine = Engine::new(EngineParts {
         store,
@@ -85,12 +100,22 @@ fn write_big_file(dir: &std::path::Path) {
 const SUMMARY: &str = "## Goal\nFix the parser.\n## Done so far\nRead big.txt several times.\n\
 ## Next step\nRun the parser tests in tests/parser.rs.\n## Key files\nsrc/parser.rs";
 
+/// What a test run leaves behind: the outcome, the events as observed, the store (and the
+/// Postgres schema that must live as long as it).
+struct Ran {
+    outcome: RunOutcome,
+    events: Vec<EventRecord>,
+    store: Arc<dyn Store>,
+    _schema: Option<PgTestSchema>,
+}
+
 async fn run(
+    backend: Backend,
     ws: &std::path::Path,
     context: ContextSettings,
     provider: Arc<FnProvider>,
-) -> (RunOutcome, Vec<EventRecord>, Arc<SqliteStore>) {
-    let store = Arc::new(SqliteStore::for_workspace(ws).await.unwrap());
+) -> Ran {
+    let (store, schema) = backend.store(ws).await;
     let (engine, observer) = engine(store.clone(), provider);
     let outcome = engine
         .start(StartRun {
@@ -101,7 +126,12 @@ async fn run(
         .await
         .unwrap();
     let events = observer.0.lock().unwrap().clone();
-    (outcome, events, store)
+    Ran {
+        outcome,
+        events,
+        store,
+        _schema: schema,
+    }
 }
 
 fn unmasked(window_tokens: u64) -> ContextSettings {
@@ -119,8 +149,7 @@ fn kinds(events: &[EventRecord]) -> Vec<&'static str> {
     events.iter().map(|e| e.event.kind()).collect()
 }
 
-#[tokio::test]
-async fn after_compaction_the_prompt_keeps_goal_plan_facts_and_next_step() {
+async fn after_compaction_the_prompt_keeps_goal_plan_facts_and_next_step(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     write_big_file(ws.path());
     let steps = Arc::new(AtomicUsize::new(0));
@@ -157,7 +186,9 @@ async fn after_compaction_the_prompt_keeps_goal_plan_facts_and_next_step() {
             }
         }))
     };
-    let (outcome, events, _store) = run(ws.path(), unmasked(6_000), provider).await;
+    let Ran {
+        outcome, events, ..
+    } = run(backend, ws.path(), unmasked(6_000), provider).await;
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),
         "{outcome:?}"
@@ -212,8 +243,7 @@ async fn after_compaction_the_prompt_keeps_goal_plan_facts_and_next_step() {
     }
 }
 
-#[tokio::test]
-async fn every_journaled_request_is_rebuilt_byte_for_byte_by_replay() {
+async fn every_journaled_request_is_rebuilt_byte_for_byte_by_replay(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     write_big_file(ws.path());
     let provider = Arc::new(FnProvider::new(|request, n| {
@@ -247,7 +277,12 @@ async fn every_journaled_request_is_rebuilt_byte_for_byte_by_replay() {
             keep_recent_turns: 2,
         },
     };
-    let (outcome, _, store) = run(ws.path(), context, provider.clone()).await;
+    let Ran {
+        outcome,
+        store,
+        _schema,
+        ..
+    } = run(backend, ws.path(), context, provider.clone()).await;
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),
         "{outcome:?}"
@@ -292,8 +327,7 @@ async fn every_journaled_request_is_rebuilt_byte_for_byte_by_replay() {
     );
 }
 
-#[tokio::test]
-async fn recall_returns_a_masked_output_exactly() {
+async fn recall_returns_a_masked_output_exactly(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     // Unicode, tabs, trailing spaces, blank lines, no final newline.
     let original: String = (0..300)
@@ -334,7 +368,9 @@ async fn recall_returns_a_masked_output_exactly() {
         },
         compaction: Compaction::Off,
     };
-    let (outcome, events, _) = run(ws.path(), context, provider).await;
+    let Ran {
+        outcome, events, ..
+    } = run(backend, ws.path(), context, provider).await;
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),
         "{outcome:?}"
@@ -365,8 +401,7 @@ async fn recall_returns_a_masked_output_exactly() {
     assert_eq!(recalled.content, format!("{header}{}", cat.content));
 }
 
-#[tokio::test]
-async fn recall_names_what_is_wrong_with_a_bad_handle() {
+async fn recall_names_what_is_wrong_with_a_bad_handle(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     let provider = Arc::new(FnProvider::new(|_, n| match n {
         0 => call("list_dir", json!({"path": "."}), 900),
@@ -378,7 +413,9 @@ async fn recall_names_what_is_wrong_with_a_bad_handle() {
         4 => call("recall", json!({"handle": "shell#5"}), 900),
         _ => call("finish", json!({"summary": "done"}), 900),
     }));
-    let (outcome, events, _) = run(ws.path(), ContextSettings::default(), provider).await;
+    let Ran {
+        outcome, events, ..
+    } = run(backend, ws.path(), ContextSettings::default(), provider).await;
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),
         "{outcome:?}"
@@ -399,8 +436,7 @@ async fn recall_names_what_is_wrong_with_a_bad_handle() {
     assert!(errors[3].contains("output of `list_dir`"), "{}", errors[3]);
 }
 
-#[tokio::test]
-async fn a_context_overflow_error_compacts_and_the_call_succeeds() {
+async fn a_context_overflow_error_compacts_and_the_call_succeeds(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     write_big_file(ws.path());
     let provider = Arc::new(FnProvider::new(|request, n| {
@@ -419,7 +455,9 @@ async fn a_context_overflow_error_compacts_and_the_call_succeeds() {
         }
     }));
     // A window far larger than the prompt: only the server's error can trigger compaction.
-    let (outcome, events, _) = run(ws.path(), unmasked(1_000_000), provider).await;
+    let Ran {
+        outcome, events, ..
+    } = run(backend, ws.path(), unmasked(1_000_000), provider).await;
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),
         "{outcome:?}"
@@ -463,8 +501,7 @@ async fn a_context_overflow_error_compacts_and_the_call_succeeds() {
     assert_eq!((again, *next), (call, attempt + 1));
 }
 
-#[tokio::test]
-async fn an_overflow_compaction_cannot_fix_pauses_instead_of_looping() {
+async fn an_overflow_compaction_cannot_fix_pauses_instead_of_looping(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     write_big_file(ws.path());
     let provider = Arc::new(FnProvider::new(|request, n| {
@@ -479,7 +516,9 @@ async fn an_overflow_compaction_cannot_fix_pauses_instead_of_looping() {
             )),
         }
     }));
-    let (outcome, events, _) = run(ws.path(), unmasked(1_000_000), provider).await;
+    let Ran {
+        outcome, events, ..
+    } = run(backend, ws.path(), unmasked(1_000_000), provider).await;
     let RunOutcome::Paused { reason, .. } = outcome else {
         panic!("{outcome:?}");
     };
@@ -491,8 +530,7 @@ async fn an_overflow_compaction_cannot_fix_pauses_instead_of_looping() {
     assert!((1..=2).contains(&compactions), "{compactions}");
 }
 
-#[tokio::test]
-async fn a_summary_request_that_overflows_leaves_out_the_oldest_history() {
+async fn a_summary_request_that_overflows_leaves_out_the_oldest_history(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     write_big_file(ws.path());
     let summary_requests = Arc::new(AtomicUsize::new(0));
@@ -514,7 +552,9 @@ async fn a_summary_request_that_overflows_leaves_out_the_oldest_history() {
             }
         }))
     };
-    let (outcome, events, _) = run(ws.path(), unmasked(1_000_000), provider.clone()).await;
+    let Ran {
+        outcome, events, ..
+    } = run(backend, ws.path(), unmasked(1_000_000), provider.clone()).await;
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),
         "{outcome:?}"
@@ -536,8 +576,7 @@ async fn a_summary_request_that_overflows_leaves_out_the_oldest_history() {
     assert!(sizes[0] > sizes[1] && sizes[1] > sizes[2], "{sizes:?}");
 }
 
-#[tokio::test]
-async fn requests_carry_context_metrics_and_the_prefix_stays_stable() {
+async fn requests_carry_context_metrics_and_the_prefix_stays_stable(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     write_big_file(ws.path());
     let provider = Arc::new(FnProvider::new(|_, n| match n {
@@ -548,7 +587,9 @@ async fn requests_carry_context_metrics_and_the_prefix_stays_stable() {
         ),
         _ => call("finish", json!({"summary": "done"}), 900),
     }));
-    let (outcome, events, _) = run(ws.path(), unmasked(1_000_000), provider).await;
+    let Ran {
+        outcome, events, ..
+    } = run(backend, ws.path(), unmasked(1_000_000), provider).await;
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),
         "{outcome:?}"
@@ -588,8 +629,7 @@ async fn requests_carry_context_metrics_and_the_prefix_stays_stable() {
     );
 }
 
-#[tokio::test]
-async fn search_memory_finds_history_by_handle_and_files_by_lines() {
+async fn search_memory_finds_history_by_handle_and_files_by_lines(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(
         ws.path().join("notes.md"),
@@ -616,7 +656,9 @@ async fn search_memory_finds_history_by_handle_and_files_by_lines() {
         4 => call("search_memory", json!({"query": "\"(*"}), 900),
         _ => call("finish", json!({"summary": "done"}), 900),
     }));
-    let (outcome, events, _) = run(ws.path(), ContextSettings::default(), provider).await;
+    let Ran {
+        outcome, events, ..
+    } = run(backend, ws.path(), ContextSettings::default(), provider).await;
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),
         "{outcome:?}"

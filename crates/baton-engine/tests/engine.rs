@@ -10,43 +10,12 @@ use std::time::Duration;
 use baton_core::*;
 use baton_engine::{Engine, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
 use baton_model::{ModelError, RetryPolicy, ScriptedProvider};
-use baton_store::testing::PgTestSchema;
-use baton_store::{SqliteStore, Store};
+use baton_store::Store;
 use baton_tools::ToolRegistry;
+use support::backend::{Backend, on_both_backends};
 
-/// The store kinds every test here runs against.
-#[derive(Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-impl Backend {
-    /// A fresh store, and the Postgres schema that must outlive it (dropped with the test).
-    async fn store(self, workspace: &std::path::Path) -> (Arc<dyn Store>, Option<PgTestSchema>) {
-        match self {
-            Backend::Sqlite => (
-                Arc::new(SqliteStore::for_workspace(workspace).await.unwrap()),
-                None,
-            ),
-            Backend::Postgres => {
-                let schema = PgTestSchema::create().await;
-                (Arc::new(schema.store().await), Some(schema))
-            }
-        }
-    }
-}
-
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Sqlite).await; })*
-        }
-        mod postgres {
-            $(#[tokio::test] async fn $name() { super::$name(super::Backend::Postgres).await; })*
-        }
-    };
-}
+#[allow(dead_code)]
+mod support;
 
 on_both_backends!(
     transient_failures_are_retried_and_each_attempt_is_journaled,

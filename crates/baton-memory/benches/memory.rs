@@ -15,10 +15,21 @@ use std::time::{Duration, Instant};
 use baton_memory::{MemoryIndex, Scope, WorkspaceLimits};
 use journal::Journal;
 
-const FILES: usize = 5_000;
+/// Sizes of a real run (`cargo bench`, which passes `--bench`); `cargo test --all-targets`
+/// runs this binary as a smoke test with a fiftieth of them.
+fn files() -> usize {
+    if full() { 5_000 } else { 100 }
+}
+
+fn events() -> usize {
+    if full() { 10_000 } else { 200 }
+}
+
+fn full() -> bool {
+    std::env::args().any(|arg| arg == "--bench")
+}
 const FILE_BYTES: usize = 4_000;
 const CHANGED_FILES: usize = 10;
-const EVENTS: usize = 10_000;
 const SEARCHES_PER_QUERY: usize = 20;
 
 /// xorshift64*: deterministic, dependency-free.
@@ -97,7 +108,7 @@ fn code_text(rng: &mut Rng, words: &[String], bytes: usize) -> String {
 
 fn make_workspace(root: &Path, rng: &mut Rng, words: &[String]) -> usize {
     let mut total = 0;
-    for i in 0..FILES {
+    for i in 0..files() {
         let dir = root.join(format!("src/mod{:03}", i / 50));
         std::fs::create_dir_all(&dir).unwrap();
         let size = FILE_BYTES / 2 + rng.below(FILE_BYTES);
@@ -112,7 +123,7 @@ fn make_journal(rng: &mut Rng, words: &[String]) -> Journal {
     let mut j = Journal::new();
     j.start("migrate the synthetic service to the new storage layer");
     let mut call = 0;
-    while j.records.len() < EVENTS {
+    while j.records.len() < events() {
         call += 1;
         let id = format!("c{call}");
         let args = format!(
@@ -128,7 +139,7 @@ fn make_journal(rng: &mut Rng, words: &[String]) -> Journal {
             j.note(&code_text(rng, words, 100));
         }
     }
-    j.records.truncate(EVENTS);
+    j.records.truncate(events());
     j
 }
 
@@ -142,6 +153,9 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    if !full() {
+        println!("smoke run (pass --bench, as `cargo bench` does, for real numbers)");
+    }
     runtime.block_on(run());
 }
 
@@ -152,7 +166,8 @@ async fn run() {
     let words = vocabulary(&mut rng);
     let bytes = make_workspace(&root, &mut rng, &words);
     println!(
-        "baton-memory benchmark: {FILES} files, {:.1} MB, in {}",
+        "baton-memory benchmark: {} files, {:.1} MB, in {}",
+        files(),
         bytes as f64 / 1e6,
         root.display()
     );
@@ -164,7 +179,7 @@ async fn run() {
     let started = Instant::now();
     let report = index.index_workspace(&root).await.unwrap();
     let cold = started.elapsed();
-    assert_eq!(report.files_indexed, FILES, "{report:?}");
+    assert_eq!(report.files_indexed, files(), "{report:?}");
     println!(
         "index workspace from scratch: {:>8.0} ms  ({} files, {} chunks, {:.1} MB/s)",
         cold.as_secs_f64() * 1e3,
@@ -176,14 +191,14 @@ async fn run() {
     let started = Instant::now();
     let report = index.index_workspace(&root).await.unwrap();
     let noop = started.elapsed();
-    assert_eq!(report.files_unchanged, FILES);
+    assert_eq!(report.files_unchanged, files());
     println!(
         "re-index, nothing changed:    {:>8.1} ms",
         noop.as_secs_f64() * 1e3
     );
 
     for i in 0..CHANGED_FILES {
-        let n = i * (FILES / CHANGED_FILES);
+        let n = i * (files() / CHANGED_FILES);
         let path = root.join(format!("src/mod{:03}/file{n:05}.rs", n / 50));
         let text = code_text(&mut rng, &words, FILE_BYTES + 17);
         std::fs::write(path, text).unwrap();
@@ -200,10 +215,11 @@ async fn run() {
     let journal = make_journal(&mut rng, &words);
     let started = Instant::now();
     let added = index.index_events(&journal.records).await.unwrap();
-    let events = started.elapsed();
+    let indexing = started.elapsed();
     println!(
-        "index {EVENTS} events:           {:>8.0} ms  ({added} documents)",
-        events.as_secs_f64() * 1e3
+        "index {} events:           {:>8.0} ms  ({added} documents)",
+        events(),
+        indexing.as_secs_f64() * 1e3
     );
     let started = Instant::now();
     assert_eq!(index.index_events(&journal.records).await.unwrap(), 0);

@@ -1,1 +1,2 @@
+pub mod backend;
 pub mod fn_provider;
