@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
+use baton_core::governance::Budget;
 use baton_core::{
     Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings, RunState, RunStatus,
     ToolChoice, replay,
@@ -65,6 +66,28 @@ fn engine_error(e: EngineError) -> CliError {
     }
 }
 
+/// The budget a configuration layer sets; bad values are usage errors naming the key.
+fn budget_from(layer: &ConfigLayer) -> Result<Budget, CliError> {
+    if let Some(usd) = layer.budget_usd
+        && !(usd.is_finite() && usd > 0.0)
+    {
+        return Err(CliError::usage(anyhow!(
+            "budget_usd = {usd}: use a positive amount of USD"
+        )));
+    }
+    let wall_time_secs = layer
+        .max_time
+        .as_deref()
+        .map(config::parse_duration_secs)
+        .transpose()
+        .map_err(CliError::usage)?;
+    Ok(Budget {
+        usd: layer.budget_usd,
+        tokens: layer.budget_tokens,
+        wall_time_secs,
+    })
+}
+
 fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
     ConfigLayer {
         base_url: flags.base_url.clone(),
@@ -73,6 +96,9 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         response_mode: flags.no_stream.then_some(ResponseMode::Whole),
         tool_choice: flags.tool_choice.clone(),
         provider: flags.provider.clone(),
+        budget_usd: flags.budget_usd,
+        budget_tokens: flags.budget_tokens,
+        max_time: flags.max_time.clone(),
         context: flags.context_window.map(|window| ContextConfig {
             window: Some(window),
             ..ContextConfig::default()
@@ -243,6 +269,7 @@ fn resolve_settings(
         .unwrap_or_default()
         .apply(profile_for(&model).context)
         .map_err(CliError::usage)?;
+    let budget = budget_from(&layer)?;
     let settings = RunSettings {
         model: ModelSettings {
             provider: preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind),
@@ -258,6 +285,8 @@ fn resolve_settings(
                 .unwrap_or(defaults.shell_timeout_secs),
         },
         context,
+        budget,
+        loop_detection: Default::default(),
     };
     Ok((settings, layer))
 }
@@ -345,6 +374,10 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         response_mode: args.model.no_stream.then_some(ResponseMode::Whole),
         tool_choice: tool_choice(args.model.tool_choice.as_deref())?,
         context_window: args.model.context_window,
+        budget: {
+            let flags = budget_from(&flags_layer(&args.model))?;
+            (!flags.is_unlimited()).then_some(flags)
+        },
     };
     if let Some(window) = overrides.context_window {
         // The same rule a new run's configuration is held to.

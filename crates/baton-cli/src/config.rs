@@ -37,6 +37,12 @@ pub struct ConfigLayer {
     pub rate_limit: Option<RateLimit>,
     /// `[context]`: overrides of the model profile's context policy.
     pub context: Option<ContextConfig>,
+    /// Pause when the run's cost reaches this many USD.
+    pub budget_usd: Option<f64>,
+    /// Pause when the run's prompt + completion tokens reach this many.
+    pub budget_tokens: Option<u64>,
+    /// Pause after this much running time: `90s`, `45m`, `2h`, `1h30m` (a bare number is seconds).
+    pub max_time: Option<String>,
 }
 
 /// The `[context]` table: every key overrides the model profile's value.
@@ -155,6 +161,9 @@ impl ConfigLayer {
                 .circuit_breaker_failures
                 .or(self.circuit_breaker_failures),
             rate_limit: over.rate_limit.or(self.rate_limit),
+            budget_usd: over.budget_usd.or(self.budget_usd),
+            budget_tokens: over.budget_tokens.or(self.budget_tokens),
+            max_time: over.max_time.or(self.max_time),
             context: match (self.context, over.context) {
                 (Some(base), Some(over)) => Some(base.overlay(over)),
                 (base, over) => over.or(base),
@@ -181,6 +190,37 @@ impl ConfigLayer {
             ..ConfigLayer::default()
         }
     }
+}
+
+/// Parses a duration such as `90`, `90s`, `45m`, `2h` or `1h30m` into seconds.
+pub fn parse_duration_secs(text: &str) -> anyhow::Result<u64> {
+    let text = text.trim();
+    let bad = || anyhow::anyhow!("`{text}` is not a duration: use e.g. 90s, 45m, 2h or 1h30m");
+    if let Ok(secs) = text.parse::<u64>() {
+        return Ok(secs);
+    }
+    let mut total: u64 = 0;
+    let mut number = String::new();
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1,
+            'm' => 60,
+            'h' => 3600,
+            'd' => 86_400,
+            _ => return Err(bad()),
+        };
+        let n: u64 = number.parse().map_err(|_| bad())?;
+        total = total.saturating_add(n.saturating_mul(unit));
+        number.clear();
+    }
+    if !number.is_empty() || total == 0 {
+        return Err(bad());
+    }
+    Ok(total)
 }
 
 /// Reads a config file; a missing file is an empty layer, a malformed one an error naming it.
@@ -329,6 +369,17 @@ mod tests {
 #[cfg(test)]
 mod context_tests {
     use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration_secs("90").unwrap(), 90);
+        assert_eq!(parse_duration_secs("90s").unwrap(), 90);
+        assert_eq!(parse_duration_secs("45m").unwrap(), 2700);
+        assert_eq!(parse_duration_secs("1h30m").unwrap(), 5400);
+        for bad in ["", "h", "10x", "1.5h", "m30", "0s"] {
+            assert!(parse_duration_secs(bad).is_err(), "{bad}");
+        }
+    }
 
     fn parse(text: &str) -> ContextConfig {
         let layer: ConfigLayer = toml::from_str(text).unwrap();

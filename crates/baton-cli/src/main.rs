@@ -132,6 +132,15 @@ pub struct ModelFlags {
     /// The model's context window in tokens (default: from the model's profile).
     #[arg(long, value_name = "N")]
     context_window: Option<u64>,
+    /// Pause the run when its cost reaches this many USD (a call that could pass it is not sent).
+    #[arg(long, value_name = "USD")]
+    budget_usd: Option<f64>,
+    /// Pause the run when its prompt + completion tokens reach this many.
+    #[arg(long, value_name = "N")]
+    budget_tokens: Option<u64>,
+    /// Pause the run after this much running time, e.g. 45m or 2h.
+    #[arg(long, value_name = "DURATION")]
+    max_time: Option<String>,
 }
 
 #[derive(Args)]

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use baton_core::{CompactionTrigger, Event, EventRecord, RunState, ToolOutcome};
+use baton_core::{CompactionTrigger, Event, EventRecord, LoopResponse, RunState, ToolOutcome};
 use baton_engine::RunObserver;
 use baton_model::StreamDelta;
 use serde::Serialize;
@@ -140,6 +140,24 @@ fn progress_line(event: &Event, state: &RunState) -> Option<String> {
                 CompactionTrigger::Overflow => "the server said it overflowed",
             }
         ),
+        Event::BudgetWarning {
+            resource,
+            used,
+            limit,
+            ..
+        } => format!(
+            "  ! budget: {} used ({:.0}%)",
+            resource.describe(*used, *limit),
+            100.0 * used / limit
+        ),
+        Event::LoopDetected {
+            detail, response, ..
+        } => match response {
+            LoopResponse::Nudge => {
+                format!("  ! loop: {detail} — the agent is told to change approach")
+            }
+            LoopResponse::Pause => format!("  ! loop again: {detail}"),
+        },
         Event::CompactionFailed {
             attempt,
             class,

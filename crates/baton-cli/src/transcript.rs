@@ -70,6 +70,17 @@ pub fn render(records: &[EventRecord]) -> String {
             } => format!(
                 "compaction of {replaced} history entries started ({trigger:?}, prompt ≈ {estimated_prompt_tokens} tokens)"
             ),
+            Event::BudgetWarning {
+                resource,
+                used,
+                limit,
+                ..
+            } => format!("budget warning: {} used", resource.describe(*used, *limit)),
+            Event::LoopDetected {
+                pattern,
+                detail,
+                response,
+            } => format!("loop detected ({pattern:?}): {detail} → {response:?}"),
             Event::CompactionFailed {
                 attempt,
                 class,

@@ -13,6 +13,8 @@ fn state_with_history() -> RunState {
         },
         limits: Limits::default(),
         context: Default::default(),
+        budget: Default::default(),
+        loop_detection: Default::default(),
     };
     let tools = vec![ToolSpec {
         name: "read_file".into(),

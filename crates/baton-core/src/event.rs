@@ -1,5 +1,6 @@
 use serde::{Deserialize, Serialize};
 
+use crate::governance::{BudgetResource, LoopPattern};
 use crate::message::{AssistantMessage, ToolResult, ToolSpec, Usage};
 use crate::settings::RunSettings;
 use crate::{RunId, ToolEffect};
@@ -114,6 +115,19 @@ pub enum Event {
         served_model: Option<String>,
         duration_ms: u64,
     },
+    /// A budget passed its warning share (once per budget and process).
+    BudgetWarning {
+        resource: BudgetResource,
+        used: f64,
+        limit: f64,
+    },
+    /// The agent is going in circles: first it is told (a note in its history), then the run
+    /// pauses.
+    LoopDetected {
+        pattern: LoopPattern,
+        detail: String,
+        response: LoopResponse,
+    },
     /// A message from the harness to the model (for example a nudge to use tools).
     NoteAdded {
         text: String,
@@ -148,6 +162,8 @@ impl Event {
             Event::CompactionStarted { .. } => "compaction_started",
             Event::CompactionFailed { .. } => "compaction_failed",
             Event::CompactionFinished { .. } => "compaction_finished",
+            Event::BudgetWarning { .. } => "budget_warning",
+            Event::LoopDetected { .. } => "loop_detected",
             Event::NoteAdded { .. } => "note_added",
             Event::TurnFinished { .. } => "turn_finished",
             Event::RunPaused { .. } => "run_paused",
@@ -245,6 +261,18 @@ pub enum PauseReason {
     ModelRejected,
     ContextOverflow,
     Interrupted,
+    /// A budget (USD, tokens, running time) is used up; resume with a raised one.
+    Budget,
+    /// The loop detector saw the agent repeat itself after it had been told.
+    Loop,
+}
+
+/// What the run does about a detected loop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopResponse {
+    Nudge,
+    Pause,
 }
 
 /// How a failed model call is classified. Shared by all providers so that retry and pause

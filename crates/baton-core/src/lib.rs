@@ -4,6 +4,7 @@
 //! replay and replay is testable without a database, a model or a workspace.
 
 mod event;
+pub mod governance;
 pub mod handle;
 mod ids;
 pub mod memory;
@@ -15,7 +16,8 @@ mod settings;
 mod state;
 
 pub use event::{
-    CompactionTrigger, ErrorClass, Event, EventRecord, PauseReason, RequestMetrics, RunStatus,
+    CompactionTrigger, ErrorClass, Event, EventRecord, LoopResponse, PauseReason, RequestMetrics,
+    RunStatus,
 };
 pub use ids::RunId;
 pub use message::{

@@ -1,11 +1,18 @@
 use serde::{Deserialize, Serialize};
 
+use crate::governance::{Budget, LoopPolicy};
+
 /// Everything a run needs to be resumed the same way, recorded in its first event.
 /// Secrets are deliberately absent: keys are read from the environment on every start.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
     pub model: ModelSettings,
     pub limits: Limits,
+    /// Ceilings that pause the run; absent when none is set.
+    #[serde(default, skip_serializing_if = "Budget::is_unlimited")]
+    pub budget: Budget,
+    #[serde(default)]
+    pub loop_detection: LoopPolicy,
     /// How the prompt is kept inside the model's context window. Runs journaled before this
     /// setting existed read as the default profile.
     #[serde(default)]

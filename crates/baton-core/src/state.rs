@@ -1,6 +1,11 @@
 use serde::{Deserialize, Serialize};
 
-use crate::event::{CompactionTrigger, ErrorClass, Event, EventRecord, PauseReason, RunStatus};
+use std::collections::VecDeque;
+
+use crate::event::{
+    CompactionTrigger, ErrorClass, Event, EventRecord, LoopResponse, PauseReason, RunStatus,
+};
+use crate::governance::{BudgetResource, CallFingerprint, remember_call, stable_hash};
 use crate::memory::{
     PlanItem, REMEMBER_TOOL, UPDATE_PLAN_TOOL, apply_fact, parse_plan_update, parse_remember,
 };
@@ -39,6 +44,16 @@ pub struct RunState {
     /// The last finished call's (local count, reported prompt tokens): calibrates estimates
     /// for models without an exact local tokenizer.
     pub calibration: Option<(u64, u64)>,
+    /// Milliseconds the run spent running, summed between consecutive events of one process
+    /// (downtime before a resume does not count): what the wall-time budget measures.
+    pub running_ms: u64,
+    pub last_event_at: Option<jiff::Timestamp>,
+    /// Budgets already warned about in this process.
+    pub budget_warned: Vec<BudgetResource>,
+    /// Recent tool calls, for loop detection.
+    pub recent_calls: VecDeque<CallFingerprint>,
+    /// Loop nudges since the last resume.
+    pub loop_nudges: u32,
     /// Local token count of the open model call's request.
     pub open_call_counted: Option<u64>,
     pub phase: Phase,
@@ -83,6 +98,15 @@ pub fn summary_message(summary: &str, first_seq: u64, last_seq: u64) -> String {
          events {first_seq}-{last_seq}) was compacted into it; exact earlier outputs can be \
          fetched with `recall`.\n\n{}",
         summary.trim()
+    )
+}
+
+/// What the model is told when it seems to go in circles.
+pub fn loop_nudge(detail: &str) -> String {
+    format!(
+        "baton noticed a loop: {detail}. Repeating it will not give a different result. Step \
+         back: re-read the error, check your assumptions (recall earlier outputs or search_memory \
+         if needed) and try a different approach. If you are blocked, say why and call `finish`."
     )
 }
 
@@ -190,8 +214,10 @@ impl RunState {
         if self.status.is_terminal() {
             return Err(fail(format!("the run already {}", self.status.as_str())));
         }
+        let was_running = self.status == RunStatus::Running;
         self.apply_event(&record.event, &record.run_id, record.seq)
             .map_err(fail)?;
+        self.count_running_time(&record.event, record.at, was_running);
         if let Some(status) = record.event.status_change() {
             self.status = status;
         }
@@ -224,6 +250,10 @@ impl RunState {
             Event::RunResumed { settings } => {
                 self.settings = Some(settings.clone());
                 self.pause = None;
+                // A person looked at the run: loops and warnings start counting afresh.
+                self.recent_calls.clear();
+                self.loop_nudges = 0;
+                self.budget_warned.clear();
                 // A person resumed: the outage may be over, give the breaker a fresh count.
                 self.consecutive_model_failures = 0;
             }
@@ -370,6 +400,12 @@ impl RunState {
                     self.apply_tool_effect(&flight.call.name, &flight.call.arguments, result);
                 }
                 let turn = *turn;
+                remember_call(
+                    &mut self.recent_calls,
+                    turn,
+                    stable_hash(&[&flight.call.name, &flight.call.arguments]),
+                    stable_hash(&[&format!("{:?}", result.outcome), &result.content]),
+                );
                 self.push_history(
                     seq,
                     turn,
@@ -475,6 +511,31 @@ impl RunState {
                 }];
                 self.history.extend(kept);
             }
+            Event::BudgetWarning { resource, .. } => {
+                require_running(running)?;
+                if !self.budget_warned.contains(resource) {
+                    self.budget_warned.push(*resource);
+                }
+            }
+            Event::LoopDetected {
+                detail, response, ..
+            } => {
+                require_running(running)?;
+                if self.phase != Phase::Idle {
+                    return Err("loops are handled between turns".into());
+                }
+                self.recent_calls.clear();
+                if *response == LoopResponse::Nudge {
+                    self.loop_nudges += 1;
+                    self.push_history(
+                        seq,
+                        self.turns_started,
+                        Message::User {
+                            content: loop_nudge(detail),
+                        },
+                    );
+                }
+            }
             Event::TurnFinished { turn } => {
                 require_running(running)?;
                 match &self.phase {
@@ -500,6 +561,16 @@ impl RunState {
             }
         }
         Ok(())
+    }
+
+    fn count_running_time(&mut self, event: &Event, at: jiff::Timestamp, was_running: bool) {
+        let restart = matches!(event, Event::RunStarted { .. } | Event::RunResumed { .. });
+        if let (false, true, Some(last)) = (restart, was_running, self.last_event_at) {
+            let ms = at.as_millisecond().saturating_sub(last.as_millisecond());
+            // A clock that went backwards adds nothing rather than subtracting.
+            self.running_ms = self.running_ms.saturating_add(ms.max(0) as u64);
+        }
+        self.last_event_at = Some(at);
     }
 
     fn push_history(&mut self, seq: u64, turn: u32, message: Message) {

@@ -34,6 +34,8 @@ fn settings(max_turns: u32) -> RunSettings {
             shell_timeout_secs: 5,
         },
         context: Default::default(),
+        budget: Default::default(),
+        loop_detection: Default::default(),
     }
 }
 

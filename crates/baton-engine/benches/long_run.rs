@@ -136,6 +136,8 @@ async fn bench(turns: usize, profile_model: &str) {
             shell_timeout_secs: 10,
         },
         context,
+        budget: Default::default(),
+        loop_detection: Default::default(),
     };
     let settings_masking = settings.context.masking;
     let started = Instant::now();

@@ -61,6 +61,8 @@ pub struct SettingsOverride {
     pub response_mode: Option<baton_core::ResponseMode>,
     pub tool_choice: Option<baton_core::ToolChoice>,
     pub context_window: Option<u64>,
+    /// Budgets given on resume; each set field replaces the recorded one.
+    pub budget: Option<baton_core::governance::Budget>,
 }
 
 impl SettingsOverride {
@@ -73,6 +75,12 @@ impl SettingsOverride {
         }
         if let Some(v) = &self.model {
             settings.model.model = v.clone();
+        }
+        if let Some(budget) = self.budget {
+            settings.budget.usd = budget.usd.or(settings.budget.usd);
+            settings.budget.tokens = budget.tokens.or(settings.budget.tokens);
+            settings.budget.wall_time_secs =
+                budget.wall_time_secs.or(settings.budget.wall_time_secs);
         }
         if let Some(v) = self.context_window {
             settings.context.window_tokens = v;

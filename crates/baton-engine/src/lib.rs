@@ -9,6 +9,7 @@ mod api;
 mod compaction;
 mod error;
 mod failure;
+mod governance;
 mod journal;
 mod memory_search;
 mod memory_tools;

@@ -193,7 +193,9 @@ impl Engine {
             match action {
                 NextAction::Stop => break,
                 NextAction::StartTurn { turn } => {
-                    journal.record(Event::TurnStarted { turn }).await?
+                    if !self.govern_between_turns(journal).await? {
+                        journal.record(Event::TurnStarted { turn }).await?
+                    }
                 }
                 NextAction::CallModel {
                     turn,
@@ -292,6 +294,12 @@ impl Engine {
             .ok_or_else(|| EngineError::Internal("no settings in run state".into()))?;
         let estimate = self.counter.estimate(journal.state(), &assembly.request);
         if self.compact_before_call(journal, turn, estimate).await? {
+            return Ok(());
+        }
+        if !self
+            .budget_allows_call(journal, &assembly.request.model, estimate.estimated)
+            .await?
+        {
             return Ok(());
         }
         let request = assembly.request;

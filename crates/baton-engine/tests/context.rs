@@ -8,19 +8,16 @@ mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use baton_context::tokens::calibrate;
 use baton_context::{assemble, request_digest};
 use baton_core::*;
-use baton_engine::{Engine, EngineParts, RunObserver, RunOutcome, StartRun};
-use baton_model::{ModelError, ModelProvider, RetryPolicy};
-use baton_store::Store;
-use baton_store::testing::PgTestSchema;
-use baton_tools::ToolRegistry;
+use baton_engine::RunOutcome;
+use baton_model::ModelError;
 use serde_json::json;
 use support::backend::{Backend, on_both_backends};
 use support::fn_provider::{FnProvider, call, is_summary_request, prompt_text, text};
+use support::run::{Ran, run};
 
 on_both_backends!(
     after_compaction_the_prompt_keeps_goal_plan_facts_and_next_step,
@@ -33,56 +30,6 @@ on_both_backends!(
     requests_carry_context_metrics_and_the_prefix_stays_stable,
     search_memory_finds_history_by_handle_and_files_by_lines,
 );
-
-#[derive(Default)]
-struct Collect(Mutex<Vec<EventRecord>>);
-
-impl RunObserver for Collect {
-    fn on_event(&self, record: &EventRecord, _state: &RunState) {
-        self.0.lock().unwrap().push(record.clone());
-    }
-}
-
-fn settings(context: ContextSettings) -> RunSettings {
-    RunSettings {
-        model: ModelSettings {
-            provider: ProviderKind::OpenAiCompatible,
-            base_url: "http://127.0.0.1:9/v1".into(),
-            model: "local-model".into(),
-            response_mode: ResponseMode::Whole,
-            tool_choice: Default::default(),
-        },
-        limits: Limits {
-            max_turns: 60,
-            shell_timeout_secs: 10,
-        },
-        context,
-    }
-}
-
-fn engine(store: Arc<dyn Store>, provider: Arc<dyn ModelProvider>) -> (Engine, Arc<Collect>) {
-    let observer = Arc::new(Collect::default());
-    let engine = Engine::new(EngineParts {
-        store,
-        provider,
-        tools: Arc::new(ToolRegistry::standard()),
-        retry: RetryPolicy {
-            max_attempts: 3,
-            max_total_wait: Duration::from_secs(5),
-            base_delay: Duration::from_millis(1),
-            max_delay: Duration::from_millis(5),
-        },
-        secrets: vec![],
-        secret_env_vars: vec![],
-        observer: observer.clone(),
-        stop: baton_engine::StopSignal::never(),
-        model_call_timeout: Duration::from_secs(60),
-        breaker_failures: 100,
-        prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
-        rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
-    });
-    (engine, observer)
-}
 
 /// About 3 KB of ordinary, varied text: a realistic tool output.
 fn write_big_file(dir: &std::path::Path) {
@@ -99,40 +46,6 @@ fn write_big_file(dir: &std::path::Path) {
 
 const SUMMARY: &str = "## Goal\nFix the parser.\n## Done so far\nRead big.txt several times.\n\
 ## Next step\nRun the parser tests in tests/parser.rs.\n## Key files\nsrc/parser.rs";
-
-/// What a test run leaves behind: the outcome, the events as observed, the store (and the
-/// Postgres schema that must live as long as it).
-struct Ran {
-    outcome: RunOutcome,
-    events: Vec<EventRecord>,
-    store: Arc<dyn Store>,
-    _schema: Option<PgTestSchema>,
-}
-
-async fn run(
-    backend: Backend,
-    ws: &std::path::Path,
-    context: ContextSettings,
-    provider: Arc<FnProvider>,
-) -> Ran {
-    let (store, schema) = backend.store(ws).await;
-    let (engine, observer) = engine(store.clone(), provider);
-    let outcome = engine
-        .start(StartRun {
-            goal: "Fix the parser so that tests/parser.rs passes".into(),
-            workspace: ws.into(),
-            settings: settings(context),
-        })
-        .await
-        .unwrap();
-    let events = observer.0.lock().unwrap().clone();
-    Ran {
-        outcome,
-        events,
-        store,
-        _schema: schema,
-    }
-}
 
 fn unmasked(window_tokens: u64) -> ContextSettings {
     ContextSettings {

@@ -50,6 +50,8 @@ fn settings() -> RunSettings {
             shell_timeout_secs: 10,
         },
         context: Default::default(),
+        budget: Default::default(),
+        loop_detection: Default::default(),
     }
 }
 

@@ -1,2 +1,3 @@
 pub mod backend;
 pub mod fn_provider;
+pub mod run;

@@ -49,6 +49,8 @@ impl Journal {
                     shell_timeout_secs: 5,
                 },
                 context: Default::default(),
+                budget: Default::default(),
+                loop_detection: Default::default(),
             },
             system_prompt: "You are a coding agent.".into(),
             project_instructions: None,

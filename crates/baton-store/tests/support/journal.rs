@@ -31,6 +31,8 @@ pub fn settings() -> RunSettings {
         },
         limits: Limits::default(),
         context: Default::default(),
+        budget: Default::default(),
+        loop_detection: Default::default(),
     }
 }
 
