@@ -1,0 +1,126 @@
+//! The trampoline: baton re-executes itself as `baton __sandbox-exec --spec JSON -- CMD…` in the
+//! child, confines that process and then execs the command. Doing it in a fresh process rather
+//! than in a `pre_exec` hook keeps the whole sandbox free of `unsafe`.
+//!
+//! Stage one (outside bubblewrap) joins the pids cgroup and arms the parent-death signal, then
+//! execs bubblewrap with the trampoline as the wrapped command. Stage two (inside) sets the
+//! resource limits, Landlock and seccomp, and execs the command. Without bubblewrap both stages
+//! run in one process.
+
+use crate::confine::{self, Enforced};
+use crate::spec::ExecSpec;
+use rustix::process::Signal;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+
+/// The hidden subcommand name the `baton` binary dispatches to [`main`].
+pub const SUBCOMMAND: &str = "__sandbox-exec";
+
+/// Exit code when the sandbox itself could not be set up (the command never ran). Chosen like
+/// `env(1)` and container runtimes do, apart from the command's own codes.
+pub const SETUP_FAILED: u8 = 125;
+
+/// Entry point of the trampoline. `args` are the arguments after [`SUBCOMMAND`]. Returns only
+/// on failure: on success the process has become the command.
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    match run(args) {
+        Ok(never) => match never {},
+        Err(message) => {
+            eprintln!("baton sandbox: {message}");
+            ExitCode::from(SETUP_FAILED)
+        }
+    }
+}
+
+enum Never {}
+
+fn run(args: Vec<OsString>) -> Result<Never, String> {
+    let mut args = args.into_iter();
+    let flag = args.next().and_then(|a| a.into_string().ok());
+    let json = args
+        .next()
+        .and_then(|a| a.into_string().ok())
+        .ok_or("missing spec")?;
+    let spec: ExecSpec = serde_json::from_str(&json).map_err(|e| format!("bad spec: {e}"))?;
+    match flag.as_deref() {
+        Some("--probe") => {
+            let enforced = confine_self(&spec)?;
+            let text = serde_json::to_string(&enforced).map_err(|e| e.to_string())?;
+            println!("{text}");
+            std::process::exit(0);
+        }
+        Some("--spec") => {}
+        _ => return Err("usage: __sandbox-exec --spec JSON -- COMMAND [ARGS…]".into()),
+    }
+    if args.next().as_deref() != Some("--".as_ref()) {
+        return Err("expected `--` before the command".into());
+    }
+    let command: Vec<OsString> = args.collect();
+    let Some((program, rest)) = command.split_first() else {
+        return Err("no command given".into());
+    };
+
+    first_stage(&spec)?;
+    if !spec.wrapper.is_empty() {
+        let inner = ExecSpec {
+            wrapper: Vec::new(),
+            cgroup_procs: None,
+            parent_pid: None,
+            ..spec.clone()
+        };
+        let inner_json = serde_json::to_string(&inner).map_err(|e| e.to_string())?;
+        let mut wrapped = Command::new(&spec.wrapper[0]);
+        wrapped
+            .args(&spec.wrapper[1..])
+            .arg(&spec.trampoline)
+            .arg(SUBCOMMAND)
+            .arg("--spec")
+            .arg(inner_json)
+            .arg("--")
+            .args(&command);
+        let err = wrapped.exec();
+        return Err(format!("could not start {}: {err}", spec.wrapper[0]));
+    }
+    confine_self(&spec)?;
+    let err = Command::new(program).args(rest).exec();
+    Err(format!(
+        "could not run {}: {err}",
+        program.to_string_lossy()
+    ))
+}
+
+fn first_stage(spec: &ExecSpec) -> Result<(), String> {
+    if let Some(procs) = &spec.cgroup_procs {
+        let me = std::process::id().to_string();
+        std::fs::write(procs, me)
+            .map_err(|e| format!("joining the pids cgroup {}: {e}", procs.display()))?;
+    }
+    if let Some(parent) = spec.parent_pid {
+        // Armed before anything else runs, so baton dying (even by SIGKILL) takes the command
+        // with it; the signal survives exec.
+        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+            .map_err(|e| format!("setting the parent-death signal: {e}"))?;
+        let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+        if ppid != Some(parent) {
+            return Err("baton exited before the command started".into());
+        }
+    }
+    Ok(())
+}
+
+fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
+    confine::apply_limits(&spec.limits, spec.nproc_offset).map_err(|e| e.to_string())?;
+    let landlock = if spec.landlock {
+        confine::apply_landlock(spec).map_err(|e| e.to_string())?
+    } else {
+        "none".to_string()
+    };
+    if spec.seccomp {
+        confine::apply_seccomp(spec.allow_network).map_err(|e| e.to_string())?;
+    }
+    Ok(Enforced {
+        landlock,
+        seccomp: spec.seccomp,
+    })
+}
