@@ -113,6 +113,7 @@ fn build_engine(
     layer: &ConfigLayer,
     store: SqliteStore,
     json: bool,
+    exec: baton_tools::ExecEnv,
 ) -> Result<Engine, CliError> {
     let client = client::model_client(&settings.model, layer)?;
     let rate_limiter =
@@ -129,6 +130,7 @@ fn build_engine(
             .iter()
             .map(|s| s.to_string())
             .collect(),
+        exec,
         observer: observer(json),
         stop: stop_on_signals(),
         model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
@@ -279,11 +281,12 @@ pub async fn run(workspace: &Path, args: RunArgs) -> CliResult {
         )));
     }
     let (settings, layer) = resolve_settings(&workspace, &args.model)?;
+    let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
     let store = SqliteStore::for_workspace(&workspace)
         .await
         .map_err(store_error)?;
     keep_state_out_of_git(&workspace);
-    let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
+    let engine = build_engine(&settings, &layer, store.clone(), args.json, exec)?;
     let result = engine
         .start(StartRun {
             goal: args.goal,
@@ -308,10 +311,20 @@ pub async fn cost(workspace: &Path, run: Option<&str>) -> CliResult {
 
 pub async fn doctor(workspace: &Path, flags: &ModelFlags) -> CliResult {
     let workspace = workspace_dir(workspace)?;
+    outln!(
+        "{}",
+        crate::sandbox_cmd::doctor_report(&workspace, &file_and_env_layers(&workspace)?)
+    );
     let (settings, layer) = resolve_settings(&workspace, flags)?;
     let (ok, report) = crate::doctor::check(&settings.model, &layer).await?;
     outln!("{report}");
     Ok(if ok { exit::FINISHED } else { exit::FAILED })
+}
+
+pub fn sandbox(workspace: &Path, args: crate::sandbox_cmd::SandboxArgs) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let layer = file_and_env_layers(&workspace)?;
+    crate::sandbox_cmd::run_one(&workspace, &layer, args, secret_values(None))
 }
 
 pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
@@ -354,7 +367,8 @@ pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
     // The run's recorded settings decide the model; files and environment still set the
     // client's timeouts and retry budget, which are not part of the run.
     let layer = file_and_env_layers(&workspace)?;
-    let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
+    let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
+    let engine = build_engine(&settings, &layer, store.clone(), args.json, exec)?;
     let result = engine.resume(&run_id, &overrides).await;
     store.close().await;
     Ok(report(&result.map_err(engine_error)?, args.json))

@@ -416,6 +416,7 @@ impl Engine {
             // The shell tool caps per-call timeouts at an hour; the default is held to the same bound.
             shell_timeout: Duration::from_secs(settings.limits.shell_timeout_secs.min(3600)),
             secret_env_vars: self.parts.secret_env_vars.clone(),
+            exec: self.parts.exec.clone(),
         };
         let started = Instant::now();
         let Some(mut result) = self

@@ -3,17 +3,23 @@
 //! and the benchmark; the async shell tool has its own loop over the same [`Prepared`].
 
 use crate::sandbox::Prepared;
-use std::io::Read;
+use std::io::{BufRead, Read, Write};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Rewrites one line of output before it is shown (secret redaction).
+pub type LineFilter = Arc<dyn Fn(&str) -> String + Send + Sync>;
+
 /// Where the command's output goes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone)]
 pub enum Output {
     /// Kept in memory, at most this many bytes per stream (the rest is read and dropped).
     Capture(usize),
     /// Inherited: the command writes straight to baton's stdout and stderr.
     Inherit,
+    /// Streamed line by line to baton's stdout and stderr through the filter.
+    Filter(LineFilter),
 }
 
 #[derive(Debug)]
@@ -40,7 +46,7 @@ impl Finished {
 /// Runs `prepared` to completion or until `timeout`, when its whole tree is killed.
 pub fn run(mut prepared: Prepared, timeout: Duration, output: Output) -> std::io::Result<Finished> {
     let (out, err) = match output {
-        Output::Capture(_) => (Stdio::piped(), Stdio::piped()),
+        Output::Capture(_) | Output::Filter(_) => (Stdio::piped(), Stdio::piped()),
         Output::Inherit => (Stdio::inherit(), Stdio::inherit()),
     };
     let mut child = prepared
@@ -50,14 +56,23 @@ pub fn run(mut prepared: Prepared, timeout: Duration, output: Output) -> std::io
         .stderr(err)
         .spawn()?;
     let pgid = child.id();
-    let cap = match output {
-        Output::Capture(cap) => cap,
-        Output::Inherit => 0,
+    let readers = match &output {
+        Output::Capture(cap) => [
+            child.stdout.take().map(|p| reader(p, *cap)),
+            child.stderr.take().map(|p| reader(p, *cap)),
+        ],
+        Output::Filter(filter) => [
+            child
+                .stdout
+                .take()
+                .map(|p| streamer(p, filter.clone(), || Box::new(std::io::stdout()))),
+            child
+                .stderr
+                .take()
+                .map(|p| streamer(p, filter.clone(), || Box::new(std::io::stderr()))),
+        ],
+        Output::Inherit => [None, None],
     };
-    let readers = [
-        child.stdout.take().map(|p| reader(p, cap)),
-        child.stderr.take().map(|p| reader(p, cap)),
-    ];
     let deadline = Instant::now() + timeout;
     let mut timed_out = false;
     let status = loop {
@@ -96,5 +111,28 @@ fn reader(mut pipe: impl Read + Send + 'static, cap: usize) -> std::thread::Join
             kept.extend_from_slice(&chunk[..n.min(room)]);
         }
         kept
+    })
+}
+
+fn streamer(
+    pipe: impl Read + Send + 'static,
+    filter: LineFilter,
+    sink: fn() -> Box<dyn Write>,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut pipe = std::io::BufReader::new(pipe);
+        let mut line = Vec::new();
+        let mut out = sink();
+        // A line without a newline is still shown once it reaches this size.
+        while let Ok(n) = (&mut pipe).take(64 * 1024).read_until(b'\n', &mut line) {
+            if n == 0 {
+                break;
+            }
+            let shown = filter(&String::from_utf8_lossy(&line));
+            let _ = out.write_all(shown.as_bytes());
+            let _ = out.flush();
+            line.clear();
+        }
+        Vec::new()
     })
 }

@@ -33,14 +33,14 @@ pub enum SandboxError {
     Tmp(std::io::Error),
 }
 
-/// A configured sandbox for one workspace.
+/// A configured sandbox; each command names the workspace it may write.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     config: SandboxConfig,
-    workspace: PathBuf,
-    trampoline: PathBuf,
+    /// `None` only for [`Sandbox::unconfined`].
+    trampoline: Option<PathBuf>,
     backend: Backend,
-    platform: &'static Platform,
+    platform: Option<&'static Platform>,
 }
 
 /// A confined command ready to spawn, and what must be cleaned up after it. Keep the guard
@@ -87,17 +87,7 @@ static NEXT_TMP: AtomicU64 = AtomicU64::new(0);
 impl Sandbox {
     /// `trampoline` is an executable that dispatches [`SUBCOMMAND`] to
     /// [`crate::trampoline::main`] (for baton: `std::env::current_exe()`).
-    pub fn new(
-        config: SandboxConfig,
-        workspace: &Path,
-        trampoline: &Path,
-    ) -> Result<Sandbox, SandboxError> {
-        let workspace = workspace
-            .canonicalize()
-            .map_err(|source| SandboxError::Workspace {
-                path: workspace.to_path_buf(),
-                source,
-            })?;
+    pub fn new(config: SandboxConfig, trampoline: &Path) -> Result<Sandbox, SandboxError> {
         let platform = platform::detect(trampoline);
         let backend = platform
             .backend(config.backend)
@@ -113,11 +103,23 @@ impl Sandbox {
         }
         Ok(Sandbox {
             config,
-            workspace,
-            trampoline: trampoline.to_path_buf(),
+            trampoline: Some(trampoline.to_path_buf()),
             backend,
-            platform,
+            platform: Some(platform),
         })
+    }
+
+    /// Runs commands directly, with the allowlisted environment and a private tmp but no
+    /// isolation, no limits and no parent-death signal. For tests of code that spawns through a
+    /// sandbox without being about isolation (they have no trampoline binary); baton's own
+    /// binary never uses it.
+    pub fn unconfined(config: SandboxConfig) -> Sandbox {
+        Sandbox {
+            config,
+            trampoline: None,
+            backend: Backend::Unsandboxed,
+            platform: None,
+        }
     }
 
     pub fn backend(&self) -> Backend {
@@ -128,19 +130,18 @@ impl Sandbox {
         &self.config
     }
 
-    pub fn platform(&self) -> &'static Platform {
+    pub fn platform(&self) -> Option<&'static Platform> {
         self.platform
-    }
-
-    pub fn workspace(&self) -> &Path {
-        &self.workspace
     }
 
     /// One line for logs and `baton doctor`: backend, mode, network and process bound.
     pub fn summary(&self) -> String {
-        let procs = if self.platform.cgroup_base.is_some() {
+        let Some(platform) = self.platform else {
+            return "UNCONFINED (no sandbox)".to_string();
+        };
+        let procs = if platform.cgroup_base.is_some() {
             "pids cgroup"
-        } else if self.platform.root {
+        } else if platform.root {
             "NONE (root is exempt from RLIMIT_NPROC and no pids cgroup is writable)"
         } else {
             "RLIMIT_NPROC"
@@ -154,24 +155,35 @@ impl Sandbox {
             } else {
                 "off"
             },
-            self.platform.landlock,
-            if self.platform.seccomp { "on" } else { "off" },
+            platform.landlock,
+            if platform.seccomp { "on" } else { "off" },
         )
     }
 
-    /// Builds the confined command for `argv` (program and arguments) with an environment
-    /// built from `parent_env` through the allowlist.
+    /// Builds the confined command for `argv` (program and arguments), run in `workspace`
+    /// (the directory it may write), with an environment built from `parent_env` through the
+    /// allowlist.
     pub fn prepare(
         &self,
+        workspace: &Path,
         argv: &[OsString],
         parent_env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Prepared, SandboxError> {
+        let workspace = workspace
+            .canonicalize()
+            .map_err(|source| SandboxError::Workspace {
+                path: workspace.to_path_buf(),
+                source,
+            })?;
+        let (Some(platform), Some(trampoline)) = (self.platform, &self.trampoline) else {
+            return self.prepare_unconfined(&workspace, argv, parent_env);
+        };
         let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
         let tmp = std::env::temp_dir().join(format!("baton-sbx-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&tmp).map_err(SandboxError::Tmp)?;
         let tmp = tmp.canonicalize().map_err(SandboxError::Tmp)?;
         let max = self.config.limits.max_processes;
-        let cgroup = match (&self.platform.cgroup_base, max) {
+        let cgroup = match (&platform.cgroup_base, max) {
             (Some(base), Some(max)) if self.backend != Backend::Unsandboxed => {
                 PidsCgroup::create(base, max).ok()
             }
@@ -181,17 +193,17 @@ impl Sandbox {
         let tmp = guard.tmp.clone();
 
         let sandboxed = self.backend != Backend::Unsandboxed;
-        let unshare_user = !self.platform.root;
+        let unshare_user = !platform.root;
         let (wrapper, tmp_inside) = match self.backend {
             Backend::Bwrap => (
                 bwrap::argv(&BwrapInput {
-                    bwrap: self.platform.bwrap.as_deref().unwrap_or(Path::new("bwrap")),
+                    bwrap: platform.bwrap.as_deref().unwrap_or(Path::new("bwrap")),
                     mode: self.config.mode,
                     allow_network: self.config.allow_network,
-                    workspace: &self.workspace,
+                    workspace: &workspace,
                     private_tmp: &tmp,
                     extra_writable: &self.config.writable_paths,
-                    trampoline: &self.trampoline,
+                    trampoline,
                     unshare_user,
                 }),
                 if self.config.mode == Mode::FullAccess {
@@ -204,12 +216,12 @@ impl Sandbox {
         };
         let mut writable = vec![tmp_inside.clone()];
         if self.config.mode == Mode::WorkspaceWrite {
-            writable.push(self.workspace.clone());
+            writable.push(workspace.clone());
             writable.extend(self.config.writable_paths.iter().cloned());
         }
         // Without a user namespace of its own, RLIMIT_NPROC counts all of the user's processes.
         let own_user_ns = self.backend == Backend::Bwrap && unshare_user;
-        let nproc_offset = if own_user_ns || self.platform.root {
+        let nproc_offset = if own_user_ns || platform.root {
             0
         } else {
             count_user_processes()
@@ -220,29 +232,54 @@ impl Sandbox {
             limits: self.config.limits.clone(),
             nproc_offset,
             writable,
-            landlock: sandboxed && self.platform.landlock != "none",
-            seccomp: sandboxed && self.platform.seccomp,
+            landlock: sandboxed && platform.landlock != "none",
+            seccomp: sandboxed && platform.seccomp,
             cgroup_procs: guard.cgroup.as_ref().map(PidsCgroup::procs_file),
             parent_pid: Some(rustix::process::getpid().as_raw_nonzero().get()),
             wrapper,
-            trampoline: self.trampoline.clone(),
+            trampoline: trampoline.clone(),
         };
         let json =
             serde_json::to_string(&spec).map_err(|e| SandboxError::Backend(e.to_string()))?;
 
-        let mut command = Command::new(&self.trampoline);
+        let mut command = Command::new(trampoline);
         command
             .arg(SUBCOMMAND)
             .arg("--spec")
             .arg(json)
             .arg("--")
             .args(argv)
-            .current_dir(&self.workspace)
+            .current_dir(&workspace)
             .env_clear()
             .envs(self.environment(parent_env, &tmp_inside));
         // Own process group, so a timeout can kill everything the command started.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         Ok(Prepared { command, guard })
+    }
+
+    fn prepare_unconfined(
+        &self,
+        workspace: &Path,
+        argv: &[OsString],
+        parent_env: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Result<Prepared, SandboxError> {
+        let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
+        let tmp = std::env::temp_dir().join(format!("baton-sbx-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&tmp).map_err(SandboxError::Tmp)?;
+        let Some((program, args)) = argv.split_first() else {
+            return Err(SandboxError::Backend("empty command".into()));
+        };
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .current_dir(workspace)
+            .env_clear()
+            .envs(self.environment(parent_env, &tmp));
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        Ok(Prepared {
+            command,
+            guard: Guard { tmp, cgroup: None },
+        })
     }
 
     /// The allowlisted environment, with HOME and TMPDIR pointing at the private tmp.

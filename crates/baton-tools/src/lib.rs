@@ -14,6 +14,7 @@ mod read_file;
 mod registry;
 mod shell;
 
+pub use baton_sandbox;
 pub use finish::Finish;
 pub use fs_tools::{EditFile, WriteFile};
 pub use grep_tool::Grep;
@@ -27,7 +28,28 @@ pub use shell::is_secret_var;
 
 use async_trait::async_trait;
 use baton_core::{ToolResult, ToolSpec};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// How commands run: the sandbox every one of them goes through, and the execution policy
+/// that decides whether it may run at all.
+#[derive(Clone, Debug)]
+pub struct ExecEnv {
+    pub sandbox: Arc<baton_sandbox::Sandbox>,
+    pub policy: Arc<baton_sandbox::policy::Policy>,
+}
+
+impl ExecEnv {
+    /// No isolation: for tests of tools that are not about the sandbox (see
+    /// [`baton_sandbox::Sandbox::unconfined`]).
+    pub fn unconfined() -> ExecEnv {
+        let sandbox = baton_sandbox::Sandbox::unconfined(baton_sandbox::SandboxConfig::default());
+        ExecEnv {
+            sandbox: Arc::new(sandbox),
+            policy: Arc::new(baton_sandbox::policy::Policy::builtin()),
+        }
+    }
+}
 
 /// What a tool call may use besides its arguments.
 #[derive(Clone, Debug)]
@@ -37,6 +59,7 @@ pub struct ToolContext {
     pub shell_timeout: Duration,
     /// Environment variables never passed to commands (API keys and the like).
     pub secret_env_vars: Vec<String>,
+    pub exec: ExecEnv,
 }
 
 #[async_trait]
@@ -61,6 +84,7 @@ pub(crate) mod test_support {
             workspace: Workspace::new(dir.path()).unwrap(),
             shell_timeout: Duration::from_secs(10),
             secret_env_vars: vec![],
+            exec: ExecEnv::unconfined(),
         };
         (dir, ctx)
     }

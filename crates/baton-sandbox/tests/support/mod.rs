@@ -40,18 +40,27 @@ pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
+/// A sandbox bound to the workspace the tests' commands run in.
+pub struct Sb {
+    pub sandbox: Sandbox,
+    pub workspace: PathBuf,
+}
+
 pub fn sandbox(
     backend: BackendChoice,
     workspace: &Path,
     adjust: impl FnOnce(&mut SandboxConfig),
-) -> Sandbox {
+) -> Sb {
     let mut config = SandboxConfig {
         backend,
         env_allowlist: vec![MARKER_VAR.to_string()],
         ..SandboxConfig::default()
     };
     adjust(&mut config);
-    Sandbox::new(config, workspace, Path::new(TRAMPOLINE)).unwrap()
+    Sb {
+        sandbox: Sandbox::new(config, Path::new(TRAMPOLINE)).unwrap(),
+        workspace: workspace.to_path_buf(),
+    }
 }
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -69,12 +78,12 @@ pub fn marker() -> String {
     )
 }
 
-pub fn sh(sandbox: &Sandbox, script: &str, timeout: Duration) -> Finished {
+pub fn sh(sandbox: &Sb, script: &str, timeout: Duration) -> Finished {
     sh_env(sandbox, script, timeout, &[])
 }
 
 pub fn sh_env(
-    sandbox: &Sandbox,
+    sandbox: &Sb,
     script: &str,
     timeout: Duration,
     extra_env: &[(&str, &str)],
@@ -82,7 +91,10 @@ pub fn sh_env(
     let argv: Vec<OsString> = ["/bin/sh", "-c", script].map(OsString::from).to_vec();
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os().collect();
     env.extend(extra_env.iter().map(|(k, v)| (k.into(), v.into())));
-    let prepared = sandbox.prepare(&argv, env).unwrap();
+    let prepared = sandbox
+        .sandbox
+        .prepare(&sandbox.workspace, &argv, env)
+        .unwrap();
     baton_sandbox::run(prepared, timeout, Output::Capture(1 << 20)).unwrap()
 }
 
