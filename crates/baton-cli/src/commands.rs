@@ -311,13 +311,17 @@ pub async fn cost(workspace: &Path, run: Option<&str>) -> CliResult {
 
 pub async fn doctor(workspace: &Path, flags: &ModelFlags) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    outln!(
-        "{}",
-        crate::sandbox_cmd::doctor_report(&workspace, &file_and_env_layers(&workspace)?)
-    );
-    let (settings, layer) = resolve_settings(&workspace, flags)?;
+    let sandbox = crate::sandbox_cmd::doctor_report(&workspace, &file_and_env_layers(&workspace)?);
+    let (settings, layer) = match resolve_settings(&workspace, flags) {
+        Ok(resolved) => resolved,
+        Err(e) => {
+            outln!("{sandbox}");
+            return Err(e);
+        }
+    };
     let (ok, report) = crate::doctor::check(&settings.model, &layer).await?;
     outln!("{report}");
+    outln!("{sandbox}");
     Ok(if ok { exit::FINISHED } else { exit::FAILED })
 }
 

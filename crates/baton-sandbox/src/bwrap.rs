@@ -34,6 +34,10 @@ pub fn argv(input: &BwrapInput<'_>) -> Vec<String> {
     if input.mode != Mode::FullAccess {
         push(&["--bind", &tmp, "/tmp"]);
     }
+    if input.mode == Mode::ReadOnly {
+        // Visible even when it lives under the /tmp just replaced.
+        push(&["--ro-bind", &ws, &ws]);
+    }
     if input.mode == Mode::WorkspaceWrite {
         push(&["--bind", &ws, &ws]);
         for extra in input.extra_writable {

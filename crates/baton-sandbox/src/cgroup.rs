@@ -26,11 +26,11 @@ pub fn find_base() -> Option<PathBuf> {
             }
         }
     }
+    // An access check, not a trial mkdir: creating a cgroup costs tens of milliseconds and
+    // this runs at every baton start. A later creation failure falls back to RLIMIT_NPROC.
     candidates.into_iter().find(|base| {
-        let probe = base.join(format!("baton-probe-{}", std::process::id()));
-        let ok = std::fs::create_dir(&probe).is_ok() && probe.join("pids.max").exists();
-        let _ = std::fs::remove_dir(&probe);
-        ok
+        base.join("cgroup.procs").exists()
+            && rustix::fs::access(base, rustix::fs::Access::WRITE_OK).is_ok()
     })
 }
 

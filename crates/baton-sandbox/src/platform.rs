@@ -54,11 +54,15 @@ static PLATFORM: OnceLock<Platform> = OnceLock::new();
 pub fn detect(trampoline: &Path) -> &'static Platform {
     PLATFORM.get_or_init(|| {
         let root = rustix::process::geteuid().is_root();
-        let (bwrap, bwrap_problem) = find_bwrap(root);
+        // Both checks spawn a process; side by side they cost one start-up, not two.
+        let bwrap_check = std::thread::spawn(move || find_bwrap(root));
         let (landlock, seccomp) = match probe(trampoline) {
             Ok(e) => (e.landlock, e.seccomp),
             Err(_) => ("none".to_string(), false),
         };
+        let (bwrap, bwrap_problem) = bwrap_check
+            .join()
+            .unwrap_or_else(|_| (None, Some("the bwrap check panicked".into())));
         Platform {
             bwrap,
             bwrap_problem,
