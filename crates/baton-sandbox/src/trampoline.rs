@@ -9,6 +9,7 @@
 
 use crate::confine::{self, Enforced};
 use crate::spec::ExecSpec;
+#[cfg(target_os = "linux")]
 use rustix::process::Signal;
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -96,6 +97,7 @@ fn first_stage(spec: &ExecSpec) -> Result<(), String> {
         std::fs::write(procs, me)
             .map_err(|e| format!("joining the pids cgroup {}: {e}", procs.display()))?;
     }
+    #[cfg(target_os = "linux")]
     if let Some(parent) = spec.parent_pid {
         // Armed before anything else runs, so baton dying (even by SIGKILL) takes the command
         // with it; the signal survives exec.
