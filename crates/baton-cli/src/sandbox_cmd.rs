@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use baton_sandbox::policy::{Action, Policy};
+use baton_sandbox::policy::{Action, AskBehaviour, Policy};
 use baton_sandbox::{Backend, BackendChoice, Limits, Mode, Output, Sandbox, SandboxConfig};
 use baton_tools::ExecEnv;
 use clap::Args;
@@ -71,7 +71,7 @@ fn resolve(
     workspace: &Path,
     layer: &ConfigLayer,
     flags: &SandboxFlags,
-) -> Result<(SandboxConfig, Vec<PathBuf>), CliError> {
+) -> Result<(SandboxConfig, Vec<PathBuf>, AskBehaviour), CliError> {
     let s = layer
         .sandbox
         .clone()
@@ -85,15 +85,15 @@ fn resolve(
         Some(b) => b.parse().map_err(|e: String| CliError::usage(anyhow!(e)))?,
         None => BackendChoice::Auto,
     };
-    match s.ask.as_deref() {
-        None | Some("refuse") => {}
+    let ask = match s.ask.as_deref() {
+        None | Some("refuse") => AskBehaviour::Refuse,
+        Some("pause") => AskBehaviour::Pause,
         Some(other) => {
             return Err(CliError::usage(anyhow!(
-                "[sandbox] ask = \"{other}\" is not supported; use \"refuse\" (pausing the run \
-                 for approval is not implemented yet)"
+                "[sandbox] ask = \"{other}\": use \"refuse\" or \"pause\""
             )));
         }
-    }
+    };
     let d = Limits::default();
     let config = SandboxConfig {
         mode,
@@ -118,15 +118,15 @@ fn resolve(
         Some(path) => path,
         None => workspace.join(".baton/policy.toml"),
     });
-    Ok((config, policy_files))
+    Ok((config, policy_files, ask))
 }
 
 fn build(
     workspace: &Path,
     layer: &ConfigLayer,
     flags: &SandboxFlags,
-) -> Result<(Sandbox, Policy), CliError> {
-    let (config, policy_files) = resolve(workspace, layer, flags)?;
+) -> Result<(Sandbox, Policy, AskBehaviour), CliError> {
+    let (config, policy_files, ask) = resolve(workspace, layer, flags)?;
     if let Some(missing) = flags.policy.as_ref().filter(|p| !p.exists()) {
         return Err(CliError::usage(anyhow!(
             "policy file {} does not exist",
@@ -149,7 +149,7 @@ fn build(
         );
     }
     tracing::info!("sandbox: {}", sandbox.summary());
-    Ok((sandbox, policy))
+    Ok((sandbox, policy, ask))
 }
 
 /// The sandbox and policy a run's commands go through.
@@ -158,10 +158,10 @@ pub fn exec_env(
     layer: &ConfigLayer,
     flags: &SandboxFlags,
 ) -> Result<ExecEnv, CliError> {
-    let (sandbox, policy) = build(workspace, layer, flags)?;
+    let (sandbox, policy, ask) = build(workspace, layer, flags)?;
     Ok(ExecEnv {
-        sandbox: Arc::new(sandbox),
-        policy: Arc::new(policy),
+        ask,
+        ..ExecEnv::new(sandbox, policy)
     })
 }
 
@@ -172,7 +172,7 @@ pub fn run_one(
     args: SandboxArgs,
     secrets: Vec<String>,
 ) -> Result<u8, CliError> {
-    let (sandbox, policy) = build(workspace, layer, &args.flags)?;
+    let (sandbox, policy, _) = build(workspace, layer, &args.flags)?;
     let words: Vec<String> = args
         .command
         .iter()
@@ -223,7 +223,7 @@ pub fn run_one(
 /// The sandbox lines of `baton doctor`.
 pub fn doctor_report(workspace: &Path, layer: &ConfigLayer) -> String {
     match build(workspace, layer, &SandboxFlags::default()) {
-        Ok((sandbox, policy)) => format!(
+        Ok((sandbox, policy, _)) => format!(
             "sandbox: {}\npolicy: {} rules (built-in defaults + your files)",
             sandbox.summary(),
             policy.rules().len()

@@ -314,3 +314,57 @@ fn read_only_mode_flag_and_full_access_warning() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("unknown sandbox mode 'yolo'"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_with_pause_pauses_the_run_and_a_person_can_allow_it() {
+    let deploy = json!({"command": "echo deployed > deployed.txt"});
+    let server = ScriptedServer::start(vec![
+        turn(&[("shell", deploy.clone())]),
+        turn(&[("shell", deploy)]),
+        turn(&[("finish", json!({"summary": "deployed"}))]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
+    std::fs::write(
+        ws.path().join(".baton/config.toml"),
+        "[sandbox]\nask = \"pause\"\n",
+    )
+    .unwrap();
+    let policy = ws.path().join(".baton/policy.toml");
+    std::fs::write(
+        &policy,
+        "[[rule]]\npattern = \"echo deployed*\"\naction = \"ask\"\nreason = \"ships it\"\n",
+    )
+    .unwrap();
+    let out = run_against(&server, ws.path(), home.path(), &["deploy"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert!(!ws.path().join("deployed.txt").exists());
+    let journal = journal(ws.path(), home.path());
+    let paused = of_type(&journal, "run_paused");
+    assert_eq!(paused.len(), 1);
+    assert_eq!(paused[0]["reason"], "needs_approval");
+    assert!(
+        paused[0]["detail"].as_str().unwrap().contains("ships it"),
+        "{}",
+        paused[0]
+    );
+
+    // A person allows it; the resumed run's retry goes through.
+    std::fs::write(
+        &policy,
+        "[[rule]]\npattern = \"echo deployed*\"\naction = \"allow\"\n",
+    )
+    .unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.args(["resume", "--last"]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_finished(&out);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("deployed.txt")).unwrap(),
+        "deployed\n"
+    );
+}

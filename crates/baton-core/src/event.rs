@@ -180,6 +180,8 @@ pub enum PauseReason {
     ModelRejected,
     ContextOverflow,
     Interrupted,
+    /// The execution policy says a command needs a person's approval (`ask = "pause"`).
+    NeedsApproval,
 }
 
 /// How a failed model call is classified. Shared by all providers so that retry and pause

@@ -437,7 +437,20 @@ impl Engine {
                 result,
                 duration_ms: elapsed_ms(started),
             })
-            .await
+            .await?;
+        // The execution policy asked for a person (`ask = "pause"`): the refusal is journaled
+        // above, so the resumed run simply carries on from the next step.
+        if let Some(detail) = self.parts.exec.take_pause_request() {
+            journal
+                .record(Event::RunPaused {
+                    reason: PauseReason::NeedsApproval,
+                    detail: format!(
+                        "{detail} — allow it in a policy file (or not), then `baton resume`"
+                    ),
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// Gives every tool call a unique, non-empty id (some servers send none, or repeat them) and

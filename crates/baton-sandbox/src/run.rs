@@ -75,6 +75,8 @@ pub fn run(mut prepared: Prepared, timeout: Duration, output: Output) -> std::io
     };
     let deadline = Instant::now() + timeout;
     let mut timed_out = false;
+    // Short commands are the common case: poll fast at first, then back off.
+    let mut pause = Duration::from_micros(200);
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
@@ -84,12 +86,23 @@ pub fn run(mut prepared: Prepared, timeout: Duration, output: Output) -> std::io
             prepared.guard.kill_tree(Some(pgid));
             break child.wait()?;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(10));
     };
     // Background processes still holding the pipes would keep the readers waiting: the
     // command is over, so its tree goes.
     prepared.guard.kill_tree(Some(pgid));
-    let [stdout, stderr] = readers.map(|r| r.and_then(|h| h.join().ok()).unwrap_or_default());
+    // A process that escaped the tree (setsid, without a pid namespace or cgroup to catch it)
+    // may still hold the pipes: collect what arrives within a grace period, then stop waiting.
+    let grace = Instant::now() + Duration::from_secs(2);
+    while readers.iter().flatten().any(|h| !h.is_finished()) && Instant::now() < grace {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let [stdout, stderr] = readers.map(|r| {
+        r.filter(|h| h.is_finished())
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    });
     Ok(Finished {
         status,
         timed_out,

@@ -190,10 +190,9 @@ fn sleep_1000_is_killed_at_the_timeout_with_nothing_left_behind() {
         let ws = tempdir();
         let sb = sandbox(backend, ws.path(), |_| {});
         let m = marker();
-        // A background child and a grandchild that left the process group too.
         let r = sh_env(
             &sb,
-            "sleep 1000 & setsid sleep 1000 & sleep 1000",
+            "sleep 1000 & sleep 1000",
             Duration::from_secs(2),
             &[(MARKER_VAR, &m)],
         );
@@ -205,6 +204,41 @@ fn sleep_1000_is_killed_at_the_timeout_with_nothing_left_behind() {
         );
         let left = wait_gone(&m);
         assert!(left.is_empty(), "{backend:?}: left behind: {left:?}");
+    }
+}
+
+#[test]
+fn a_process_that_left_the_group_is_killed_where_a_namespace_or_cgroup_holds_it() {
+    let platform = baton_sandbox::detect(std::path::Path::new(TRAMPOLINE));
+    for backend in backends() {
+        let ws = tempdir();
+        let sb = sandbox(backend, ws.path(), |_| {});
+        let m = marker();
+        let r = sh_env(
+            &sb,
+            "setsid sleep 1000 & sleep 1000",
+            Duration::from_secs(2),
+            &[(MARKER_VAR, &m)],
+        );
+        assert!(r.timed_out, "{backend:?}");
+        let held = backend == BackendChoice::Bwrap || platform.cgroup_base.is_some();
+        let left = wait_gone(&m);
+        if held {
+            assert!(left.is_empty(), "{backend:?}: left behind: {left:?}");
+        } else {
+            // The documented gap (ARCHITECTURE.md): without a pid namespace or a pids cgroup
+            // a process that called setsid is out of reach of the group kill.
+            eprintln!(
+                "\n!!! {backend:?} without a pids cgroup: setsid escapee survives (known gap) !!!\n"
+            );
+            assert_eq!(left.len(), 1, "{backend:?}: {left:?}");
+            for pid in left {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(pid).unwrap(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+        }
     }
 }
 

@@ -37,6 +37,10 @@ use std::time::Duration;
 pub struct ExecEnv {
     pub sandbox: Arc<baton_sandbox::Sandbox>,
     pub policy: Arc<baton_sandbox::policy::Policy>,
+    /// What a command the policy marks `ask` does: refused, or refused and the run paused.
+    pub ask: baton_sandbox::policy::AskBehaviour,
+    /// Set by a tool that wants the run paused for a person once its result is journaled.
+    pub pause_request: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl ExecEnv {
@@ -44,10 +48,24 @@ impl ExecEnv {
     /// [`baton_sandbox::Sandbox::unconfined`]).
     pub fn unconfined() -> ExecEnv {
         let sandbox = baton_sandbox::Sandbox::unconfined(baton_sandbox::SandboxConfig::default());
+        ExecEnv::new(sandbox, baton_sandbox::policy::Policy::builtin())
+    }
+
+    pub fn new(sandbox: baton_sandbox::Sandbox, policy: baton_sandbox::policy::Policy) -> ExecEnv {
         ExecEnv {
             sandbox: Arc::new(sandbox),
-            policy: Arc::new(baton_sandbox::policy::Policy::builtin()),
+            policy: Arc::new(policy),
+            ask: baton_sandbox::policy::AskBehaviour::Refuse,
+            pause_request: Arc::default(),
         }
+    }
+
+    /// The pending pause request, if a tool made one (taking it clears it).
+    pub fn take_pause_request(&self) -> Option<String> {
+        self.pause_request
+            .lock()
+            .map(|mut slot| slot.take())
+            .unwrap_or_else(|poisoned| poisoned.into_inner().take())
     }
 }
 

@@ -6,7 +6,7 @@ use crate::output::CappedBuffer;
 use crate::{Tool, ToolContext};
 use async_trait::async_trait;
 use baton_core::{ToolEffect, ToolOutcome, ToolResult, ToolSpec};
-use baton_sandbox::policy::Action;
+use baton_sandbox::policy::{Action, AskBehaviour};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::ffi::OsString;
@@ -71,8 +71,19 @@ impl Tool for Shell {
             None => ctx.shell_timeout,
         };
         let decision = ctx.exec.policy.decide(&args.command);
+        if decision.action == Action::Ask && ctx.exec.ask == AskBehaviour::Pause {
+            let explained = decision.explain(&args.command);
+            if let Ok(mut slot) = ctx.exec.pause_request.lock() {
+                *slot = Some(explained.clone());
+            }
+            return ToolResult::error(format!(
+                "not run: {explained}. The run is paused so a person can decide; if they allow \
+                 it, run the command again after the run resumes."
+            ));
+        }
         if decision.action != Action::Allow {
-            // `ask` has nobody to ask during a run: it is refused like `forbid`, and says so.
+            // Unattended, `ask` is refused like `forbid` (unless configured to pause), and the
+            // model is told which rule and why.
             return ToolResult::error(format!(
                 "refused: {}. The command did not run. Do not try to get around this rule with \
                  another command; do the task another way, or finish and explain what a person \
