@@ -82,12 +82,12 @@ impl PidsCgroup {
 impl Drop for PidsCgroup {
     fn drop(&mut self) {
         self.kill_all();
-        // Killed processes leave the cgroup only once reaped; retry briefly.
-        for _ in 0..200 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
+        // Killed processes leave the cgroup only once reaped; retry briefly, quickly at first.
+        let mut pause = std::time::Duration::from_micros(100);
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while std::fs::remove_dir(&self.dir).is_err() && std::time::Instant::now() < give_up {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(std::time::Duration::from_millis(20));
         }
     }
 }

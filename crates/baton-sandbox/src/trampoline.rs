@@ -84,6 +84,12 @@ fn run(args: Vec<OsString>) -> Result<Never, String> {
         return Err(format!("could not start {}: {err}", spec.wrapper[0]));
     }
     confine_self(&spec)?;
+    if let Some(parent) = spec.parent_pid {
+        // No bubblewrap: no pid namespace dies with baton, and the parent-death signal reaches
+        // only this process, not what the command starts in the background. So stay as a
+        // small supervisor that takes the whole process group down if baton disappears.
+        return supervise(parent, spec.cgroup_procs.as_deref(), program, rest);
+    }
     let err = Command::new(program).args(rest).exec();
     Err(format!(
         "could not run {}: {err}",
@@ -125,4 +131,65 @@ fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
         landlock,
         seccomp: spec.seccomp,
     })
+}
+
+/// Runs the command as a child, mirrors its exit, and kills the process group (itself
+/// included) as soon as baton is gone.
+fn supervise(
+    parent: i32,
+    cgroup_procs: Option<&std::path::Path>,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<Never, String> {
+    use std::os::unix::process::ExitStatusExt;
+    // The supervisor must outlive baton long enough to clean up: it polls instead.
+    #[cfg(target_os = "linux")]
+    rustix::process::set_parent_process_death_signal(None)
+        .map_err(|e| format!("clearing the parent-death signal: {e}"))?;
+    let mut child = Command::new(program)
+        .args(args)
+        .spawn()
+        .map_err(|e| format!("could not run {}: {e}", program.to_string_lossy()))?;
+    let mut pause = std::time::Duration::from_micros(200);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                if let Some(code) = status.code() {
+                    std::process::exit(code);
+                }
+                if let Some(signal) = status.signal() {
+                    // Die the same way, so baton sees what the command saw; a signal this
+                    // process ignores (SIGPIPE) falls back to the shell convention.
+                    if let Some(sig) = rustix::process::Signal::from_named_raw(signal) {
+                        let _ = rustix::process::kill_process(rustix::process::getpid(), sig);
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                    std::process::exit(128 + signal);
+                }
+                std::process::exit(1);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("waiting for the command: {e}")),
+        }
+        let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+        if ppid != Some(parent) {
+            // The cgroup also holds what left the process group (setsid).
+            let me = rustix::process::getpid().as_raw_nonzero().get();
+            let others = cgroup_procs
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            for pid in others.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                if let Some(pid) = rustix::process::Pid::from_raw(pid).filter(|_| pid != me) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            let _ = rustix::process::kill_process_group(
+                rustix::process::getpgrp(),
+                rustix::process::Signal::KILL,
+            );
+            std::process::exit(128 + 9);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
 }
