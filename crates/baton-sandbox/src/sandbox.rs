@@ -299,11 +299,16 @@ impl Sandbox {
                 env.push((name, value));
             }
         }
-        // HOME moves to the private tmp; toolchains found through it keep working.
+        // HOME moves to the private tmp; toolchains and git's identity found through it keep
+        // working (those files are readable in the sandbox anyway).
         if let Some(home) = home {
-            for (var, dir) in [("CARGO_HOME", ".cargo"), ("RUSTUP_HOME", ".rustup")] {
+            for (var, dir) in [
+                ("CARGO_HOME", ".cargo"),
+                ("RUSTUP_HOME", ".rustup"),
+                ("GIT_CONFIG_GLOBAL", ".gitconfig"),
+            ] {
                 let path = home.join(dir);
-                if !env.iter().any(|(n, _)| n == var) && path.is_dir() {
+                if !env.iter().any(|(n, _)| n == var) && path.exists() {
                     env.push((var.into(), path.into()));
                 }
             }
