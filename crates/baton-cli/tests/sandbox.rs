@@ -372,3 +372,54 @@ async fn ask_with_pause_pauses_the_run_and_a_person_can_allow_it() {
         "deployed\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_s_shell_calls_are_sandboxed() {
+    let outside = outside_dir();
+    let escaped = outside.path().join("escaped");
+    let server = ScriptedServer::start(vec![
+        turn(&[(
+            "shell",
+            json!({"command": format!(
+                "echo x > {}; echo in > inside.txt; echo \"home=$HOME key=${{OPENAI_API_KEY:-absent}}\"",
+                escaped.display()
+            )}),
+        )]),
+        turn(&[("finish", json!({"summary": "tried"}))]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.env("OPENAI_API_KEY", "sk-run-test-77a1").args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "x",
+    ]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert_finished(&out);
+    assert!(
+        !escaped.exists(),
+        "a run's command wrote outside the workspace"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("inside.txt")).unwrap(),
+        "in\n"
+    );
+    let journal = journal(ws.path(), home.path());
+    let content = of_type(&journal, "tool_call_finished")[0]["result"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(content.contains("cannot create"), "{content}");
+    assert!(content.contains("key=absent"), "{content}");
+    assert!(
+        !content.contains(&format!("home={}", home.path().display())),
+        "{content}"
+    );
+}
