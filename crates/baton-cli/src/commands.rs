@@ -332,6 +332,7 @@ pub fn sandbox(workspace: &Path, args: crate::sandbox_cmd::SandboxArgs) -> CliRe
 }
 
 pub async fn resume(workspace: &Path, args: ResumeArgs) -> CliResult {
+    crate::sandbox_cmd::warm_up();
     let workspace = workspace_dir(workspace)?;
     let store = open_existing_store(&workspace).await?;
     let run_id = match &args.run {

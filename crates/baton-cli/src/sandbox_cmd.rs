@@ -152,6 +152,16 @@ fn build(
     Ok((sandbox, policy, ask))
 }
 
+/// Starts detecting the platform's sandbox support in the background (it spawns two short
+/// processes), so it overlaps with opening the store instead of adding to start-up.
+pub fn warm_up() {
+    if let Ok(exe) = std::env::current_exe() {
+        std::thread::spawn(move || {
+            baton_sandbox::detect(&exe);
+        });
+    }
+}
+
 /// The sandbox and policy a run's commands go through.
 pub fn exec_env(
     workspace: &Path,
