@@ -40,10 +40,9 @@ fn a_fork_bomb_is_bounded_and_cleaned_up() {
         done.store(true, Ordering::Relaxed);
         watcher.join().unwrap();
 
-        assert!(
-            r.timed_out,
-            "{backend:?}: the bomb should run until the timeout"
-        );
+        // Either the timeout ends it or the top shell itself can no longer fork `sleep` and
+        // exits: both are the bound at work; what matters is below.
+        eprintln!("{backend:?}: timed out: {}, exit {}", r.timed_out, r.code());
         let peak = peak.load(Ordering::Relaxed) as u64;
         assert!(peak > 0, "{backend:?}: the watcher never saw the bomb");
         // The bound counts threads and the sandbox's own helpers (bwrap, the shell) too.
