@@ -120,6 +120,7 @@ fn build_engine(
     layer: &ConfigLayer,
     store: Arc<dyn Store>,
     json: bool,
+    exec: baton_tools::ExecEnv,
 ) -> Result<Engine, CliError> {
     let client = client::model_client(&settings.model, layer)?;
     let rate_limiter =
@@ -136,6 +137,7 @@ fn build_engine(
             .iter()
             .map(|s| s.to_string())
             .collect(),
+        exec,
         observer: observer(json),
         stop: stop_on_signals(),
         model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
@@ -299,10 +301,11 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
         )));
     }
     let (settings, layer) = resolve_settings(&workspace, &args.model)?;
+    let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
     let opened = open_store_for_run(&workspace, store).await?;
     keep_state_out_of_git(&workspace);
     let store = opened.store;
-    let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
+    let engine = build_engine(&settings, &layer, store.clone(), args.json, exec)?;
     let result = engine
         .start(StartRun {
             goal: args.goal,
@@ -331,13 +334,28 @@ pub async fn cost(workspace: &Path, store: Option<&str>, run: Option<&str>) -> C
 
 pub async fn doctor(workspace: &Path, flags: &ModelFlags) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let (settings, layer) = resolve_settings(&workspace, flags)?;
+    let sandbox = crate::sandbox_cmd::doctor_report(&workspace, &file_and_env_layers(&workspace)?);
+    let (settings, layer) = match resolve_settings(&workspace, flags) {
+        Ok(resolved) => resolved,
+        Err(e) => {
+            outln!("{sandbox}");
+            return Err(e);
+        }
+    };
     let (ok, report) = crate::doctor::check(&settings.model, &layer).await?;
     outln!("{report}");
+    outln!("{sandbox}");
     Ok(if ok { exit::FINISHED } else { exit::FAILED })
 }
 
+pub fn sandbox(workspace: &Path, args: crate::sandbox_cmd::SandboxArgs) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let layer = file_and_env_layers(&workspace)?;
+    crate::sandbox_cmd::run_one(&workspace, &layer, args, secret_values(None))
+}
+
 pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> CliResult {
+    crate::sandbox_cmd::warm_up();
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
     let run_id = match &args.run {
@@ -392,7 +410,8 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     // The run's recorded settings decide the model; files and environment still set the
     // client's timeouts and retry budget, which are not part of the run.
     let layer = file_and_env_layers(&workspace)?;
-    let engine = build_engine(&settings, &layer, store.clone(), args.json)?;
+    let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
+    let engine = build_engine(&settings, &layer, store.clone(), args.json, exec)?;
     let result = engine.resume(&run_id, &overrides).await;
     store.close().await;
     Ok(report(&result.map_err(engine_error)?, args.json))

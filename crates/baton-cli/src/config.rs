@@ -43,6 +43,8 @@ pub struct ConfigLayer {
     pub budget_tokens: Option<u64>,
     /// Pause after this much running time: `90s`, `45m`, `2h`, `1h30m` (a bare number is seconds).
     pub max_time: Option<String>,
+    /// `[sandbox]`: how commands are isolated and which may run.
+    pub sandbox: Option<SandboxLayer>,
 }
 
 /// The `[context]` table: every key overrides the model profile's value.
@@ -136,6 +138,55 @@ impl ContextConfig {
     }
 }
 
+/// The `[sandbox]` table; merged key by key like the rest.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxLayer {
+    /// `read-only`, `workspace-write` (default) or `full-access`.
+    pub mode: Option<String>,
+    pub allow_network: Option<bool>,
+    /// `auto` (default), `bwrap` or `landlock`.
+    pub backend: Option<String>,
+    /// Extra environment variables passed to commands (`NAME` or `PREFIX_*`).
+    pub env: Option<Vec<String>>,
+    /// Extra directories writable in `workspace-write` mode.
+    pub writable: Option<Vec<PathBuf>>,
+    /// A policy file used instead of `.baton/policy.toml` (on top of the user's).
+    pub policy: Option<PathBuf>,
+    /// What an `ask` rule does in an unattended run: `refuse`.
+    pub ask: Option<String>,
+    /// Run commands unconfined where the platform cannot sandbox them.
+    pub dangerously_unsandboxed: Option<bool>,
+    /// `0` removes a limit.
+    pub cpu_secs: Option<u64>,
+    pub memory_mb: Option<u64>,
+    pub max_processes: Option<u64>,
+    pub file_size_mb: Option<u64>,
+    pub open_files: Option<u64>,
+}
+
+impl SandboxLayer {
+    pub fn overlay(self, over: SandboxLayer) -> SandboxLayer {
+        SandboxLayer {
+            mode: over.mode.or(self.mode),
+            allow_network: over.allow_network.or(self.allow_network),
+            backend: over.backend.or(self.backend),
+            env: over.env.or(self.env),
+            writable: over.writable.or(self.writable),
+            policy: over.policy.or(self.policy),
+            ask: over.ask.or(self.ask),
+            dangerously_unsandboxed: over
+                .dangerously_unsandboxed
+                .or(self.dangerously_unsandboxed),
+            cpu_secs: over.cpu_secs.or(self.cpu_secs),
+            memory_mb: over.memory_mb.or(self.memory_mb),
+            max_processes: over.max_processes.or(self.max_processes),
+            file_size_mb: over.file_size_mb.or(self.file_size_mb),
+            open_files: over.open_files.or(self.open_files),
+        }
+    }
+}
+
 impl ConfigLayer {
     /// Keys set in `over` replace those in `self`.
     pub fn overlay(self, over: ConfigLayer) -> ConfigLayer {
@@ -164,6 +215,10 @@ impl ConfigLayer {
             budget_usd: over.budget_usd.or(self.budget_usd),
             budget_tokens: over.budget_tokens.or(self.budget_tokens),
             max_time: over.max_time.or(self.max_time),
+            sandbox: match (self.sandbox, over.sandbox) {
+                (Some(base), Some(over)) => Some(base.overlay(over)),
+                (base, over) => over.or(base),
+            },
             context: match (self.context, over.context) {
                 (Some(base), Some(over)) => Some(base.overlay(over)),
                 (base, over) => over.or(base),
@@ -187,6 +242,10 @@ impl ConfigLayer {
             provider: non_empty("BATON_PROVIDER"),
             base_url: non_empty("BATON_BASE_URL"),
             model: non_empty("BATON_MODEL"),
+            sandbox: non_empty("BATON_SANDBOX_BACKEND").map(|backend| SandboxLayer {
+                backend: Some(backend),
+                ..SandboxLayer::default()
+            }),
             ..ConfigLayer::default()
         }
     }
@@ -345,6 +404,42 @@ mod tests {
         let ok = read_layer(&path).unwrap();
         assert_eq!(ok.response_mode, Some(ResponseMode::Whole));
         assert_eq!(ok.max_turns, Some(5));
+    }
+
+    #[test]
+    fn sandbox_tables_merge_key_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user.toml");
+        let project = dir.path().join("project.toml");
+        std::fs::write(
+            &user,
+            "[sandbox]\nmode = \"read-only\"\nmax_processes = 100\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &project,
+            "[sandbox]\nallow_network = true\nmax_processes = 0\n",
+        )
+        .unwrap();
+        let env =
+            ConfigLayer::from_env(|k| (k == "BATON_SANDBOX_BACKEND").then(|| "landlock".into()));
+        let merged = read_layer(&user)
+            .unwrap()
+            .overlay(read_layer(&project).unwrap())
+            .overlay(env);
+        assert_eq!(
+            merged.sandbox,
+            Some(SandboxLayer {
+                mode: Some("read-only".into()),
+                allow_network: Some(true),
+                backend: Some("landlock".into()),
+                max_processes: Some(0),
+                ..SandboxLayer::default()
+            })
+        );
+        std::fs::write(&user, "[sandbox]\nmod = \"x\"\n").unwrap();
+        let err = format!("{:#}", read_layer(&user).unwrap_err());
+        assert!(err.contains("unknown field `mod`"), "{err}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod cost;
 mod doctor;
 mod output;
 mod providers;
+mod sandbox_cmd;
 mod store;
 mod transcript;
 
@@ -96,6 +97,8 @@ enum Command {
         #[command(flatten)]
         model: ModelFlags,
     },
+    /// Run one command in the sandbox under the execution policy, as the agent's would run.
+    Sandbox(sandbox_cmd::SandboxArgs),
     /// Print a readable transcript of a run (default: the latest).
     Logs {
         run: Option<String>,
@@ -147,6 +150,8 @@ pub struct ModelFlags {
 pub struct RunArgs {
     #[command(flatten)]
     model: ModelFlags,
+    #[command(flatten)]
+    sandbox: sandbox_cmd::SandboxFlags,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -164,12 +169,19 @@ pub struct ResumeArgs {
     last: bool,
     #[command(flatten)]
     model: ModelFlags,
+    #[command(flatten)]
+    sandbox: sandbox_cmd::SandboxFlags,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
 }
 
 fn main() -> ExitCode {
+    // The sandbox trampoline: baton re-executed in a command's child process to confine it.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(baton_sandbox::trampoline::SUBCOMMAND.as_ref()) {
+        return baton_sandbox::trampoline::main(args.collect());
+    }
     let cli = Cli::parse();
     init_logging(cli.verbose);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -192,6 +204,7 @@ fn main() -> ExitCode {
             Command::Ls => commands::ls(&workspace, store).await,
             Command::Cost { run } => commands::cost(&workspace, store, run.as_deref()).await,
             Command::Doctor { model } => commands::doctor(&workspace, &model).await,
+            Command::Sandbox(args) => commands::sandbox(&workspace, args),
             Command::Logs { run, full, json } => {
                 commands::logs(&workspace, store, run.as_deref(), full, json).await
             }

@@ -58,6 +58,9 @@ async fn a_working_endpoint_is_ok() {
         text.starts_with("ok:") && text.contains("100 prompt + 10 completion"),
         "{text}"
     );
+    // The sandbox is reported too: which backend, and what it enforces.
+    assert!(text.contains("\nsandbox: backend "), "{text}");
+    assert!(text.contains("network off"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

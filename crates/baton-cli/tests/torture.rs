@@ -106,7 +106,14 @@ async fn random_sigkills_never_repeat_finished_work() {
 
     let journal = journal(ws.path(), home.path());
     assert_eq!(of_type(&journal, "run_finished").len(), 1);
-    assert_eq!(of_type(&journal, "run_resumed").len(), kills);
+    // A kill can land while a `resume` is still starting (sandbox detection, opening the
+    // store), before it journals anything; such a crash resumes nothing. How many do is a matter
+    // of machine speed, so only the bounds are exact.
+    let resumed = of_type(&journal, "run_resumed").len();
+    assert!(
+        (1..=kills).contains(&resumed),
+        "{resumed} resumes for {kills} kills"
+    );
 
     // Every turn was answered once; the server was asked again only for answers never journaled.
     let requests = server.requests_per_turn();

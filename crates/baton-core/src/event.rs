@@ -265,6 +265,8 @@ pub enum PauseReason {
     Budget,
     /// The loop detector saw the agent repeat itself after it had been told.
     Loop,
+    /// The execution policy says a command needs a person's approval (`ask = "pause"`).
+    NeedsApproval,
 }
 
 /// What the run does about a detected loop.

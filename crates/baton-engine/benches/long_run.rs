@@ -113,6 +113,7 @@ async fn bench(turns: usize, profile_model: &str) {
         },
         secrets: vec![],
         secret_env_vars: vec![],
+        exec: baton_tools::ExecEnv::unconfined(),
         observer: Arc::new(Quiet),
         stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_secs(60),

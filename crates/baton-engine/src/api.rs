@@ -108,6 +108,8 @@ pub struct EngineParts {
     pub secrets: Vec<String>,
     /// Environment variable names never passed to commands.
     pub secret_env_vars: Vec<String>,
+    /// The sandbox and execution policy every command runs under.
+    pub exec: baton_tools::ExecEnv,
     pub observer: Arc<dyn RunObserver>,
     /// Asks the run to pause cleanly (Ctrl-C, SIGTERM).
     pub stop: StopSignal,

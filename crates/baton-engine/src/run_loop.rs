@@ -475,6 +475,7 @@ impl Engine {
             // The shell tool caps per-call timeouts at an hour; the default is held to the same bound.
             shell_timeout: Duration::from_secs(settings.limits.shell_timeout_secs.min(3600)),
             secret_env_vars: self.parts.secret_env_vars.clone(),
+            exec: self.parts.exec.clone(),
         };
         let started = Instant::now();
         let execution = async {
@@ -496,7 +497,20 @@ impl Engine {
                 result,
                 duration_ms: elapsed_ms(started),
             })
-            .await
+            .await?;
+        // The execution policy asked for a person (`ask = "pause"`): the refusal is journaled
+        // above, so the resumed run simply carries on from the next step.
+        if let Some(detail) = self.parts.exec.take_pause_request() {
+            journal
+                .record(Event::RunPaused {
+                    reason: PauseReason::NeedsApproval,
+                    detail: format!(
+                        "{detail} — allow it in a policy file (or not), then `baton resume`"
+                    ),
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// Gives every tool call a unique, non-empty id (some servers send none, or repeat them) and

@@ -112,6 +112,7 @@ fn parts(store: Arc<dyn Store>, provider: Arc<dyn baton_model::ModelProvider>) -
         retry: fast_retry(1),
         secrets: vec![],
         secret_env_vars: vec![],
+        exec: baton_tools::ExecEnv::unconfined(),
         observer: Arc::new(Collect::default()),
         stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_secs(60),

@@ -59,6 +59,7 @@ mod tests {
             workspace: Workspace::new(dir.path()).unwrap(),
             shell_timeout: Duration::from_secs(1),
             secret_env_vars: vec![],
+            exec: crate::ExecEnv::unconfined(),
         };
         let r = Finish
             .call(&ctx, r#"{"summary": "Built it; cargo test passes."}"#)

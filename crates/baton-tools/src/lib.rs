@@ -14,6 +14,7 @@ mod read_file;
 mod registry;
 mod shell;
 
+pub use baton_sandbox;
 pub use finish::Finish;
 pub use fs_tools::{EditFile, WriteFile};
 pub use grep_tool::Grep;
@@ -27,7 +28,46 @@ pub use shell::is_secret_var;
 
 use async_trait::async_trait;
 use baton_core::{ToolResult, ToolSpec};
+use std::sync::Arc;
 use std::time::Duration;
+
+/// How commands run: the sandbox every one of them goes through, and the execution policy
+/// that decides whether it may run at all.
+#[derive(Clone, Debug)]
+pub struct ExecEnv {
+    pub sandbox: Arc<baton_sandbox::Sandbox>,
+    pub policy: Arc<baton_sandbox::policy::Policy>,
+    /// What a command the policy marks `ask` does: refused, or refused and the run paused.
+    pub ask: baton_sandbox::policy::AskBehaviour,
+    /// Set by a tool that wants the run paused for a person once its result is journaled.
+    pub pause_request: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl ExecEnv {
+    /// No isolation: for tests of tools that are not about the sandbox (see
+    /// [`baton_sandbox::Sandbox::unconfined`]).
+    pub fn unconfined() -> ExecEnv {
+        let sandbox = baton_sandbox::Sandbox::unconfined(baton_sandbox::SandboxConfig::default());
+        ExecEnv::new(sandbox, baton_sandbox::policy::Policy::builtin())
+    }
+
+    pub fn new(sandbox: baton_sandbox::Sandbox, policy: baton_sandbox::policy::Policy) -> ExecEnv {
+        ExecEnv {
+            sandbox: Arc::new(sandbox),
+            policy: Arc::new(policy),
+            ask: baton_sandbox::policy::AskBehaviour::Refuse,
+            pause_request: Arc::default(),
+        }
+    }
+
+    /// The pending pause request, if a tool made one (taking it clears it).
+    pub fn take_pause_request(&self) -> Option<String> {
+        self.pause_request
+            .lock()
+            .map(|mut slot| slot.take())
+            .unwrap_or_else(|poisoned| poisoned.into_inner().take())
+    }
+}
 
 /// What a tool call may use besides its arguments.
 #[derive(Clone, Debug)]
@@ -37,6 +77,7 @@ pub struct ToolContext {
     pub shell_timeout: Duration,
     /// Environment variables never passed to commands (API keys and the like).
     pub secret_env_vars: Vec<String>,
+    pub exec: ExecEnv,
 }
 
 #[async_trait]
@@ -61,6 +102,7 @@ pub(crate) mod test_support {
             workspace: Workspace::new(dir.path()).unwrap(),
             shell_timeout: Duration::from_secs(10),
             secret_env_vars: vec![],
+            exec: ExecEnv::unconfined(),
         };
         (dir, ctx)
     }

@@ -386,6 +386,7 @@ mod tests {
             workspace: Workspace::new(outer.path().join("ws")).unwrap(),
             shell_timeout: Duration::from_secs(10),
             secret_env_vars: vec![],
+            exec: crate::ExecEnv::unconfined(),
         };
         let r = list(&ctx, serde_json::json!({"path": "src"})).await;
         assert_eq!(r.content, "src/a.rs\n");

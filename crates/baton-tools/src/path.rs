@@ -324,6 +324,34 @@ mod tests {
     }
 
     #[test]
+    fn proc_magic_links_planted_in_the_workspace_are_refused() {
+        let (_d, outside, ws) = setup();
+        let out = outside.path().canonicalize().unwrap();
+        symlink("/proc/self/root", ws.root().join("root")).unwrap();
+        let through = format!("root{}/x", out.display());
+        assert!(matches!(
+            ws.resolve(&through, Access::Write),
+            Err(PathError::Outside { .. })
+        ));
+        symlink(
+            format!("/proc/self/root{}", out.display()),
+            ws.root().join("o"),
+        )
+        .unwrap();
+        assert!(matches!(
+            ws.resolve("o/new.txt", Access::Write),
+            Err(PathError::Outside { .. })
+        ));
+        // The test process's cwd is the crate directory, outside the workspace.
+        symlink("/proc/self/cwd", ws.root().join("cwd")).unwrap();
+        assert!(ws.resolve("cwd/Cargo.toml", Access::Read).is_err());
+        // A chain of links that ends outside.
+        symlink(ws.root().join("o"), ws.root().join("chain")).unwrap();
+        assert!(ws.resolve("chain/x", Access::Write).is_err());
+        assert!(!out.join("x").exists() && !out.join("new.txt").exists());
+    }
+
+    #[test]
     fn state_dir_is_refused_for_read_and_write() {
         let (_d, _o, ws) = setup();
         fs::create_dir(ws.root().join(".baton")).unwrap();

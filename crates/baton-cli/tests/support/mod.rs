@@ -252,9 +252,12 @@ pub fn baton(workspace: &Path, home: &Path) -> Command {
     cmd.env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home)
-        .env("RUST_BACKTRACE", "1")
-        .arg("--workspace")
-        .arg(workspace);
+        .env("RUST_BACKTRACE", "1");
+    // CI runs the suite a second time with the bubblewrap-less backend forced.
+    if let Ok(backend) = std::env::var("BATON_SANDBOX_BACKEND") {
+        cmd.env("BATON_SANDBOX_BACKEND", backend);
+    }
+    cmd.arg("--workspace").arg(workspace);
     cmd
 }
 

@@ -56,6 +56,7 @@ pub fn engine(store: Arc<dyn Store>, provider: Arc<dyn ModelProvider>) -> (Engin
         },
         secrets: vec![],
         secret_env_vars: vec![],
+        exec: baton_tools::ExecEnv::unconfined(),
         observer: observer.clone(),
         stop: baton_engine::StopSignal::never(),
         model_call_timeout: Duration::from_secs(60),

@@ -1,0 +1,201 @@
+//! Child-side confinement, applied by the trampoline to itself just before it execs the
+//! command: resource limits, Landlock and seccomp. All of it is inherited across `exec` and by
+//! every process the command starts.
+
+use crate::spec::{ExecSpec, Limits, Mode};
+use rustix::process::{Resource, Rlimit, setrlimit};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// What the confinement actually achieved on this kernel, as reported by the probe.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforced {
+    /// `full`, `partial` or `none`.
+    pub landlock: String,
+    pub seccomp: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("setting the {resource} limit failed: {source}")]
+    Rlimit {
+        resource: &'static str,
+        source: std::io::Error,
+    },
+    #[error("Landlock: {0}")]
+    Landlock(String),
+    #[error("seccomp: {0}")]
+    Seccomp(String),
+}
+
+pub fn apply_limits(limits: &Limits, nproc_offset: u64) -> Result<(), ConfineError> {
+    let table = [
+        (Resource::Cpu, limits.cpu_secs, "CPU time"),
+        (Resource::As, limits.memory_bytes, "memory"),
+        (
+            Resource::Nproc,
+            limits.max_processes.map(|n| n.saturating_add(nproc_offset)),
+            "process count",
+        ),
+        (Resource::Fsize, limits.file_size_bytes, "file size"),
+        (Resource::Nofile, limits.open_files, "open files"),
+        // Core dumps of a memory-limited process are large files nobody asked for.
+        (Resource::Core, Some(0), "core size"),
+    ];
+    for (resource, value, name) in table {
+        let Some(value) = value else { continue };
+        let value = Some(value);
+        setrlimit(
+            resource,
+            Rlimit {
+                current: value,
+                maximum: value,
+            },
+        )
+        .map_err(|e| ConfineError::Rlimit {
+            resource: name,
+            source: e.into(),
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(target_os = "linux")]
+pub fn apply_landlock(spec: &ExecSpec) -> Result<String, ConfineError> {
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+        RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    };
+    let err = |e: &dyn std::fmt::Display| ConfineError::Landlock(e.to_string());
+    // The newest ABI this code was written and tested against; older kernels get what they
+    // support (best effort) and the status says so.
+    let abi = ABI::V6;
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .scope(Scope::from_all(abi))
+        .map_err(|e| err(&e))?;
+    let confine_fs = spec.mode != Mode::FullAccess;
+    if confine_fs {
+        ruleset = ruleset
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(|e| err(&e))?;
+    }
+    if !spec.allow_network {
+        ruleset = ruleset
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(|e| err(&e))?;
+    }
+    let mut created = ruleset.create().map_err(|e| err(&e))?;
+    if confine_fs {
+        let read = AccessFs::from_read(abi);
+        let all = AccessFs::from_all(abi);
+        created = created
+            .add_rule(PathBeneath::new(
+                PathFd::new("/").map_err(|e| err(&e))?,
+                read,
+            ))
+            .map_err(|e| err(&e))?;
+        for path in &spec.writable {
+            created = add_beneath(created, path, all)?;
+        }
+        // Writing to the null device and terminals is not writing to the filesystem.
+        for dev in [
+            "/dev/null",
+            "/dev/zero",
+            "/dev/full",
+            "/dev/tty",
+            "/dev/pts",
+        ] {
+            if Path::new(dev).exists() {
+                created = add_beneath(created, Path::new(dev), all & !AccessFs::Execute)?;
+            }
+        }
+    }
+    let status = created.restrict_self().map_err(|e| err(&e))?;
+    Ok(match status.ruleset {
+        RulesetStatus::FullyEnforced => "full",
+        RulesetStatus::PartiallyEnforced => "partial",
+        RulesetStatus::NotEnforced => "none",
+    }
+    .to_string())
+}
+
+#[cfg(target_os = "linux")]
+fn add_beneath(
+    created: landlock::RulesetCreated,
+    path: &Path,
+    access: landlock::BitFlags<landlock::AccessFs>,
+) -> Result<landlock::RulesetCreated, ConfineError> {
+    use landlock::{PathBeneath, PathFd, RulesetCreatedAttr};
+    // A regular file gets only the rights that apply to files, else the rule is rejected.
+    let access = if path.is_dir() {
+        access
+    } else {
+        access & landlock::AccessFs::from_file(landlock::ABI::V6)
+    };
+    let fd = PathFd::new(path).map_err(|e| ConfineError::Landlock(e.to_string()))?;
+    created
+        .add_rule(PathBeneath::new(fd, access))
+        .map_err(|e| ConfineError::Landlock(format!("{}: {e}", path.display())))
+}
+
+/// Denies debugging other processes, io_uring (whose operations bypass the seccomp filter),
+/// and — with the network off — every socket family but AF_UNIX.
+#[cfg(target_os = "linux")]
+pub fn apply_seccomp(allow_network: bool) -> Result<(), ConfineError> {
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule,
+    };
+    use std::collections::BTreeMap;
+    let err = |e: &dyn std::fmt::Display| ConfineError::Seccomp(e.to_string());
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for syscall in [
+        libc::SYS_ptrace,
+        libc::SYS_process_vm_readv,
+        libc::SYS_process_vm_writev,
+        libc::SYS_io_uring_setup,
+        libc::SYS_io_uring_enter,
+        libc::SYS_io_uring_register,
+    ] {
+        // An empty rule list matches the syscall unconditionally.
+        rules.insert(syscall, Vec::new());
+    }
+    if !allow_network {
+        let not_unix = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Ne,
+            libc::AF_UNIX as u64,
+        )
+        .map_err(|e| err(&e))?;
+        rules.insert(
+            libc::SYS_socket,
+            vec![SeccompRule::new(vec![not_unix]).map_err(|e| err(&e))?],
+        );
+    }
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| err(&e))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| err(&e))?;
+    let program: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| err(&e))?;
+    seccompiler::apply_filter(&program).map_err(|e| err(&e))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn apply_landlock(_spec: &ExecSpec) -> Result<String, ConfineError> {
+    Ok("none".to_string())
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn apply_seccomp(_allow_network: bool) -> Result<(), ConfineError> {
+    Err(ConfineError::Seccomp(
+        "not available on this platform".into(),
+    ))
+}

@@ -1,0 +1,20 @@
+//! Process isolation for baton: every command the agent runs goes through a [`Sandbox`] —
+//! bubblewrap namespaces where available, Landlock and seccomp applied in the child by a
+//! trampoline re-exec (no `unsafe`), resource limits, an allowlisted environment — and an
+//! execution [`policy`] decides which command lines may run at all.
+
+mod bwrap;
+mod cgroup;
+mod confine;
+mod platform;
+pub mod policy;
+mod run;
+mod sandbox;
+mod spec;
+pub mod trampoline;
+
+pub use confine::Enforced;
+pub use platform::{BACKEND_ENV, Backend, Platform, detect};
+pub use run::{Finished, Output, run};
+pub use sandbox::{Guard, Prepared, Sandbox, SandboxError, is_allowed};
+pub use spec::{BackendChoice, DEFAULT_ENV_ALLOWLIST, ExecSpec, Limits, Mode, SandboxConfig};

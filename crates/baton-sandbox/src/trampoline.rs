@@ -1,0 +1,195 @@
+//! The trampoline: baton re-executes itself as `baton __sandbox-exec --spec JSON -- CMD…` in the
+//! child, confines that process and then execs the command. Doing it in a fresh process rather
+//! than in a `pre_exec` hook keeps the whole sandbox free of `unsafe`.
+//!
+//! Stage one (outside bubblewrap) joins the pids cgroup and arms the parent-death signal, then
+//! execs bubblewrap with the trampoline as the wrapped command. Stage two (inside) sets the
+//! resource limits, Landlock and seccomp, and execs the command. Without bubblewrap both stages
+//! run in one process.
+
+use crate::confine::{self, Enforced};
+use crate::spec::ExecSpec;
+#[cfg(target_os = "linux")]
+use rustix::process::Signal;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, ExitCode};
+
+/// The hidden subcommand name the `baton` binary dispatches to [`main`].
+pub const SUBCOMMAND: &str = "__sandbox-exec";
+
+/// Exit code when the sandbox itself could not be set up (the command never ran). Chosen like
+/// `env(1)` and container runtimes do, apart from the command's own codes.
+pub const SETUP_FAILED: u8 = 125;
+
+/// Entry point of the trampoline. `args` are the arguments after [`SUBCOMMAND`]. Returns only
+/// on failure: on success the process has become the command.
+pub fn main(args: Vec<OsString>) -> ExitCode {
+    match run(args) {
+        Ok(never) => match never {},
+        Err(message) => {
+            eprintln!("baton sandbox: {message}");
+            ExitCode::from(SETUP_FAILED)
+        }
+    }
+}
+
+enum Never {}
+
+fn run(args: Vec<OsString>) -> Result<Never, String> {
+    let mut args = args.into_iter();
+    let flag = args.next().and_then(|a| a.into_string().ok());
+    let json = args
+        .next()
+        .and_then(|a| a.into_string().ok())
+        .ok_or("missing spec")?;
+    let spec: ExecSpec = serde_json::from_str(&json).map_err(|e| format!("bad spec: {e}"))?;
+    match flag.as_deref() {
+        Some("--probe") => {
+            let enforced = confine_self(&spec)?;
+            let text = serde_json::to_string(&enforced).map_err(|e| e.to_string())?;
+            println!("{text}");
+            std::process::exit(0);
+        }
+        Some("--spec") => {}
+        _ => return Err("usage: __sandbox-exec --spec JSON -- COMMAND [ARGS…]".into()),
+    }
+    if args.next().as_deref() != Some("--".as_ref()) {
+        return Err("expected `--` before the command".into());
+    }
+    let command: Vec<OsString> = args.collect();
+    let Some((program, rest)) = command.split_first() else {
+        return Err("no command given".into());
+    };
+
+    first_stage(&spec)?;
+    if !spec.wrapper.is_empty() {
+        let inner = ExecSpec {
+            wrapper: Vec::new(),
+            cgroup_procs: None,
+            parent_pid: None,
+            ..spec.clone()
+        };
+        let inner_json = serde_json::to_string(&inner).map_err(|e| e.to_string())?;
+        let mut wrapped = Command::new(&spec.wrapper[0]);
+        wrapped
+            .args(&spec.wrapper[1..])
+            .arg(&spec.trampoline)
+            .arg(SUBCOMMAND)
+            .arg("--spec")
+            .arg(inner_json)
+            .arg("--")
+            .args(&command);
+        let err = wrapped.exec();
+        return Err(format!("could not start {}: {err}", spec.wrapper[0]));
+    }
+    confine_self(&spec)?;
+    if let Some(parent) = spec.parent_pid {
+        // No bubblewrap: no pid namespace dies with baton, and the parent-death signal reaches
+        // only this process, not what the command starts in the background. So stay as a
+        // small supervisor that takes the whole process group down if baton disappears.
+        return supervise(parent, spec.cgroup_procs.as_deref(), program, rest);
+    }
+    let err = Command::new(program).args(rest).exec();
+    Err(format!(
+        "could not run {}: {err}",
+        program.to_string_lossy()
+    ))
+}
+
+fn first_stage(spec: &ExecSpec) -> Result<(), String> {
+    if let Some(procs) = &spec.cgroup_procs {
+        let me = std::process::id().to_string();
+        std::fs::write(procs, me)
+            .map_err(|e| format!("joining the pids cgroup {}: {e}", procs.display()))?;
+    }
+    #[cfg(target_os = "linux")]
+    if let Some(parent) = spec.parent_pid {
+        // Armed before anything else runs, so baton dying (even by SIGKILL) takes the command
+        // with it; the signal survives exec.
+        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+            .map_err(|e| format!("setting the parent-death signal: {e}"))?;
+        let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+        if ppid != Some(parent) {
+            return Err("baton exited before the command started".into());
+        }
+    }
+    Ok(())
+}
+
+fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
+    confine::apply_limits(&spec.limits, spec.nproc_offset).map_err(|e| e.to_string())?;
+    let landlock = if spec.landlock {
+        confine::apply_landlock(spec).map_err(|e| e.to_string())?
+    } else {
+        "none".to_string()
+    };
+    if spec.seccomp {
+        confine::apply_seccomp(spec.allow_network).map_err(|e| e.to_string())?;
+    }
+    Ok(Enforced {
+        landlock,
+        seccomp: spec.seccomp,
+    })
+}
+
+/// Runs the command as a child, mirrors its exit, and kills the process group (itself
+/// included) as soon as baton is gone.
+fn supervise(
+    parent: i32,
+    cgroup_procs: Option<&std::path::Path>,
+    program: &OsString,
+    args: &[OsString],
+) -> Result<Never, String> {
+    use std::os::unix::process::ExitStatusExt;
+    // The supervisor must outlive baton long enough to clean up: it polls instead.
+    #[cfg(target_os = "linux")]
+    rustix::process::set_parent_process_death_signal(None)
+        .map_err(|e| format!("clearing the parent-death signal: {e}"))?;
+    let mut child = Command::new(program)
+        .args(args)
+        .spawn()
+        .map_err(|e| format!("could not run {}: {e}", program.to_string_lossy()))?;
+    let mut pause = std::time::Duration::from_micros(200);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                if let Some(code) = status.code() {
+                    std::process::exit(code);
+                }
+                if let Some(signal) = status.signal() {
+                    // Die the same way, so baton sees what the command saw; a signal this
+                    // process ignores (SIGPIPE) falls back to the shell convention.
+                    if let Some(sig) = rustix::process::Signal::from_named_raw(signal) {
+                        let _ = rustix::process::kill_process(rustix::process::getpid(), sig);
+                        std::thread::sleep(std::time::Duration::from_millis(100));
+                    }
+                    std::process::exit(128 + signal);
+                }
+                std::process::exit(1);
+            }
+            Ok(None) => {}
+            Err(e) => return Err(format!("waiting for the command: {e}")),
+        }
+        let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+        if ppid != Some(parent) {
+            // The cgroup also holds what left the process group (setsid).
+            let me = rustix::process::getpid().as_raw_nonzero().get();
+            let others = cgroup_procs
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            for pid in others.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                if let Some(pid) = rustix::process::Pid::from_raw(pid).filter(|_| pid != me) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
+            let _ = rustix::process::kill_process_group(
+                rustix::process::getpgrp(),
+                rustix::process::Signal::KILL,
+            );
+            std::process::exit(128 + 9);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(50));
+    }
+}
