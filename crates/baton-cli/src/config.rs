@@ -37,6 +37,10 @@ pub struct ConfigLayer {
     pub rate_limit: Option<RateLimit>,
     /// `[context]`: overrides of the model profile's context policy.
     pub context: Option<ContextConfig>,
+    /// `false`: `run` / `resume` work in-process instead of in a supervised child process.
+    pub supervise: Option<bool>,
+    /// How many times the supervisor restarts a crashed agent process (`--max-restarts`).
+    pub max_restarts: Option<u32>,
 }
 
 /// The `[context]` table: every key overrides the model profile's value.
@@ -155,6 +159,8 @@ impl ConfigLayer {
                 .circuit_breaker_failures
                 .or(self.circuit_breaker_failures),
             rate_limit: over.rate_limit.or(self.rate_limit),
+            supervise: over.supervise.or(self.supervise),
+            max_restarts: over.max_restarts.or(self.max_restarts),
             context: match (self.context, over.context) {
                 (Some(base), Some(over)) => Some(base.overlay(over)),
                 (base, over) => over.or(base),

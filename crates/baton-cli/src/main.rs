@@ -4,10 +4,12 @@ mod client;
 mod commands;
 mod config;
 mod cost;
+mod detach;
 mod doctor;
 mod output;
 mod providers;
 mod store;
+mod supervise;
 mod transcript;
 
 use std::io::Write;
@@ -96,6 +98,19 @@ enum Command {
         #[command(flatten)]
         model: ModelFlags,
     },
+    /// Follow a run live: its journal so far, then new events until it stops (default: the
+    /// latest run). Exits like the run: 0 finished, 1 failed, 3 paused.
+    Attach {
+        run: Option<String>,
+        /// Only events from now on.
+        #[arg(long)]
+        from_now: bool,
+        /// Print events as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a running run cleanly (SIGTERM to its supervisor), wait until it has paused.
+    Stop { run: Option<String> },
     /// Print a readable transcript of a run (default: the latest).
     Logs {
         run: Option<String>,
@@ -134,10 +149,30 @@ pub struct ModelFlags {
     context_window: Option<u64>,
 }
 
+/// How `run` / `resume` keep the agent process (see `supervise.rs`).
+#[derive(Args, Clone, Default)]
+pub struct SuperviseFlags {
+    /// Run in the background (output to .baton/logs/RUN.log); print the run id and return.
+    #[arg(long)]
+    detach: bool,
+    /// Work in this process instead of a supervised child process that is restarted if it
+    /// crashes (config: supervise = false).
+    #[arg(long, conflicts_with = "detach")]
+    no_supervise: bool,
+    /// Restarts of a crashed agent process before giving up (default 5; config: max_restarts).
+    #[arg(long, value_name = "N")]
+    max_restarts: Option<u32>,
+}
+
 #[derive(Args)]
 pub struct RunArgs {
     #[command(flatten)]
     model: ModelFlags,
+    #[command(flatten)]
+    supervise: SuperviseFlags,
+    /// The id of the new run (a supervisor chooses it before its agent process creates it).
+    #[arg(long, hide = true, value_name = "ID")]
+    run_id: Option<String>,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -155,6 +190,8 @@ pub struct ResumeArgs {
     last: bool,
     #[command(flatten)]
     model: ModelFlags,
+    #[command(flatten)]
+    supervise: SuperviseFlags,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -175,10 +212,22 @@ fn main() -> ExitCode {
     };
     let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
     let store = cli.store.as_deref();
+    let verbose = cli.verbose;
     let result = runtime.block_on(async move {
+        let globals = supervise::Globals {
+            workspace: &workspace,
+            store,
+            verbose,
+        };
         match cli.command {
-            Command::Run(args) => commands::run(&workspace, store, args).await,
-            Command::Resume(args) => commands::resume(&workspace, store, args).await,
+            Command::Run(args) => supervise::run(globals, args).await,
+            Command::Resume(args) => supervise::resume(globals, args).await,
+            Command::Attach {
+                run,
+                from_now,
+                json,
+            } => detach::attach(&workspace, store, run.as_deref(), from_now, json).await,
+            Command::Stop { run } => detach::stop(&workspace, store, run.as_deref()).await,
             Command::Status { run } => commands::status(&workspace, store, run.as_deref()).await,
             Command::Ls => commands::ls(&workspace, store).await,
             Command::Cost { run } => commands::cost(&workspace, store, run.as_deref()).await,
