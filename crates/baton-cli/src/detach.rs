@@ -96,6 +96,11 @@ impl PidFile {
 impl Drop for PidFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
+        // Leave no empty directory behind (it fails, as it should, while other runs' supervisors
+        // keep theirs there).
+        if let Some(dir) = self.path.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 
