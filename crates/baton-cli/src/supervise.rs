@@ -498,3 +498,65 @@ fn die_with_parent(command: &mut Command) {
 
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_command: &mut Command) {}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::process::ExitStatusExt;
+
+    use clap::Parser;
+
+    use super::*;
+    use crate::{Cli, Command as CliCommand};
+
+    fn parsed_run(args: &[&str]) -> RunArgs {
+        match Cli::try_parse_from(args).map(|cli| cli.command) {
+            Ok(CliCommand::Run(run)) => run,
+            _ => panic!("not a run: {args:?}"),
+        }
+    }
+
+    #[test]
+    fn a_child_gets_the_model_flags_it_was_given() {
+        let given = [
+            "baton",
+            "run",
+            "--provider",
+            "openai",
+            "--base-url",
+            "http://h/v1",
+            "--model",
+            "m",
+            "--max-turns",
+            "7",
+            "--tool-choice",
+            "required",
+            "--context-window",
+            "4096",
+            "--no-stream",
+            "goal",
+        ];
+        let flags = model_args(&parsed_run(&given).model);
+        let mut again = vec!["baton", "run"];
+        again.extend(flags.iter().map(String::as_str));
+        again.extend(["--", "goal"]);
+        assert_eq!(model_args(&parsed_run(&again).model), flags);
+        assert_eq!(flags.len(), 13);
+        assert!(model_args(&parsed_run(&["baton", "run", "g"]).model).is_empty());
+    }
+
+    #[test]
+    fn causes_name_the_signal_or_the_panic() {
+        let killed = ExitStatus::from_raw(9);
+        assert_eq!(
+            describe(killed, killed.code()),
+            "was killed by signal 9 (SIGKILL)"
+        );
+        let panicked = ExitStatus::from_raw(101 << 8);
+        assert_eq!(
+            describe(panicked, panicked.code()),
+            "exited with code 101 (a panic)"
+        );
+        let odd = ExitStatus::from_raw(42 << 8);
+        assert_eq!(describe(odd, odd.code()), "exited with unexpected code 42");
+    }
+}
