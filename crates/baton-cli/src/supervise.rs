@@ -227,8 +227,8 @@ impl Supervisor {
                 // The child died after the run ended: its verdict is in the journal.
                 Some((RunStatus::Finished, _)) => return Ok(exit::FINISHED),
                 Some((RunStatus::Failed, _)) => return Ok(exit::FAILED),
-                // Paused by this child (a run resumed from a pause that dies before its first
-                // event is still paused, and is restarted).
+                // Paused by this child. (A paused run whose child died before journaling
+                // anything is still paused from before: that child is restarted.)
                 Some((RunStatus::Paused, _)) if after.as_ref().is_some_and(grew_since) => {
                     return Ok(exit::PAUSED);
                 }
