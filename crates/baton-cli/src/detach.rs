@@ -131,10 +131,27 @@ fn log_path(workspace: &Path, run_id: &RunId) -> PathBuf {
     workspace.join(".baton/logs").join(format!("{run_id}.log"))
 }
 
-/// Starts `baton GLOBALS ARGS` (a supervisor) in the background and returns once its run is
-/// journaled — so that `attach` and `stop` right after find it — or it ended early.
+async fn event_count(globals: Globals<'_>, run_id: &RunId) -> Option<u64> {
+    let opened = open_existing_store(globals.workspace, globals.store)
+        .await
+        .ok()?;
+    let count = opened
+        .store
+        .get_run(run_id)
+        .await
+        .ok()
+        .flatten()
+        .map(|s| s.event_count);
+    opened.store.close().await;
+    count
+}
+
+/// Starts `baton GLOBALS ARGS` (a supervisor) in the background and returns once its run has
+/// journaled something new (`run_started`, or a resume's `run_resumed`) — so that `attach` and
+/// `stop` right after find it at work — or it ended early.
 pub(crate) async fn start(globals: Globals<'_>, run_id: &RunId, args: Vec<String>) -> CliResult {
     let workspace = globals.workspace;
+    let before = event_count(globals, run_id).await.unwrap_or(0);
     let log = log_path(workspace, run_id);
     if let Some(dir) = log.parent() {
         std::fs::create_dir_all(dir)
@@ -176,18 +193,8 @@ pub(crate) async fn start(globals: Globals<'_>, run_id: &RunId, args: Vec<String
                 .and_then(|c| u8::try_from(c).ok())
                 .unwrap_or(exit::FAILED));
         }
-        if let Ok(opened) = open_existing_store(workspace, globals.store).await {
-            let started = opened
-                .store
-                .get_run(run_id)
-                .await
-                .ok()
-                .flatten()
-                .is_some_and(|s| s.event_count > 0);
-            opened.store.close().await;
-            if started {
-                break;
-            }
+        if event_count(globals, run_id).await > Some(before) {
+            break;
         }
         if Instant::now() > deadline {
             eprintln!(

@@ -497,4 +497,21 @@ async fn stop_pauses_a_detached_run() {
     // Attaching to a paused run prints it and exits like the run: 3.
     let attached = output(baton(ws.path(), home.path()).arg("attach"));
     assert_eq!(attached.status.code(), Some(3));
+    // `resume --detach` carries it on in the background; `attach` follows it to its end.
+    let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
+    let (resumed, attached) = tokio::task::spawn_blocking(move || {
+        let resumed = output(baton(&w, &h).args(["resume", "--last", "--detach"]));
+        let attached = output(baton(&w, &h).args(["attach", "--json"]));
+        (resumed, attached)
+    })
+    .await
+    .unwrap();
+    assert_finished(&resumed);
+    assert_finished(&attached);
+    let seen: Vec<Value> = text(&attached.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(seen.last().unwrap()["type"], "run_finished");
+    assert_eq!(seen, support::journal(ws.path(), home.path()));
 }
