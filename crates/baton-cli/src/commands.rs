@@ -46,7 +46,7 @@ fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
+pub(crate) fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
     let dir = path
         .canonicalize()
         .map_err(|e| CliError::usage(anyhow!("workspace {}: {e}", path.display())))?;
@@ -193,7 +193,7 @@ fn stop_on_signals() -> StopSignal {
 
 /// baton's state (journal, config) is per machine: a `.gitignore` inside `.baton/` keeps it out of
 /// the user's commits without touching their own ignore files.
-fn keep_state_out_of_git(workspace: &Path) {
+pub(crate) fn keep_state_out_of_git(workspace: &Path) {
     let dir = workspace.join(".baton");
     let ignore = dir.join(".gitignore");
     // With a store elsewhere there may be no .baton/ at all; nothing to keep out then.
@@ -236,7 +236,7 @@ fn tool_choice(text: Option<&str>) -> Result<Option<ToolChoice>, CliError> {
 }
 
 /// The user file, the project file and the environment, in that order of precedence.
-fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliError> {
+pub(crate) fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliError> {
     let mut layer = ConfigLayer::default();
     if let Some(path) = config::user_config_path(env_var) {
         layer = layer.overlay(config::read_layer(&path).map_err(CliError::usage)?);
@@ -293,25 +293,40 @@ fn resolve_settings(
     Ok((settings, layer))
 }
 
-pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliResult {
-    let workspace = workspace_dir(workspace)?;
+/// What `run` checks before anything starts (a supervisor checks it before its first child).
+pub(crate) fn check_run(
+    workspace: &Path,
+    args: &RunArgs,
+) -> Result<(RunSettings, ConfigLayer), CliError> {
     if args.goal.trim().is_empty() {
         return Err(CliError::usage(anyhow!(
             "the goal is empty: say what the agent should do"
         )));
     }
-    let (settings, layer) = resolve_settings(&workspace, &args.model)?;
+    resolve_settings(workspace, &args.model)
+}
+
+pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let (settings, layer) = check_run(&workspace, &args)?;
     let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
+    let run_id = args
+        .run_id
+        .clone()
+        .map_or_else(baton_core::RunId::new, baton_core::RunId::from_string);
     let opened = open_store_for_run(&workspace, store).await?;
     keep_state_out_of_git(&workspace);
     let store = opened.store;
     let engine = build_engine(&settings, &layer, store.clone(), args.json, exec)?;
     let result = engine
-        .start(StartRun {
-            goal: args.goal,
-            workspace,
-            settings,
-        })
+        .start_with_id(
+            run_id,
+            StartRun {
+                goal: args.goal,
+                workspace,
+                settings,
+            },
+        )
         .await;
     // Closing checkpoints the WAL into the main file; committed events are durable either way.
     store.close().await;

@@ -45,6 +45,10 @@ pub struct ConfigLayer {
     pub max_time: Option<String>,
     /// `[sandbox]`: how commands are isolated and which may run.
     pub sandbox: Option<SandboxLayer>,
+    /// `false`: `run` / `resume` work in-process instead of in a supervised child process.
+    pub supervise: Option<bool>,
+    /// How many times the supervisor restarts a crashed agent process (`--max-restarts`).
+    pub max_restarts: Option<u32>,
 }
 
 /// The `[context]` table: every key overrides the model profile's value.
@@ -219,6 +223,8 @@ impl ConfigLayer {
                 (Some(base), Some(over)) => Some(base.overlay(over)),
                 (base, over) => over.or(base),
             },
+            supervise: over.supervise.or(self.supervise),
+            max_restarts: over.max_restarts.or(self.max_restarts),
             context: match (self.context, over.context) {
                 (Some(base), Some(over)) => Some(base.overlay(over)),
                 (base, over) => over.or(base),

@@ -4,11 +4,13 @@ mod client;
 mod commands;
 mod config;
 mod cost;
+mod detach;
 mod doctor;
 mod output;
 mod providers;
 mod sandbox_cmd;
 mod store;
+mod supervise;
 mod transcript;
 
 use std::io::Write;
@@ -99,6 +101,19 @@ enum Command {
     },
     /// Run one command in the sandbox under the execution policy, as the agent's would run.
     Sandbox(sandbox_cmd::SandboxArgs),
+    /// Follow a run live: its journal so far, then new events until it stops (default: the
+    /// latest run). Exits like the run: 0 finished, 1 failed, 3 paused.
+    Attach {
+        run: Option<String>,
+        /// Only events from now on.
+        #[arg(long)]
+        from_now: bool,
+        /// Print events as JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pause a running run cleanly (SIGTERM to its supervisor), wait until it has paused.
+    Stop { run: Option<String> },
     /// Print a readable transcript of a run (default: the latest).
     Logs {
         run: Option<String>,
@@ -146,12 +161,32 @@ pub struct ModelFlags {
     max_time: Option<String>,
 }
 
+/// How `run` / `resume` keep the agent process (see `supervise.rs`).
+#[derive(Args, Clone, Default)]
+pub struct SuperviseFlags {
+    /// Run in the background (output to .baton/logs/RUN.log); print the run id and return.
+    #[arg(long)]
+    detach: bool,
+    /// Work in this process instead of a supervised child process that is restarted if it
+    /// crashes (config: supervise = false).
+    #[arg(long, conflicts_with = "detach")]
+    no_supervise: bool,
+    /// Restarts of a crashed agent process before giving up (default 5; config: max_restarts).
+    #[arg(long, value_name = "N")]
+    max_restarts: Option<u32>,
+}
+
 #[derive(Args)]
 pub struct RunArgs {
     #[command(flatten)]
     model: ModelFlags,
     #[command(flatten)]
     sandbox: sandbox_cmd::SandboxFlags,
+    #[command(flatten)]
+    supervise: SuperviseFlags,
+    /// The id of the new run (a supervisor chooses it before its agent process creates it).
+    #[arg(long, hide = true, value_name = "ID")]
+    run_id: Option<String>,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -171,6 +206,8 @@ pub struct ResumeArgs {
     model: ModelFlags,
     #[command(flatten)]
     sandbox: sandbox_cmd::SandboxFlags,
+    #[command(flatten)]
+    supervise: SuperviseFlags,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -196,10 +233,22 @@ fn main() -> ExitCode {
     };
     let workspace = cli.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
     let store = cli.store.as_deref();
+    let verbose = cli.verbose;
     let result = runtime.block_on(async move {
+        let globals = supervise::Globals {
+            workspace: &workspace,
+            store,
+            verbose,
+        };
         match cli.command {
-            Command::Run(args) => commands::run(&workspace, store, args).await,
-            Command::Resume(args) => commands::resume(&workspace, store, args).await,
+            Command::Run(args) => supervise::run(globals, args).await,
+            Command::Resume(args) => supervise::resume(globals, args).await,
+            Command::Attach {
+                run,
+                from_now,
+                json,
+            } => detach::attach(&workspace, store, run.as_deref(), from_now, json).await,
+            Command::Stop { run } => detach::stop(&workspace, store, run.as_deref()).await,
             Command::Status { run } => commands::status(&workspace, store, run.as_deref()).await,
             Command::Ls => commands::ls(&workspace, store).await,
             Command::Cost { run } => commands::cost(&workspace, store, run.as_deref()).await,

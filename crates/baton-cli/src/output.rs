@@ -66,7 +66,7 @@ impl RunObserver for Human {
     fn on_delta(&self, _delta: &StreamDelta) {}
 }
 
-fn progress_line(event: &Event, state: &RunState) -> Option<String> {
+pub(crate) fn progress_line(event: &Event, state: &RunState) -> Option<String> {
     Some(match event {
         Event::RunStarted {
             goal,
@@ -83,6 +83,14 @@ fn progress_line(event: &Event, state: &RunState) -> Option<String> {
             one_line(goal, 200),
             settings.model.model,
             settings.model.base_url
+        ),
+        Event::SupervisorRestarted {
+            attempt,
+            cause,
+            backoff_ms,
+        } => format!(
+            "↻ the agent process {cause}; restart {attempt} in {:.1} s (it resumes by replay)",
+            *backoff_ms as f64 / 1000.0
         ),
         Event::RunResumed { .. } => format!(
             "▶ run resumed at turn {} ({} model calls already done)",

@@ -36,6 +36,27 @@ pub struct SandboxFlags {
     dangerously_unsandboxed: bool,
 }
 
+impl SandboxFlags {
+    /// The flags as given, to pass on to a supervised child process (they are not journaled
+    /// with the run, so every child needs them).
+    pub(crate) fn to_args(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(mode) = &self.mode {
+            out.extend(["--sandbox".to_string(), mode.clone()]);
+        }
+        if self.allow_network {
+            out.push("--allow-network".into());
+        }
+        if let Some(policy) = &self.policy {
+            out.extend(["--policy".to_string(), policy.display().to_string()]);
+        }
+        if self.dangerously_unsandboxed {
+            out.push("--dangerously-unsandboxed".into());
+        }
+        out
+    }
+}
+
 #[derive(Args)]
 pub struct SandboxArgs {
     #[command(flatten)]

@@ -41,6 +41,14 @@ pub fn render(records: &[EventRecord]) -> String {
                     settings.model.model, settings.limits.max_turns
                 )
             }
+            Event::SupervisorRestarted {
+                attempt,
+                cause,
+                backoff_ms,
+            } => format!(
+                "supervisor: the agent process {cause}; restart {attempt} after {:.1} s",
+                *backoff_ms as f64 / 1000.0
+            ),
             Event::TurnStarted { turn } => format!("── turn {turn} ──"),
             Event::ModelCallStarted {
                 call,

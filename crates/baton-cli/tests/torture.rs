@@ -60,8 +60,13 @@ async fn random_sigkills_never_repeat_finished_work() {
             let mut child = if round == 0 {
                 // The first kill waits for the run to exist: a run killed before its first
                 // event is an empty shell with nothing to resume.
+                // In-process (`--no-supervise`): this test kills the agent itself at random
+                // moments and counts one `run_resumed` per kill; a supervisor would add its own
+                // start-up before the agent's, so kills could land before the agent resumed.
+                // Supervised runs are tortured in supervise.rs; crash.rs kills supervisors.
                 cmd.args([
                     "run",
+                    "--no-supervise",
                     "--base-url",
                     &base,
                     "--model",
@@ -74,7 +79,7 @@ async fn random_sigkills_never_repeat_finished_work() {
                 std::thread::spawn(move || while events.until(|_| false).is_some() {});
                 child
             } else {
-                cmd.args(["resume", "--last"]);
+                cmd.args(["resume", "--last", "--no-supervise"]);
                 cmd.stdout(std::process::Stdio::null())
                     .stderr(std::process::Stdio::null())
                     .spawn()

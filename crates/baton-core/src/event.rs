@@ -35,6 +35,15 @@ pub enum Event {
     RunResumed {
         settings: RunSettings,
     },
+    /// The supervisor restarted the agent process after it died (a signal, a panic, an
+    /// unexpected exit code); the next process resumes by replay. `attempt` counts from 1.
+    SupervisorRestarted {
+        attempt: u32,
+        /// What happened to the previous process, e.g. "killed by signal 9 (SIGKILL)".
+        cause: String,
+        /// How long the supervisor waits before starting the next process.
+        backoff_ms: u64,
+    },
     TurnStarted {
         turn: u32,
     },
@@ -153,6 +162,7 @@ impl Event {
         match self {
             Event::RunStarted { .. } => "run_started",
             Event::RunResumed { .. } => "run_resumed",
+            Event::SupervisorRestarted { .. } => "supervisor_restarted",
             Event::TurnStarted { .. } => "turn_started",
             Event::ModelCallStarted { .. } => "model_call_started",
             Event::ModelCallFailed { .. } => "model_call_failed",

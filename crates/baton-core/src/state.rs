@@ -257,6 +257,9 @@ impl RunState {
                 // A person resumed: the outage may be over, give the breaker a fresh count.
                 self.consecutive_model_failures = 0;
             }
+            // Only a record of the restart: the state to continue from is what the journal
+            // already holds, and the next process records its own `run_resumed`.
+            Event::SupervisorRestarted { .. } => {}
             Event::TurnStarted { turn } => {
                 require_running(running)?;
                 if self.phase != Phase::Idle {

@@ -94,6 +94,19 @@ fn drive(bytes: &[u8]) -> Driver {
             });
             continue;
         }
+        // Or it is killed and its supervisor restarts it: no pause is journaled, only the
+        // restart, then the next process's resume — at any point of a step.
+        if c.pick(12) == 0 && d.state.status == RunStatus::Running {
+            d.push(Event::SupervisorRestarted {
+                attempt: 1 + u32::from(c.pick(5)),
+                cause: "killed by signal 9 (SIGKILL)".into(),
+                backoff_ms: 500,
+            });
+            d.push(Event::RunResumed {
+                settings: settings(max_turns),
+            });
+            continue;
+        }
         match next_action(&d.state) {
             NextAction::Stop => break,
             NextAction::StartTurn { turn } => d.push(Event::TurnStarted { turn }),

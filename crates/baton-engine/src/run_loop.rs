@@ -59,12 +59,21 @@ impl Engine {
 
     /// Starts a new run in `request.workspace` and drives it until it finishes, fails or pauses.
     pub async fn start(&self, request: StartRun) -> Result<RunOutcome, EngineError> {
+        self.start_with_id(RunId::new(), request).await
+    }
+
+    /// Like [`Engine::start`], under an id chosen by the caller (a supervisor that has to know
+    /// the run before its worker process creates it).
+    pub async fn start_with_id(
+        &self,
+        run_id: RunId,
+        request: StartRun,
+    ) -> Result<RunOutcome, EngineError> {
         let workspace = Workspace::new(&request.workspace).map_err(|e| EngineError::Workspace {
             path: request.workspace.display().to_string(),
             detail: e.to_string(),
         })?;
         let root = workspace.root().display().to_string();
-        let run_id = RunId::new();
         let lease = self
             .parts
             .store

@@ -38,6 +38,12 @@ impl Holder {
         process::this_process_holder()
     }
 
+    /// Whether this process is known to be gone (same host, no such pid or another process
+    /// under it); a holder on another host is never known dead.
+    pub fn is_known_dead(&self) -> bool {
+        process::holder_is_dead(self, &process::local_hostname())
+    }
+
     pub fn describe(&self) -> String {
         format!("pid {} on {}", self.pid, self.host)
     }
