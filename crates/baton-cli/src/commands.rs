@@ -45,7 +45,7 @@ fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
+pub(crate) fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
     let dir = path
         .canonicalize()
         .map_err(|e| CliError::usage(anyhow!("workspace {}: {e}", path.display())))?;
@@ -95,6 +95,18 @@ fn build_engine(
     store: Arc<dyn Store>,
     json: bool,
 ) -> Result<Engine, CliError> {
+    build_engine_with(settings, layer, store, observer(json), stop_on_signals())
+}
+
+/// An engine for `settings` reporting to `observer` and pausing on `stop` (a worker has one
+/// stop signal and its own observers for all its runs).
+pub(crate) fn build_engine_with(
+    settings: &RunSettings,
+    layer: &ConfigLayer,
+    store: Arc<dyn Store>,
+    observer: Arc<dyn RunObserver>,
+    stop: StopSignal,
+) -> Result<Engine, CliError> {
     let client = client::model_client(&settings.model, layer)?;
     let rate_limiter =
         baton_model::ratelimit::RateLimiter::new(layer.rate_limit.unwrap_or_default())
@@ -110,8 +122,8 @@ fn build_engine(
             .iter()
             .map(|s| s.to_string())
             .collect(),
-        observer: observer(json),
-        stop: stop_on_signals(),
+        observer,
+        stop,
         model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
         breaker_failures: layer.circuit_breaker_failures.unwrap_or(10).max(1),
         rate_limiter,
@@ -208,7 +220,7 @@ fn tool_choice(text: Option<&str>) -> Result<Option<ToolChoice>, CliError> {
 }
 
 /// The user file, the project file and the environment, in that order of precedence.
-fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliError> {
+pub(crate) fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliError> {
     let mut layer = ConfigLayer::default();
     if let Some(path) = config::user_config_path(env_var) {
         layer = layer.overlay(config::read_layer(&path).map_err(CliError::usage)?);
@@ -222,7 +234,7 @@ fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliError> {
 
 /// The settings of a new run (or a doctor check): files, environment and flags layered, a
 /// provider preset applied.
-fn resolve_settings(
+pub(crate) fn resolve_settings(
     workspace: &Path,
     flags: &ModelFlags,
 ) -> Result<(RunSettings, ConfigLayer), CliError> {
@@ -456,6 +468,9 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
         }
     );
     outln!("events     {}", summary.event_count);
+    if opened.is_shared() {
+        outln!("holder     {}", crate::worker::lease_text(&summary));
+    }
     outln!(
         "created    {}",
         summary.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -484,9 +499,12 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
     Ok(exit::FINISHED)
 }
 
-pub async fn ls(workspace: &Path, store: Option<&str>) -> CliResult {
+pub async fn ls(workspace: &Path, store: Option<&str>, all: bool) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
+    if all {
+        return crate::queue::ls_all(opened.store.as_ref()).await;
+    }
     let runs = opened.runs_here().await?;
     if runs.is_empty() {
         outln!("no runs yet");
