@@ -74,7 +74,8 @@ pub(crate) fn store_error(e: StoreError) -> CliError {
     let code = match e {
         StoreError::Locked { .. }
         | StoreError::Refused { .. }
-        | StoreError::UnsupportedUrl { .. } => exit::USAGE,
+        | StoreError::UnsupportedUrl { .. }
+        | StoreError::NeedsPostgres { .. } => exit::USAGE,
         _ => exit::FAILED,
     };
     CliError {

@@ -340,3 +340,40 @@ async fn a_worker_stopped_with_sigterm_hands_its_run_back() {
         ["README.md", "a.txt", "c.txt"]
     );
 }
+
+#[test]
+fn submit_and_worker_on_the_embedded_sqlite_store_say_they_need_postgres() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let artifacts = tempfile::tempdir().unwrap();
+    let submit = baton(ws.path(), home.path())
+        .args([
+            "submit",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+        ])
+        .arg("--workspace-source")
+        .arg(ws.path())
+        .arg("--artifacts")
+        .arg(artifacts.path())
+        .arg("a goal")
+        .output()
+        .unwrap();
+    let worker = baton(ws.path(), home.path())
+        .args(["worker", "--artifacts"])
+        .arg(artifacts.path())
+        .output()
+        .unwrap();
+    for out in [submit, worker] {
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.contains("needs a shared PostgreSQL store"),
+            "{stderr}"
+        );
+    }
+    // Nothing was queued or started in the workspace.
+    assert!(!ws.path().join(".baton").exists());
+}

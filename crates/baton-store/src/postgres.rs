@@ -461,7 +461,9 @@ impl Store for PostgresStore {
         let Some((id, now)) = row else {
             // End the transaction now: a dropped one is only rolled back when its connection is
             // next used, and an idle transaction holds its table lock until then.
-            tx.rollback().await.map_err(self.db("ending an empty claim"))?;
+            tx.rollback()
+                .await
+                .map_err(self.db("ending an empty claim"))?;
             return Ok(None);
         };
         let run_id = RunId::from_string(id);
