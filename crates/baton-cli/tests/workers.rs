@@ -61,6 +61,16 @@ impl Cluster {
     }
 
     fn worker(&self, workdir: &Path, lease_ttl: &str, concurrency: usize) -> Child {
+        self.worker_with_stdout(workdir, lease_ttl, concurrency, Stdio::null())
+    }
+
+    fn worker_with_stdout(
+        &self,
+        workdir: &Path,
+        lease_ttl: &str,
+        concurrency: usize,
+        stdout: Stdio,
+    ) -> Child {
         let mut cmd = baton(self.source.path(), self.home.path());
         cmd.args(["--store", &self.url, "worker", "--lease-ttl", lease_ttl])
             .arg("--concurrency")
@@ -69,7 +79,7 @@ impl Cluster {
             .arg(self.artifacts.path())
             .arg("--workdir")
             .arg(workdir)
-            .stdout(Stdio::null())
+            .stdout(stdout)
             .stderr(Stdio::inherit());
         cmd.spawn().unwrap()
     }
@@ -96,14 +106,17 @@ fn count(events: &[EventRecord], kind: &str) -> usize {
     events.iter().filter(|r| r.event.kind() == kind).count()
 }
 
-/// Sends SIGTERM and waits for the exit status.
-async fn terminate(mut child: Child) -> std::process::ExitStatus {
-    let pid = child.id().to_string();
+fn signal(child: &Child, name: &str) {
     let status = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
+        .args([&format!("-{name}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+/// Sends SIGTERM and waits for the exit status.
+async fn terminate(mut child: Child) -> std::process::ExitStatus {
+    signal(&child, "TERM");
     tokio::task::spawn_blocking(move || child.wait().unwrap())
         .await
         .unwrap()
@@ -376,4 +389,47 @@ fn submit_and_worker_on_the_embedded_sqlite_store_say_they_need_postgres() {
     }
     // Nothing was queued or started in the workspace.
     assert!(!ws.path().join(".baton").exists());
+}
+
+/// A worker frozen (SIGSTOP) past its lease while its command runs: another worker takes the run
+/// over and finishes it; when the frozen one wakes up, its command's result is refused (fenced)
+/// and the journal stays exactly as the new holder left it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_worker_that_lost_its_lease_cannot_append() {
+    let cluster = Cluster::new(vec![
+        write_turn("a.txt", "first\n"),
+        shell_turn("sleep 2"),
+        write_turn("c.txt", "after the command\n"),
+        finish_turn(),
+    ])
+    .await;
+    let store = cluster.schema.store().await;
+    let run = cluster.submit("fenced").await;
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = cluster.worker_with_stdout(dir_a.path(), "2", 1, Stdio::piped());
+    wait_for_shell_started(&store, &run).await;
+    signal(&a, "STOP");
+    let b = cluster.worker(dir_b.path(), "2", 1);
+    wait_for(Duration::from_secs(60), "B to finish the run", async || {
+        store.get_run(&run).await.unwrap().unwrap().status == RunStatus::Finished
+    })
+    .await;
+    let finished = cluster.events(&store, &run).await;
+    // Wake A: its `sleep 2` is long over, so it goes straight to journaling the result.
+    signal(&a, "CONT");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(terminate(b).await.code(), Some(0));
+    signal(&a, "TERM");
+    let out = tokio::task::spawn_blocking(move || a.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains(&format!("run {run} lost")), "{stdout}");
+    let after = cluster.events(&store, &run).await;
+    assert_eq!(after, finished, "the stale worker changed the journal");
+    assert_journal_sound(&run, &after);
+    assert_eq!(count(&after, "run_finished"), 1);
+    let summary = store.get_run(&run).await.unwrap().unwrap();
+    assert_eq!(summary.status, RunStatus::Finished);
 }
