@@ -122,6 +122,26 @@ fn build_engine(
     json: bool,
     exec: baton_tools::ExecEnv,
 ) -> Result<Engine, CliError> {
+    build_engine_with(
+        settings,
+        layer,
+        store,
+        exec,
+        observer(json),
+        stop_on_signals(),
+    )
+}
+
+/// An engine for `settings` reporting to `observer` and pausing on `stop` (a worker has one
+/// stop signal and its own observers for all its runs).
+pub(crate) fn build_engine_with(
+    settings: &RunSettings,
+    layer: &ConfigLayer,
+    store: Arc<dyn Store>,
+    exec: baton_tools::ExecEnv,
+    observer: Arc<dyn RunObserver>,
+    stop: StopSignal,
+) -> Result<Engine, CliError> {
     let client = client::model_client(&settings.model, layer)?;
     let rate_limiter =
         baton_model::ratelimit::RateLimiter::new(layer.rate_limit.unwrap_or_default())
@@ -138,8 +158,8 @@ fn build_engine(
             .map(|s| s.to_string())
             .collect(),
         exec,
-        observer: observer(json),
-        stop: stop_on_signals(),
+        observer,
+        stop,
         model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
         breaker_failures: layer.circuit_breaker_failures.unwrap_or(10).max(1),
         rate_limiter,
@@ -250,7 +270,7 @@ pub(crate) fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliEr
 
 /// The settings of a new run (or a doctor check): files, environment and flags layered, a
 /// provider preset applied.
-fn resolve_settings(
+pub(crate) fn resolve_settings(
     workspace: &Path,
     flags: &ModelFlags,
 ) -> Result<(RunSettings, ConfigLayer), CliError> {
@@ -523,6 +543,9 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
         }
     );
     outln!("events     {}", summary.event_count);
+    if opened.is_shared() {
+        outln!("holder     {}", crate::worker::lease_text(&summary));
+    }
     outln!(
         "created    {}",
         summary.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -551,9 +574,12 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
     Ok(exit::FINISHED)
 }
 
-pub async fn ls(workspace: &Path, store: Option<&str>) -> CliResult {
+pub async fn ls(workspace: &Path, store: Option<&str>, all: bool) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
+    if all {
+        return crate::queue::ls_all(opened.store.as_ref()).await;
+    }
     let runs = opened.runs_here().await?;
     if runs.is_empty() {
         outln!("no runs yet");

@@ -1,5 +1,6 @@
 //! `baton`: run a long-running coding agent in a workspace, durably.
 
+mod artifacts;
 mod client;
 mod commands;
 mod config;
@@ -8,10 +9,12 @@ mod detach;
 mod doctor;
 mod output;
 mod providers;
+mod queue;
 mod sandbox_cmd;
 mod store;
 mod supervise;
 mod transcript;
+mod worker;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -91,7 +94,11 @@ enum Command {
     /// Show the state of a run (default: the latest).
     Status { run: Option<String> },
     /// List the runs of this workspace (in a shared store: the runs started here).
-    Ls,
+    Ls {
+        /// Every run of the store, with the worker holding it and its lease.
+        #[arg(long)]
+        all: bool,
+    },
     /// What each model call of a run cost (default: the latest run).
     Cost { run: Option<String> },
     /// Check the configured model with one tiny request and explain what is wrong.
@@ -124,6 +131,40 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Queue a run for `baton worker` processes (needs a PostgreSQL --store).
+    Submit(SubmitArgs),
+    /// Claim queued runs from a PostgreSQL --store and drive them until stopped.
+    Worker(WorkerArgs),
+}
+
+#[derive(Args)]
+pub struct SubmitArgs {
+    #[command(flatten)]
+    model: ModelFlags,
+    /// Directory the run starts from: archived into --artifacts now, restored by the worker.
+    #[arg(long, value_name = "DIR")]
+    workspace_source: PathBuf,
+    /// Where workspace snapshots live: a directory or file:// URL all workers can reach.
+    #[arg(long, value_name = "URL", env = "BATON_ARTIFACTS")]
+    artifacts: String,
+    /// What the agent should achieve.
+    goal: String,
+}
+
+#[derive(Args)]
+pub struct WorkerArgs {
+    /// Runs driven at once by this process.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    concurrency: usize,
+    /// Where workspace snapshots live (as given to `submit`).
+    #[arg(long, value_name = "URL", env = "BATON_ARTIFACTS")]
+    artifacts: String,
+    /// This worker's own directory for run workspaces (one subdirectory per run).
+    #[arg(long, value_name = "DIR", default_value = "baton-worker")]
+    workdir: PathBuf,
+    /// Seconds a lease lasts without renewal: how long a dead worker's runs wait.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    lease_ttl: f64,
 }
 
 #[derive(Args, Clone, Default)]
@@ -250,13 +291,15 @@ fn main() -> ExitCode {
             } => detach::attach(&workspace, store, run.as_deref(), from_now, json).await,
             Command::Stop { run } => detach::stop(&workspace, store, run.as_deref()).await,
             Command::Status { run } => commands::status(&workspace, store, run.as_deref()).await,
-            Command::Ls => commands::ls(&workspace, store).await,
+            Command::Ls { all } => commands::ls(&workspace, store, all).await,
             Command::Cost { run } => commands::cost(&workspace, store, run.as_deref()).await,
             Command::Doctor { model } => commands::doctor(&workspace, &model).await,
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
             Command::Logs { run, full, json } => {
                 commands::logs(&workspace, store, run.as_deref(), full, json).await
             }
+            Command::Submit(args) => queue::submit(store, args).await,
+            Command::Worker(args) => worker::worker(&workspace, store, args).await,
         }
     });
     // A tool stuck in a blocking task must not keep the process alive after the run ended.

@@ -18,6 +18,11 @@ pub(crate) struct Opened {
 }
 
 impl Opened {
+    /// Whether other workspaces and machines share this store (PostgreSQL).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.location.is_shared()
+    }
+
     /// Runs to choose from when the user names none: in a shared store, only this workspace's.
     pub(crate) async fn runs_here(&self) -> Result<Vec<RunSummary>, CliError> {
         let mut runs = self.store.list_runs().await.map_err(store_error)?;
@@ -69,7 +74,8 @@ pub(crate) fn store_error(e: StoreError) -> CliError {
     let code = match e {
         StoreError::Locked { .. }
         | StoreError::Refused { .. }
-        | StoreError::UnsupportedUrl { .. } => exit::USAGE,
+        | StoreError::UnsupportedUrl { .. }
+        | StoreError::NeedsPostgres { .. } => exit::USAGE,
         _ => exit::FAILED,
     };
     CliError {

@@ -6,6 +6,7 @@
 //! never repeated.
 
 mod api;
+mod claimed;
 mod compaction;
 mod error;
 mod failure;

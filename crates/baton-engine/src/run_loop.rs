@@ -73,6 +73,20 @@ impl Engine {
             path: request.workspace.display().to_string(),
             detail: e.to_string(),
         })?;
+        let (mut journal, workspace) = self.begin_run(run_id, request, workspace).await?;
+        let result = self.drive(&mut journal, workspace).await;
+        journal.close().await;
+        result
+    }
+
+    /// Creates a run, journals its `RunStarted` (settings, system prompt, AGENTS.md and tool
+    /// specs read from `workspace`) and hands back the journal, lease held.
+    pub(crate) async fn begin_run(
+        &self,
+        run_id: RunId,
+        request: StartRun,
+        workspace: Workspace,
+    ) -> Result<(Journal, Workspace), EngineError> {
         let root = workspace.root().display().to_string();
         let lease = self
             .parts
@@ -104,12 +118,13 @@ impl Engine {
                 tools
             },
         };
-        let result = match journal.record(started).await {
-            Ok(()) => self.drive(&mut journal, workspace).await,
-            Err(e) => Err(e),
-        };
-        journal.close().await;
-        result
+        match journal.record(started).await {
+            Ok(()) => Ok((journal, workspace)),
+            Err(e) => {
+                journal.close().await;
+                Err(e)
+            }
+        }
     }
 
     /// Replays a run's journal and keeps going from where it stopped.
@@ -123,6 +138,19 @@ impl Engine {
             .store
             .acquire(run_id, &Holder::this_process())
             .await?;
+        self.resume_leased(lease, None, overrides).await
+    }
+
+    /// [`Engine::resume`] with the lease already held (a worker's claim), optionally working in
+    /// `workspace` instead of the directory the run recorded (a worker's own copy). The lease is
+    /// renewed while the run is driven and released at the end, as in `resume`.
+    pub(crate) async fn resume_leased(
+        &self,
+        lease: baton_store::Lease,
+        workspace: Option<&Path>,
+        overrides: &SettingsOverride,
+    ) -> Result<RunOutcome, EngineError> {
+        let run_id = &lease.run_id.clone();
         let events = match self.parts.store.load_events(run_id).await {
             Ok(events) => events,
             Err(e) => {
@@ -150,7 +178,9 @@ impl Engine {
             state,
             self.parts.observer.clone(),
         );
-        let result = self.resume_journal(&mut journal, overrides).await;
+        let result = self
+            .resume_journal(&mut journal, workspace, overrides)
+            .await;
         journal.close().await;
         result
     }
@@ -158,17 +188,18 @@ impl Engine {
     async fn resume_journal(
         &self,
         journal: &mut Journal,
+        workspace: Option<&Path>,
         overrides: &SettingsOverride,
     ) -> Result<RunOutcome, EngineError> {
         let state = journal.state();
         if let Some(outcome) = terminal_outcome(state) {
             return Ok(outcome);
         }
-        let workspace =
-            Workspace::new(Path::new(&state.workspace)).map_err(|e| EngineError::Workspace {
-                path: state.workspace.clone(),
-                detail: e.to_string(),
-            })?;
+        let dir = workspace.unwrap_or(Path::new(&state.workspace));
+        let workspace = Workspace::new(dir).map_err(|e| EngineError::Workspace {
+            path: dir.display().to_string(),
+            detail: e.to_string(),
+        })?;
         let settings = state
             .settings
             .clone()

@@ -101,6 +101,14 @@ pub enum StoreError {
     )]
     UnsupportedUrl { url: String },
 
+    /// The operation needs the shared PostgreSQL store (the worker queue): the embedded SQLite
+    /// store serves `baton run` / `baton resume` on one machine only.
+    #[error(
+        "{what} needs a shared PostgreSQL store (--store postgres://USER@HOST/DB); the store \
+         {store} is a single-machine SQLite file: use `baton run` there instead"
+    )]
+    NeedsPostgres { what: String, store: String },
+
     #[error("database error while {context}: {source}")]
     Database {
         context: String,
@@ -153,6 +161,7 @@ impl StoreError {
             | StoreError::CorruptData { .. }
             | StoreError::Refused { .. }
             | StoreError::UnsupportedUrl { .. }
+            | StoreError::NeedsPostgres { .. }
             | StoreError::Serialization { .. } => false,
         }
     }

@@ -126,6 +126,32 @@ pub trait Store: Send + Sync {
     /// All runs, newest first.
     async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError>;
 
+    /// Marks a run as wanting a worker (`true`: `baton submit`, or a run handed back) or not
+    /// (`false`: it finished, failed or paused for a reason a worker cannot fix). Only the
+    /// shared PostgreSQL store has a worker queue; SQLite answers [`StoreError::NeedsPostgres`].
+    async fn set_queued(&self, run_id: &RunId, queued: bool) -> Result<(), StoreError> {
+        let _ = (run_id, queued);
+        Err(self.needs_postgres("the worker queue"))
+    }
+
+    /// Takes the lease of the oldest queued, unfinished run whose lease is free or expired, or
+    /// returns `None` when there is none. Concurrent claimers never get the same run: rows
+    /// another claimer has locked are skipped (`FOR UPDATE SKIP LOCKED`), and the lease is
+    /// written in the same transaction. A holder that died is only detected by expiry here
+    /// (unlike [`Store::acquire`]): a worker's runs may be claimed from any machine.
+    async fn claim(&self, holder: &Holder) -> Result<Option<Lease>, StoreError> {
+        let _ = holder;
+        Err(self.needs_postgres("claiming runs (`baton worker`)"))
+    }
+
+    /// The error for operations only the shared store has.
+    fn needs_postgres(&self, what: &str) -> StoreError {
+        StoreError::NeedsPostgres {
+            what: what.to_owned(),
+            store: "(embedded)".to_owned(),
+        }
+    }
+
     /// Closes the store's connections. Dropping the store without closing is safe too:
     /// committed data is durable either way; closing lets SQLite checkpoint its WAL and tells a
     /// database server the connections are gone.

@@ -429,6 +429,70 @@ impl Store for PostgresStore {
         self.summaries(&rows)
     }
 
+    async fn set_queued(&self, run_id: &RunId, queued: bool) -> Result<(), StoreError> {
+        let done = sqlx::query("UPDATE runs SET queued = $1 WHERE id = $2")
+            .bind(queued)
+            .bind(run_id.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(self.db("queueing a run"))?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound {
+                run_id: run_id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    async fn claim(&self, holder: &Holder) -> Result<Option<Lease>, StoreError> {
+        let mut tx = self.begin("claiming a run").await?;
+        // SKIP LOCKED: a row another claimer (or an appender) has locked is passed over instead
+        // of waited for, so claimers spread over the queue and never take the same run; the
+        // lease is written before the row lock is released at commit.
+        let row: Option<(String, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT id, {SERVER_NOW} AS server_now FROM runs \
+             WHERE queued AND status NOT IN ('finished', 'failed') \
+             AND (lease_token IS NULL OR lease_expires_at <= {SERVER_NOW_TEXT}) \
+             ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+        )))
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(self.db("looking for a queued run"))?;
+        let Some((id, now)) = row else {
+            // End the transaction now: a dropped one is only rolled back when its connection is
+            // next used, and an idle transaction holds its table lock until then.
+            tx.rollback()
+                .await
+                .map_err(self.db("ending an empty claim"))?;
+            return Ok(None);
+        };
+        let run_id = RunId::from_string(id);
+        let now = ts_from_micros(&self.url, now)?;
+        let token = new_token();
+        sqlx::query(
+            "UPDATE runs SET lease_token = $1, lease_host = $2, lease_pid = $3, \
+             lease_pid_start = $4, lease_expires_at = $5 WHERE id = $6",
+        )
+        .bind(&token)
+        .bind(&holder.host)
+        .bind(i64::from(holder.pid))
+        .bind(holder.pid_start.map(to_db_int))
+        .bind(ts_to_text(self.expiry(now)))
+        .bind(run_id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(self.db("recording the claimed lease"))?;
+        tx.commit().await.map_err(self.db("committing a claim"))?;
+        Ok(Some(self.lease_for_caller(&run_id, token)))
+    }
+
+    fn needs_postgres(&self, what: &str) -> StoreError {
+        StoreError::NeedsPostgres {
+            what: what.to_owned(),
+            store: self.url.clone(),
+        }
+    }
+
     async fn close(&self) {
         PostgresStore::close(self).await;
     }

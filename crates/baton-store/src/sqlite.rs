@@ -212,6 +212,13 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    fn needs_postgres(&self, what: &str) -> StoreError {
+        StoreError::NeedsPostgres {
+            what: what.to_owned(),
+            store: self.path.display().to_string(),
+        }
+    }
+
     async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
         let now = Timestamp::now();
         let mut tx = self.begin_write("creating a run").await?;

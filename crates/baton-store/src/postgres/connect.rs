@@ -12,11 +12,18 @@ use crate::StoreError;
 /// The schema versions this build knows, oldest first. Each file in `migrations/postgres/` is
 /// listed here (a test checks that none is missing); compiled in, like SQLite's, so that no
 /// file is read at run time and no proc-macro is needed to embed them.
-pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "runs and events",
-    include_str!("../../migrations/postgres/0001_runs_and_events.sql"),
-)];
+pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "runs and events",
+        include_str!("../../migrations/postgres/0001_runs_and_events.sql"),
+    ),
+    (
+        2,
+        "run queue",
+        include_str!("../../migrations/postgres/0002_run_queue.sql"),
+    ),
+];
 
 /// SQLSTATEs of a server that answered but will not let us in as configured: wrong password or
 /// auth method, unknown database, no permission, a role that may not log in.

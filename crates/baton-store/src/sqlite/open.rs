@@ -16,11 +16,18 @@ use crate::error::sqlite_primary_code;
 
 /// The schema versions this build knows, oldest first. Each file in `migrations/` is listed here
 /// (a test checks that none is missing); they are compiled in so that no file is read at run time.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "runs and events",
-    include_str!("../../migrations/sqlite/0001_runs_and_events.sql"),
-)];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "runs and events",
+        include_str!("../../migrations/sqlite/0001_runs_and_events.sql"),
+    ),
+    (
+        2,
+        "run queue",
+        include_str!("../../migrations/sqlite/0002_run_queue.sql"),
+    ),
+];
 
 /// sqlx's bookkeeping table; its presence marks a database as one of ours.
 const MIGRATIONS_TABLE: &str = "_sqlx_migrations";

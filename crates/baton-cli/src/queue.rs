@@ -1,0 +1,93 @@
+//! `baton submit` (journal a run's start and queue it for workers) and `baton ls --all` (every
+//! run of a store, with who holds it).
+
+use std::io::Write;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use baton_core::{EventRecord, RunState};
+use baton_engine::{RunObserver, StartRun, StopSignal};
+use baton_store::{StoreError, StoreLocation, open_store};
+
+use crate::artifacts::Artifacts;
+use crate::commands::{build_engine_with, resolve_settings, workspace_dir};
+use crate::store::store_error;
+use crate::worker::lease_text;
+use crate::{CliError, SubmitArgs, exit, output};
+
+/// Submitting takes no step, so nothing is reported while it journals the start.
+struct Silent;
+
+impl RunObserver for Silent {
+    fn on_event(&self, _record: &EventRecord, _state: &RunState) {}
+}
+
+/// Journals the run's start (settings, AGENTS.md and tool specs from the source directory, as
+/// `baton run` would), stores the source directory as the run's first workspace snapshot, and
+/// only then queues it: a worker never sees a queued run without a workspace.
+pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliError> {
+    let source = workspace_dir(&args.workspace_source)?;
+    if args.goal.trim().is_empty() {
+        return Err(CliError::usage(anyhow!(
+            "the goal is empty: say what the agent should do"
+        )));
+    }
+    let location = StoreLocation::choose(store, &source).map_err(store_error)?;
+    if !location.is_shared() {
+        return Err(store_error(StoreError::NeedsPostgres {
+            what: "`baton submit`".into(),
+            store: location.describe(),
+        }));
+    }
+    let (settings, layer) = resolve_settings(&source, &args.model)?;
+    let artifacts = Artifacts::open(&args.artifacts).map_err(CliError::usage)?;
+    let store = open_store(&location).await.map_err(store_error)?;
+    // Submitting runs no command, but the engine is built the one way every engine is.
+    let exec = crate::sandbox_cmd::exec_env(&source, &layer, &Default::default())?;
+    let engine = build_engine_with(
+        &settings,
+        &layer,
+        store.clone(),
+        exec,
+        Arc::new(Silent),
+        StopSignal::never(),
+    )?;
+    let run_id = engine
+        .submit(StartRun {
+            goal: args.goal,
+            workspace: source.clone(),
+            settings,
+        })
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    artifacts.save(&run_id, 0, &source)?;
+    store.set_queued(&run_id, true).await.map_err(store_error)?;
+    store.close().await;
+    // The id alone on stdout, for scripts; the explanation on stderr.
+    let _ = writeln!(std::io::stdout(), "{run_id}");
+    eprintln!("run {run_id} queued; `baton worker` processes pick it up");
+    Ok(exit::FINISHED)
+}
+
+/// Every run of the store, whatever workspace or worker it belongs to.
+pub async fn ls_all(store: &dyn baton_store::Store) -> Result<u8, CliError> {
+    let runs = store.list_runs().await.map_err(store_error)?;
+    let mut out = std::io::stdout();
+    let _ = writeln!(
+        out,
+        "{:<12}  {:<10}  {:>6}  {:<44}  GOAL",
+        "RUN", "STATUS", "EVENTS", "HOLDER (LEASE)"
+    );
+    for run in &runs {
+        let _ = writeln!(
+            out,
+            "{:<12}  {:<10}  {:>6}  {:<44}  {}",
+            run.id.short(),
+            run.status.as_str(),
+            run.event_count,
+            output::one_line(&lease_text(run), 44),
+            output::one_line(&run.goal, 60)
+        );
+    }
+    Ok(exit::FINISHED)
+}

@@ -1,0 +1,289 @@
+//! `baton worker`: claims queued runs from a shared PostgreSQL store and drives them, each in
+//! the worker's own copy of the run's workspace restored from the artifact store; snapshots the
+//! copy back after every mutating tool call and at the end. See README "Scale-out".
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::anyhow;
+use baton_core::{Event, EventRecord, RunId, RunState, RunStatus, ToolEffect, replay};
+use baton_engine::{
+    EngineError, RunObserver, RunOutcome, SettingsOverride, StopHandle, StopSignal,
+};
+use baton_store::{
+    Holder, Lease, PostgresOptions, PostgresStore, Store, StoreError, StoreLocation,
+};
+
+use crate::artifacts::Artifacts;
+use crate::commands::{build_engine_with, file_and_env_layers};
+use crate::config::ConfigLayer;
+use crate::store::store_error;
+use crate::{CliError, WorkerArgs, exit};
+
+/// How often an idle worker slot asks the queue again.
+const POLL: Duration = Duration::from_millis(200);
+
+/// What every slot of one worker process shares.
+struct Shared {
+    store: Arc<dyn Store>,
+    artifacts: Artifacts,
+    workdir: PathBuf,
+    layer: ConfigLayer,
+    holder: Holder,
+    stop: StopSignal,
+}
+
+pub async fn worker(
+    workspace: &Path,
+    store: Option<&str>,
+    args: WorkerArgs,
+) -> Result<u8, CliError> {
+    let location = StoreLocation::choose(store, workspace).map_err(store_error)?;
+    let StoreLocation::Postgres(url) = &location else {
+        return Err(store_error(StoreError::NeedsPostgres {
+            what: "`baton worker`".into(),
+            store: location.describe(),
+        }));
+    };
+    let concurrency = args.concurrency.max(1);
+    let options = PostgresOptions {
+        lease_ttl: Duration::from_secs_f64(args.lease_ttl.max(0.5)),
+        // Per slot: appends, the heartbeat and a claim may overlap.
+        max_connections: u32::try_from(concurrency * 2 + 2).unwrap_or(u32::MAX),
+        ..PostgresOptions::default()
+    };
+    let store: Arc<dyn Store> = Arc::new(
+        PostgresStore::connect_with(url, options)
+            .await
+            .map_err(store_error)?,
+    );
+    let artifacts = Artifacts::open(&args.artifacts).map_err(CliError::usage)?;
+    std::fs::create_dir_all(&args.workdir)
+        .map_err(|e| CliError::usage(anyhow!("--workdir {}: {e}", args.workdir.display())))?;
+    let (handle, stop) = StopSignal::new();
+    stop_on_signals(handle);
+    let shared = Arc::new(Shared {
+        store: store.clone(),
+        artifacts,
+        workdir: args.workdir.clone(),
+        // Timeouts, retry budget and prices come from this machine's config and environment;
+        // the model of each run from its journal.
+        layer: file_and_env_layers(workspace)?,
+        holder: Holder::this_process(),
+        stop,
+    });
+    eprintln!(
+        "worker {} serving {} with {concurrency} slot(s)",
+        shared.holder.describe(),
+        location.describe()
+    );
+    let slots: Vec<_> = (0..concurrency)
+        .map(|_| tokio::spawn(slot(shared.clone())))
+        .collect();
+    for slot in slots {
+        let _ = slot.await;
+    }
+    store.close().await;
+    Ok(exit::FINISHED)
+}
+
+/// First SIGINT/SIGTERM: stop claiming, pause the runs in hand and give their leases back
+/// (they stay queued, so another worker takes them at once). Second: quit at once.
+fn stop_on_signals(handle: StopHandle) {
+    tokio::spawn(async move {
+        let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        else {
+            return;
+        };
+        for round in 0.. {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            if round == 0 {
+                eprintln!("stopping: handing the runs in progress back to the queue");
+                handle.stop();
+            } else {
+                std::process::exit(130);
+            }
+        }
+    });
+}
+
+async fn slot(shared: Arc<Shared>) {
+    while !shared.stop.is_stopped() {
+        match shared.store.claim(&shared.holder).await {
+            Ok(Some(lease)) => drive(&shared, lease).await,
+            Ok(None) => tokio::time::sleep(POLL).await,
+            Err(e) => {
+                tracing::warn!("claiming a run failed (will retry): {e}");
+                tokio::time::sleep(POLL).await;
+            }
+        }
+    }
+}
+
+/// Drives one claimed run to its end here (or until this worker stops).
+async fn drive(shared: &Shared, lease: Lease) {
+    let run_id = lease.run_id.clone();
+    let dir = shared.workdir.join(run_id.as_str());
+    let settings = match prepare(shared, &run_id, &dir).await {
+        Ok(settings) => settings,
+        Err(e) => {
+            // Nothing a retry would fix (no snapshot, an unreadable journal): take the run out
+            // of the queue so that workers do not spin on it, and say why.
+            eprintln!("run {run_id}: cannot be started here: {e:#}; removed from the queue");
+            let _ = shared.store.set_queued(&run_id, false).await;
+            let _ = shared.store.release(&lease).await;
+            return;
+        }
+    };
+    println!("run {run_id} claimed");
+    let observer = Arc::new(Snapshots::new(shared.artifacts.clone(), dir.clone()));
+    // Every command of the run is confined to this worker's copy of its workspace.
+    let engine = match crate::sandbox_cmd::exec_env(&dir, &shared.layer, &Default::default())
+        .and_then(|exec| {
+            build_engine_with(
+                &settings,
+                &shared.layer,
+                shared.store.clone(),
+                exec,
+                observer,
+                shared.stop.clone(),
+            )
+        }) {
+        Ok(engine) => engine,
+        Err(e) => {
+            // A configuration problem of this worker (no API key here): another worker may be
+            // configured right, so the run stays queued.
+            eprintln!("run {run_id}: {:#}; left in the queue", e.error);
+            let _ = shared.store.release(&lease).await;
+            tokio::time::sleep(POLL * 5).await;
+            return;
+        }
+    };
+    let outcome = engine
+        .resume_claimed(lease, &dir, &SettingsOverride::default())
+        .await;
+    let keep_queued = match &outcome {
+        Ok(RunOutcome::Finished { summary, .. }) => {
+            // The journal's end as the snapshot's position: newer than any taken while running.
+            let seq = shared
+                .store
+                .get_run(&run_id)
+                .await
+                .ok()
+                .flatten()
+                .map_or(u64::MAX / 2, |r| r.event_count);
+            if let Err(e) = shared.artifacts.save(&run_id, seq, &dir) {
+                eprintln!("run {run_id}: final snapshot failed: {e:#}");
+            }
+            println!("run {run_id} finished: {summary}");
+            false
+        }
+        Ok(RunOutcome::Failed { error, .. }) => {
+            println!("run {run_id} failed: {error}");
+            false
+        }
+        Ok(RunOutcome::Paused { .. }) if shared.stop.is_stopped() => {
+            println!("run {run_id} handed back");
+            true
+        }
+        Ok(RunOutcome::Paused { detail, .. }) => {
+            println!("run {run_id} paused: {detail}");
+            false
+        }
+        Err(EngineError::Store(StoreError::LeaseLost { .. })) => {
+            println!("run {run_id} lost: another worker took it over");
+            return;
+        }
+        Err(e) => {
+            eprintln!("run {run_id}: {e}");
+            e.is_retryable()
+        }
+    };
+    if !keep_queued && let Err(e) = shared.store.set_queued(&run_id, false).await {
+        eprintln!("run {run_id}: could not take it out of the queue: {e}");
+    }
+}
+
+/// Materialises the run's workspace in `dir` from its latest snapshot and returns the settings
+/// it was submitted with.
+async fn prepare(
+    shared: &Shared,
+    run_id: &RunId,
+    dir: &Path,
+) -> anyhow::Result<baton_core::RunSettings> {
+    let events = shared.store.load_events(run_id).await?;
+    let state = replay(&events)?;
+    let settings = state
+        .settings
+        .ok_or_else(|| anyhow!("its journal has no start"))?;
+    let snapshot = shared
+        .artifacts
+        .latest(run_id)?
+        .ok_or_else(|| anyhow!("no workspace snapshot of it in the artifact store"))?;
+    Artifacts::restore(&snapshot, dir)?;
+    Ok(settings)
+}
+
+/// Saves a snapshot after every finished mutating tool call: what a worker taking the run over
+/// restores. Runs inside the journal's `record`, so the next step waits for it.
+struct Snapshots {
+    artifacts: Artifacts,
+    dir: PathBuf,
+    /// The effect of the tool call in flight.
+    effect: Mutex<Option<ToolEffect>>,
+}
+
+impl Snapshots {
+    fn new(artifacts: Artifacts, dir: PathBuf) -> Snapshots {
+        Snapshots {
+            artifacts,
+            dir,
+            effect: Mutex::new(None),
+        }
+    }
+}
+
+impl RunObserver for Snapshots {
+    fn on_event(&self, record: &EventRecord, _state: &RunState) {
+        let Ok(mut effect) = self.effect.lock() else {
+            return;
+        };
+        match &record.event {
+            Event::ToolCallStarted { effect: e, .. } => *effect = Some(*e),
+            Event::ToolCallFinished { .. } => {
+                if effect.take() == Some(ToolEffect::Mutating)
+                    && let Err(e) = self.artifacts.save(&record.run_id, record.seq, &self.dir)
+                {
+                    tracing::warn!("run {}: snapshot failed: {e:#}", record.run_id);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// How `ls --all` / `status` describe a run's lease: who holds it and for how much longer.
+pub fn lease_text(summary: &baton_store::RunSummary) -> String {
+    match &summary.holder {
+        None if summary.status == RunStatus::Finished || summary.status == RunStatus::Failed => {
+            "-".into()
+        }
+        None => "free".into(),
+        Some(h) => {
+            let left = h
+                .expires_at
+                .duration_since(jiff::Timestamp::now())
+                .as_secs_f64();
+            if left >= 0.0 {
+                format!("{} (expires in {left:.1}s)", h.holder.describe())
+            } else {
+                format!("{} (expired {:.1}s ago)", h.holder.describe(), -left)
+            }
+        }
+    }
+}
