@@ -10,17 +10,27 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${BATON_E2E_CACHE:-$HOME/.cache/baton-e2e}
 venv=$cache/venv
 model=$cache/model/SmolLM2-135M-Instruct.Q4_1.gguf
-mkdir -p "$cache/wheels" "$cache/model" "$cache/dl"
+# llama.cpp is built portable (GGML_NATIVE=OFF): a build tuned to this VM's advertised CPU
+# (AVX-512/AMX) crashed with a general protection fault in libggml-cpu on the first request.
+# The version is pinned so that the cached wheel is the one this script was checked with.
+llama_version=0.3.36
+wheels=$cache/wheels-portable
+marker=$venv/.baton-llama-portable-$llama_version
+mkdir -p "$wheels" "$cache/model" "$cache/dl"
 
 step() { printf '\n== %s\n' "$*"; }
 
-if ! "$venv/bin/python" -c 'import llama_cpp.server' 2>/dev/null; then
-  step "installing llama-cpp-python[server] into $venv"
+if [ ! -e "$marker" ] || ! "$venv/bin/python" -c 'import llama_cpp.server' 2>/dev/null; then
+  step "installing llama-cpp-python[server]==$llama_version (portable build) into $venv"
   python3 -m venv "$venv"
-  if ! ls "$cache"/wheels/llama_cpp_python-*.whl >/dev/null 2>&1; then
-    "$venv/bin/pip" wheel --quiet --wheel-dir "$cache/wheels" 'llama-cpp-python[server]'
+  if ! ls "$wheels"/llama_cpp_python-$llama_version-*.whl >/dev/null 2>&1; then
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" "$venv/bin/pip" wheel --quiet --no-deps \
+      --no-binary llama-cpp-python --wheel-dir "$wheels" "llama-cpp-python==$llama_version"
   fi
-  "$venv/bin/pip" install --quiet --find-links "$cache/wheels" 'llama-cpp-python[server]'
+  "$venv/bin/pip" install --quiet --force-reinstall --no-deps \
+    "$wheels"/llama_cpp_python-$llama_version-*.whl
+  "$venv/bin/pip" install --quiet "llama-cpp-python[server]==$llama_version"
+  touch "$marker"
 fi
 
 if [ ! -s "$model" ]; then

@@ -138,7 +138,13 @@ async fn bench(turns: usize, profile_model: &str) {
         },
         context,
         budget: Default::default(),
-        loop_detection: Default::default(),
+        // The scripted agent cycles through 20 files on purpose; the loop detector would (rightly)
+        // stop it.
+        loop_detection: baton_core::governance::LoopPolicy {
+            repeats: 10_000,
+            alternations: 10_000,
+            stalled_turns: 10_000,
+        },
     };
     let settings_masking = settings.context.masking;
     let started = Instant::now();

@@ -27,13 +27,17 @@ fn a_fork_bomb_is_bounded_and_cleaned_up() {
             std::thread::spawn(move || {
                 while !done.load(Ordering::Relaxed) {
                     peak.fetch_max(marked_processes(&m).len(), Ordering::Relaxed);
-                    std::thread::sleep(Duration::from_millis(50));
+                    std::thread::sleep(Duration::from_millis(10));
                 }
             })
         };
         let r = sh_env(
             &sb,
-            "bomb() { bomb | bomb & }; bomb; sleep 1000",
+            // The wait after the bomb is a shell loop, not `sleep`: with the process table full
+            // `sleep` cannot even start, the shell would exit at once and the watcher might
+            // never see anything. The loop keeps the shell (and the full table) until the
+            // timeout.
+            "bomb() { bomb | bomb & }; bomb; while :; do :; done",
             Duration::from_secs(8),
             &[(MARKER_VAR, &m)],
         );

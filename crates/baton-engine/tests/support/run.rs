@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use baton_core::governance::LoopPolicy;
 use baton_core::*;
 use baton_engine::{Engine, EngineParts, RunObserver, RunOutcome, StartRun};
 use baton_model::{ModelProvider, RetryPolicy};
@@ -82,7 +83,15 @@ pub async fn run(
     context: ContextSettings,
     provider: Arc<FnProvider>,
 ) -> Ran {
-    run_with(backend, ws, settings(context), provider).await
+    // Context tests script deliberately repetitive agents (the same file read over and over to
+    // grow the prompt); the loop detector, tested in governance.rs, would stop them.
+    let mut settings = settings(context);
+    settings.loop_detection = LoopPolicy {
+        repeats: 1_000,
+        alternations: 1_000,
+        stalled_turns: 1_000,
+    };
+    run_with(backend, ws, settings, provider).await
 }
 
 pub async fn run_with(
