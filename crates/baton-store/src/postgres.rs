@@ -396,13 +396,8 @@ impl Store for PostgresStore {
             .iter()
             .map(|row| rows::record_from_row(row, &self.url, run_id))
             .collect::<Result<Vec<_>, _>>()?;
-        // The primary key makes seq unique; a gap means rows were deleted behind our back.
-        for (offset, record) in records.iter().enumerate() {
-            let expected = from_seq.saturating_add(offset as u64);
-            if record.seq != expected {
-                let detail = format!("the journal of run {run_id} has no event #{expected}");
-                return Err(corrupt(&self.url, detail));
-            }
+        if let Some(detail) = crate::shared::journal_gap(run_id, &records, from_seq) {
+            return Err(corrupt(&self.url, detail));
         }
         Ok(records)
     }

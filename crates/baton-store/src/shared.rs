@@ -89,6 +89,20 @@ pub(crate) fn redact_url(url: &str) -> String {
     out
 }
 
+/// The first sequence number missing from `records`, read as the events from `from_seq` on.
+/// The primary key makes seq unique; a gap means rows were deleted behind the store's back.
+pub(crate) fn journal_gap(
+    run_id: &RunId,
+    records: &[EventRecord],
+    from_seq: u64,
+) -> Option<String> {
+    records.iter().enumerate().find_map(|(offset, record)| {
+        let expected = from_seq.saturating_add(offset as u64);
+        (record.seq != expected)
+            .then(|| format!("the journal of run {run_id} has no event #{expected}"))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact_url;
