@@ -202,7 +202,71 @@ pub(crate) fn progress_line(event: &Event, state: &RunState) -> Option<String> {
         Event::RunFinished { summary } => format!("✔ finished: {}", one_line(summary, 500)),
         Event::RunFailed { error } => format!("✘ failed: {error}"),
         Event::ModelCallStarted { .. } | Event::TurnFinished { .. } => return None,
+        other => task_line(other)?,
     })
+}
+
+/// One line for the task-graph events (shared by the terminal and the transcript).
+pub fn task_line(event: &Event) -> Option<String> {
+    Some(match event {
+        Event::PlanSet { tasks, .. } => {
+            let ids: Vec<&str> = tasks.iter().map(|t| t.id.as_str()).collect();
+            format!("▤ plan: {} tasks ({})", tasks.len(), ids.join(", "))
+        }
+        Event::TaskStarted {
+            task,
+            approach,
+            attempt,
+        } => format!("▶ task {task} (approach {approach}, attempt {attempt})"),
+        Event::CheckStarted { task, command, .. } => format!(
+            "  ? check{}: {}",
+            task.as_deref()
+                .map(|t| format!(" of {t}"))
+                .unwrap_or_default(),
+            one_line(command, 160)
+        ),
+        Event::CheckFinished {
+            passed,
+            exit_code,
+            output,
+            ..
+        } => format!(
+            "  {} check (exit {}): {}",
+            if *passed { "✔ passed" } else { "✘ failed" },
+            exit_code.map_or("none".to_string(), |c| c.to_string()),
+            one_line(output, 160)
+        ),
+        Event::TaskFinished { task, summary } => {
+            format!("✔ task {task} verified: {}", one_line(summary, 200))
+        }
+        Event::TaskFailed { task, reason } => {
+            format!("✘ task {task} failed: {}", one_line(reason, 200))
+        }
+        Event::TaskSkipped { task, reason } => format!("– task {task} skipped: {reason}"),
+        Event::SnapshotTaken {
+            snapshot, reason, ..
+        } => format!("  ◉ snapshot {} ({reason:?})", short_id(snapshot)),
+        Event::RollbackStarted {
+            task,
+            snapshot,
+            reason,
+        } => format!(
+            "  ↶ rolling back{} to {}: {}",
+            task.as_deref()
+                .map(|t| format!(" task {t}"))
+                .unwrap_or_default(),
+            short_id(snapshot),
+            one_line(reason, 160)
+        ),
+        Event::RollbackFinished { snapshot, .. } => {
+            format!("  ↶ workspace restored to {}", short_id(snapshot))
+        }
+        _ => return None,
+    })
+}
+
+fn short_id(snapshot: &str) -> &str {
+    snapshot.get(..12).unwrap_or(snapshot)
 }
 
 /// Collapses whitespace and cuts to `max` characters, for one-line display.

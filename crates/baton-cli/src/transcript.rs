@@ -193,6 +193,7 @@ pub fn render(records: &[EventRecord]) -> String {
             Event::RunPaused { reason, detail } => format!("PAUSED [{reason:?}]: {detail}"),
             Event::RunFinished { summary } => format!("FINISHED: {summary}"),
             Event::RunFailed { error } => format!("FAILED: {error}"),
+            other => crate::output::task_line(other).unwrap_or_default(),
         };
         out.push_str(&format!("{time} #{:<4} {text}\n", record.seq));
     }

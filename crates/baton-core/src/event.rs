@@ -3,6 +3,7 @@ use serde::{Deserialize, Serialize};
 use crate::governance::{BudgetResource, LoopPattern};
 use crate::message::{AssistantMessage, ToolResult, ToolSpec, Usage};
 use crate::settings::RunSettings;
+use crate::task::{PlanSource, SnapshotReason, TaskSpec};
 use crate::{RunId, ToolEffect};
 
 /// One journal entry: an event with its position in the run and the time it was recorded.
@@ -144,6 +145,78 @@ pub enum Event {
     TurnFinished {
         turn: u32,
     },
+    /// The run's task graph (validated): from a plan file, the planner or baton's own
+    /// follow-ups. A later `plan_set` adds tasks to the graph; it never removes any.
+    PlanSet {
+        source: PlanSource,
+        tasks: Vec<TaskSpec>,
+        /// The run-level check after all tasks; absent: none, or keep the current one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        final_check: Option<String>,
+    },
+    /// Work on a task begins in a fresh context. `approach` counts from 1 and grows after a
+    /// rollback; `attempt` counts fix attempts within an approach.
+    TaskStarted {
+        task: String,
+        approach: u32,
+        attempt: u32,
+    },
+    /// The agent said the task is done: its acceptance check runs (journaled before it runs).
+    /// `task` is absent for the run-level final check.
+    CheckStarted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        attempt: u32,
+        command: String,
+    },
+    CheckFinished {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        attempt: u32,
+        passed: bool,
+        /// `null` when the command was killed (timeout) or could not start.
+        exit_code: Option<i32>,
+        /// Combined stdout/stderr, capped (head and tail kept).
+        output: String,
+        duration_ms: u64,
+    },
+    /// The task's check passed; `summary` is the agent's account of the work, handed to later
+    /// tasks.
+    TaskFinished {
+        task: String,
+        summary: String,
+    },
+    /// The task used up its approaches; tasks depending on it are skipped.
+    TaskFailed {
+        task: String,
+        reason: String,
+    },
+    TaskSkipped {
+        task: String,
+        reason: String,
+    },
+    /// A snapshot of the workspace was committed to the run's shadow git repository.
+    SnapshotTaken {
+        snapshot: String,
+        reason: SnapshotReason,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+    },
+    /// The workspace is being restored to `snapshot` (journaled before the restore, which is
+    /// redone on resume if the process dies during it).
+    /// `task` is absent for a rollback a person asked for (`baton rollback`).
+    RollbackStarted {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        snapshot: String,
+        /// Why: the failed approach (as the next approach is told), or the person's request.
+        reason: String,
+    },
+    RollbackFinished {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        snapshot: String,
+    },
     RunPaused {
         reason: PauseReason,
         detail: String,
@@ -176,6 +249,16 @@ impl Event {
             Event::LoopDetected { .. } => "loop_detected",
             Event::NoteAdded { .. } => "note_added",
             Event::TurnFinished { .. } => "turn_finished",
+            Event::PlanSet { .. } => "plan_set",
+            Event::TaskStarted { .. } => "task_started",
+            Event::CheckStarted { .. } => "check_started",
+            Event::CheckFinished { .. } => "check_finished",
+            Event::TaskFinished { .. } => "task_finished",
+            Event::TaskFailed { .. } => "task_failed",
+            Event::TaskSkipped { .. } => "task_skipped",
+            Event::SnapshotTaken { .. } => "snapshot_taken",
+            Event::RollbackStarted { .. } => "rollback_started",
+            Event::RollbackFinished { .. } => "rollback_finished",
             Event::RunPaused { .. } => "run_paused",
             Event::RunFinished { .. } => "run_finished",
             Event::RunFailed { .. } => "run_failed",
@@ -277,6 +360,10 @@ pub enum PauseReason {
     Loop,
     /// The execution policy says a command needs a person's approval (`ask = "pause"`).
     NeedsApproval,
+    /// `--plan-only`: the plan is written for a person to review.
+    PlanReview,
+    /// A task failed and the run is set to wait for a person rather than go on without it.
+    TaskFailed,
 }
 
 /// What the run does about a detected loop.

@@ -14,6 +14,7 @@ mod redact;
 mod request;
 mod settings;
 mod state;
+pub mod task;
 
 pub use event::{
     CompactionTrigger, ErrorClass, Event, EventRecord, LoopResponse, PauseReason, RequestMetrics,
@@ -31,8 +32,8 @@ pub use settings::{
     RunSettings, ToolChoice,
 };
 pub use state::{
-    HistoryEntry, PendingCompaction, Phase, ReplayError, RunState, UsageTotals, replay,
-    summary_message,
+    HistoryEntry, PendingCompaction, Phase, ReplayError, RunState, SnapshotRecord, UsageTotals,
+    replay, summary_message,
 };
 
 /// Name of the tool the model calls to end a run. The reducer treats its successful completion

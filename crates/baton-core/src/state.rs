@@ -70,6 +70,19 @@ pub struct RunState {
     pub finish_summary: Option<String>,
     pub pause: Option<(PauseReason, String)>,
     pub failure: Option<String>,
+    /// Workspace snapshots of this run, oldest first.
+    #[serde(default)]
+    pub snapshots: Vec<SnapshotRecord>,
+}
+
+/// A journaled workspace snapshot (a commit in the run's shadow git repository).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRecord {
+    /// The `snapshot_taken` event.
+    pub seq: u64,
+    pub snapshot: String,
+    pub reason: crate::task::SnapshotReason,
+    pub task: Option<String>,
 }
 
 /// One message of the history with where it came from: the journal event that added it (its
@@ -553,6 +566,28 @@ impl RunState {
                 self.turns_finished = *turn;
                 self.phase = Phase::Idle;
             }
+            Event::PlanSet { .. }
+            | Event::TaskStarted { .. }
+            | Event::CheckStarted { .. }
+            | Event::CheckFinished { .. }
+            | Event::TaskFinished { .. }
+            | Event::TaskFailed { .. }
+            | Event::TaskSkipped { .. }
+            | Event::RollbackStarted { .. }
+            | Event::RollbackFinished { .. } => {
+                return Err("task graphs are not supported by this version of baton".into());
+            }
+            // A record: the commit already exists in the shadow repository when it is journaled.
+            Event::SnapshotTaken {
+                snapshot,
+                reason,
+                task,
+            } => self.snapshots.push(SnapshotRecord {
+                seq,
+                snapshot: snapshot.clone(),
+                reason: *reason,
+                task: task.clone(),
+            }),
             Event::RunPaused { reason, detail } => {
                 self.pause = Some((*reason, detail.clone()));
             }
