@@ -20,6 +20,7 @@ use baton_tools::ToolRegistry;
 
 use crate::config::{self, ConfigLayer, ContextConfig};
 use crate::output::{self, Human, JsonLines};
+use crate::plan_cmd::{self, PlanRequest};
 use crate::store::{
     latest_resumable_run, open_existing_store, open_store_for_run, resolve_run, store_error,
     summary_for,
@@ -293,6 +294,7 @@ pub(crate) fn resolve_settings(
         .map_err(CliError::usage)?;
     let budget = budget_from(&layer)?;
     let settings = RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind),
             base_url,
@@ -328,7 +330,15 @@ pub(crate) fn check_run(
 
 pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let (settings, layer) = check_run(&workspace, &args)?;
+    let (mut settings, layer) = check_run(&workspace, &args)?;
+    let plan = match args.tasks.resolve(&mut settings)? {
+        PlanRequest::CheckOnly(plan) => {
+            plan_cmd::print_checked(&plan);
+            return Ok(exit::FINISHED);
+        }
+        PlanRequest::File(plan) => Some(plan),
+        PlanRequest::None | PlanRequest::Planner(_) => None,
+    };
     let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
     let run_id = args
         .run_id
@@ -342,15 +352,70 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
         .start_with_id(
             run_id,
             StartRun {
+                plan,
                 goal: args.goal,
-                workspace,
+                workspace: workspace.clone(),
                 settings,
             },
         )
         .await;
     // Closing checkpoints the WAL into the main file; committed events are durable either way.
+    let outcome = result.map_err(engine_error)?;
+    let code = after_run(&workspace, &*store, &outcome).await;
     store.close().await;
-    Ok(report(&result.map_err(engine_error)?, args.json))
+    Ok(code.unwrap_or_else(|| report(&outcome, args.json)))
+}
+
+/// A run paused for plan review gets its plan written out for editing; prints where and
+/// returns the exit code (paused).
+async fn after_run(
+    workspace: &Path,
+    store: &dyn baton_store::Store,
+    outcome: &RunOutcome,
+) -> Option<u8> {
+    let RunOutcome::Paused {
+        run_id,
+        reason: baton_core::PauseReason::PlanReview,
+        ..
+    } = outcome
+    else {
+        return None;
+    };
+    let state = replay(&store.load_events(run_id).await.ok()?).ok()?;
+    match plan_cmd::write_review_file(workspace, &state) {
+        Ok(path) => {
+            out!("{}", plan_cmd::render(&state));
+            eprintln!(
+                "the plan is in {}: edit it if you like, then `baton resume {} --plan {}` (or \
+                 `baton resume {}` to work through it as it is)",
+                path.display(),
+                run_id.short(),
+                path.display(),
+                run_id.short()
+            );
+            Some(exit::PAUSED)
+        }
+        Err(e) => {
+            eprintln!("error: {:#}", e.error);
+            None
+        }
+    }
+}
+
+pub async fn plan(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
+    let workspace = workspace_dir(workspace)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let summary = summary_for(&opened, run).await?;
+    let events = opened
+        .store
+        .load_events(&summary.id)
+        .await
+        .map_err(store_error)?;
+    let state: RunState = replay(&events)
+        .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
+    outln!("run {}", summary.id);
+    out!("{}", plan_cmd::render(&state));
+    Ok(exit::FINISHED)
 }
 
 pub async fn cost(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
@@ -431,6 +496,7 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
             let flags = budget_from(&flags_layer(&args.model))?;
             (!flags.is_unlimited()).then_some(flags)
         },
+        plan: args.plan.as_deref().map(plan_cmd::load_plan).transpose()?,
     };
     if let Some(window) = overrides.context_window {
         // The same rule a new run's configuration is held to.

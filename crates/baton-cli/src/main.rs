@@ -8,6 +8,7 @@ mod cost;
 mod detach;
 mod doctor;
 mod output;
+mod plan_cmd;
 mod providers;
 mod queue;
 mod sandbox_cmd;
@@ -99,6 +100,8 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
+    /// Print a run's task graph with each task's state (default: the latest run).
+    Plan { run: Option<String> },
     /// What each model call of a run cost (default: the latest run).
     Cost { run: Option<String> },
     /// Check the configured model with one tiny request and explain what is wrong.
@@ -225,6 +228,8 @@ pub struct RunArgs {
     sandbox: sandbox_cmd::SandboxFlags,
     #[command(flatten)]
     supervise: SuperviseFlags,
+    #[command(flatten)]
+    tasks: plan_cmd::TaskFlags,
     /// The id of the new run (a supervisor chooses it before its agent process creates it).
     #[arg(long, hide = true, value_name = "ID")]
     run_id: Option<String>,
@@ -249,6 +254,10 @@ pub struct ResumeArgs {
     sandbox: sandbox_cmd::SandboxFlags,
     #[command(flatten)]
     supervise: SuperviseFlags,
+    /// Replace the run's plan with this plan file before continuing (only before its first
+    /// task started, e.g. after `run --plan-only`).
+    #[arg(long, value_name = "FILE")]
+    plan: Option<PathBuf>,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -292,6 +301,7 @@ fn main() -> ExitCode {
             Command::Stop { run } => detach::stop(&workspace, store, run.as_deref()).await,
             Command::Status { run } => commands::status(&workspace, store, run.as_deref()).await,
             Command::Ls { all } => commands::ls(&workspace, store, all).await,
+            Command::Plan { run } => commands::plan(&workspace, store, run.as_deref()).await,
             Command::Cost { run } => commands::cost(&workspace, store, run.as_deref()).await,
             Command::Doctor { model } => commands::doctor(&workspace, &model).await,
             Command::Sandbox(args) => commands::sandbox(&workspace, args),

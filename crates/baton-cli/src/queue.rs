@@ -54,6 +54,7 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
     )?;
     let run_id = engine
         .submit(StartRun {
+            plan: None,
             goal: args.goal,
             workspace: source.clone(),
             settings,

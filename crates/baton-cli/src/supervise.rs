@@ -58,6 +58,10 @@ fn abort_if_asked() {
 }
 
 pub async fn run(globals: Globals<'_>, args: RunArgs) -> CliResult {
+    if let Some(plan) = args.tasks.check_only() {
+        crate::plan_cmd::print_checked(&plan?);
+        return Ok(exit::FINISHED);
+    }
     let workspace = workspace_dir(globals.workspace)?;
     let (supervise, max_restarts) = supervised(&args.supervise, &workspace)?;
     if !supervise {
@@ -73,6 +77,7 @@ pub async fn run(globals: Globals<'_>, args: RunArgs) -> CliResult {
     let sandbox_flags = args.sandbox.to_args();
     let mut rest = model_args(&args.model);
     rest.extend(sandbox_flags.iter().cloned());
+    rest.extend(args.tasks.to_args());
     if args.json {
         rest.push("--json".into());
     }
@@ -127,6 +132,11 @@ pub async fn resume(globals: Globals<'_>, args: ResumeArgs) -> CliResult {
     };
     let mut flags = model_args(&args.model);
     flags.extend(args.sandbox.to_args());
+    if let Some(plan) = &args.plan {
+        // Every child gets it: once journaled, the same plan again changes nothing.
+        let plan = std::path::absolute(plan).unwrap_or_else(|_| plan.clone());
+        flags.extend(["--plan".into(), plan.display().to_string()]);
+    }
     if args.json {
         flags.push("--json".into());
     }

@@ -14,7 +14,7 @@ pub mod profile;
 pub mod tokens;
 mod tools;
 
-pub use tools::memory_tool_specs;
+pub use tools::{memory_tool_specs, submit_plan_spec};
 
 use baton_core::{Message, ModelRequest, RunState};
 use sha2::{Digest, Sha256};
@@ -62,12 +62,16 @@ pub(crate) fn assemble_parts(state: &RunState) -> Option<Parts> {
         system.push_str("\n\n");
         system.push_str(instructions.trim_end());
     }
-    let prefix = vec![
+    let mut prefix = vec![
         Message::System { content: system },
         Message::User {
             content: format!("Goal:\n{}", state.goal),
         },
     ];
+    // The task's brief is fixed for the whole approach, so it belongs to the cached prefix.
+    if let Some(brief) = task_brief(state) {
+        prefix.push(Message::User { content: brief });
+    }
     let (history, masked_outputs) = mask::masked_history(
         &state.history,
         &settings.context.masking,
@@ -82,6 +86,27 @@ pub(crate) fn assemble_parts(state: &RunState) -> Option<Parts> {
         masked_outputs,
     })
 }
+
+/// What the model is told before its history: the current task's brief (handoff of earlier
+/// tasks, the task, its check), or the planning instructions while a planning run has no plan.
+pub fn task_brief(state: &RunState) -> Option<String> {
+    if let Some(board) = &state.board {
+        return board.current.as_deref().and_then(|task| board.brief(task));
+    }
+    let planning = state.settings.as_ref()?.tasks.planning;
+    (planning != baton_core::Planning::None).then(|| PLANNING_BRIEF.to_string())
+}
+
+/// The planner's instructions.
+pub const PLANNING_BRIEF: &str = "\
+Before any work, plan: split the goal into small tasks and submit them with `submit_plan`.
+- Each task is a step one engineer can finish and verify in a short session, with clear
+  instructions that make sense without the other tasks' conversations.
+- Each task has a `check`: a shell command run from the workspace root whose exit code 0 means
+  the task is done (a test, a build, `test -f FILE`, `grep -q TEXT FILE`).
+- `deps` lists the ids of tasks that must be done first; independent tasks have none.
+- Explore the workspace first if you need to (list, read, grep), but do not change files now.
+Each task will be worked on in a fresh context after the plan is accepted.";
 
 /// A request and what the context layer did to build it.
 #[derive(Clone, Debug, PartialEq)]

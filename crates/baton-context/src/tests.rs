@@ -4,6 +4,7 @@ use baton_core::*;
 fn state_with_history() -> RunState {
     let run_id = RunId::from_string("r1");
     let settings = RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
             base_url: "http://127.0.0.1:9/v1".into(),

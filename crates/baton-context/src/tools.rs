@@ -92,3 +92,40 @@ pub fn memory_tool_specs() -> Vec<ToolSpec> {
         },
     ]
 }
+
+/// The planner's tool, offered only to runs that plan (`--plan-only`, `--plan auto`).
+pub fn submit_plan_spec() -> ToolSpec {
+    ToolSpec {
+        name: baton_core::SUBMIT_PLAN_TOOL.into(),
+        description: "Submit the plan: the goal split into small tasks, each with a shell \
+                      command that checks it (exit code 0 = done). Tasks run in dependency \
+                      order, each in a fresh context; an invalid plan is returned with the \
+                      problem named."
+            .into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "tasks": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "string", "description": "short unique id: letters, digits, - _ ."},
+                            "title": {"type": "string"},
+                            "instructions": {"type": "string", "description": "what to do, for an engineer who has not seen the other tasks"},
+                            "deps": {"type": "array", "items": {"type": "string"}, "description": "ids of tasks that must be done first"},
+                            "check": {"type": "string", "description": "shell command run in the workspace; exit 0 means the task is done"},
+                            "risky": {"type": "boolean"}
+                        },
+                        "required": ["id", "title", "instructions", "deps", "check"],
+                        "additionalProperties": false
+                    }
+                },
+                "check": {"type": "string", "description": "optional: a command that checks the whole goal at the end (e.g. the test suite)"}
+            },
+            "required": ["tasks"],
+            "additionalProperties": false
+        }),
+        effect: ToolEffect::ReadOnly,
+    }
+}

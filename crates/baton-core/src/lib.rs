@@ -3,6 +3,7 @@
 //! Nothing here does IO. A run's state is `events.fold(RunState::default(), reduce)`, so resume is
 //! replay and replay is testable without a database, a model or a workspace.
 
+pub mod board;
 mod event;
 pub mod governance;
 pub mod handle;
@@ -28,8 +29,8 @@ pub use next::{NextAction, next_action};
 pub use redact::Redactor;
 pub use request::{ModelReply, ModelRequest};
 pub use settings::{
-    Compaction, ContextSettings, Limits, Masking, ModelSettings, ProviderKind, ResponseMode,
-    RunSettings, ToolChoice,
+    Compaction, ContextSettings, Limits, Masking, ModelSettings, OnTaskFailure, Planning,
+    ProviderKind, ResponseMode, RunSettings, TaskSettings, ToolChoice,
 };
 pub use state::{
     HistoryEntry, PendingCompaction, Phase, ReplayError, RunState, SnapshotRecord, UsageTotals,
@@ -39,3 +40,6 @@ pub use state::{
 /// Name of the tool the model calls to end a run. The reducer treats its successful completion
 /// as the run's finish request, so the name is part of the domain, not only of the tool crate.
 pub const FINISH_TOOL: &str = "finish";
+
+/// Name of the planner's tool: its validated plan becomes the run's task graph (`plan_set`).
+pub const SUBMIT_PLAN_TOOL: &str = "submit_plan";

@@ -1,3 +1,4 @@
+use crate::board::TaskAction;
 use crate::event::RunStatus;
 use crate::message::{ToolCall, ToolEffect};
 use crate::state::{Phase, RunState};
@@ -50,6 +51,8 @@ pub enum NextAction {
     PauseAtTurnLimit {
         max_turns: u32,
     },
+    /// A step of the task graph (between turns).
+    Task(TaskAction),
 }
 
 pub fn next_action(state: &RunState) -> NextAction {
@@ -63,6 +66,12 @@ pub fn next_action(state: &RunState) -> NextAction {
     }
     match &state.phase {
         Phase::Idle => {
+            if let (Some(board), Some(settings)) = (&state.board, &state.settings) {
+                match board.next(&settings.tasks) {
+                    TaskAction::ContinueTurns => {}
+                    action => return NextAction::Task(action),
+                }
+            }
             let max_turns = state.settings.as_ref().map_or(0, |s| s.limits.max_turns);
             if state.turns_finished >= max_turns {
                 NextAction::PauseAtTurnLimit { max_turns }

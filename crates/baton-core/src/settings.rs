@@ -17,6 +17,59 @@ pub struct RunSettings {
     /// setting existed read as the default profile.
     #[serde(default)]
     pub context: ContextSettings,
+    /// How a run with a task graph verifies, retries and plans. Runs journaled before task
+    /// graphs existed read as the defaults (and have no plan).
+    #[serde(default)]
+    pub tasks: TaskSettings,
+}
+
+/// The task-graph policy of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSettings {
+    pub planning: Planning,
+    /// Failed checks a task may fix within one approach before it is rolled back.
+    pub fix_attempts: u32,
+    /// Approaches per task (each after a rollback) before the task fails.
+    pub approaches: u32,
+    /// Rounds of fix tasks after a failed final check.
+    pub final_fix_rounds: u32,
+    pub on_failure: OnTaskFailure,
+}
+
+impl Default for TaskSettings {
+    fn default() -> Self {
+        TaskSettings {
+            planning: Planning::None,
+            fix_attempts: 3,
+            approaches: 2,
+            final_fix_rounds: 2,
+            on_failure: OnTaskFailure::Continue,
+        }
+    }
+}
+
+/// Where a run's task graph comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Planning {
+    /// No task graph unless one is journaled (`--plan FILE`): the goal is one conversation.
+    #[default]
+    None,
+    /// The model first splits the goal into tasks with `submit_plan`.
+    Planner,
+    /// Like `planner`, then pause (`plan_review`) so a person can read and edit the plan.
+    PlannerThenReview,
+}
+
+/// What a run does when a task fails for good.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTaskFailure {
+    /// Go on with the tasks that do not depend on it, then end with a report (run failed).
+    #[default]
+    Continue,
+    /// Pause (`task_failed`) for a person; `baton resume` goes on as `continue` would.
+    Pause,
 }
 
 /// The context policy of a run (its "compensation layers"): chosen from the model's profile at

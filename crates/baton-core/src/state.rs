@@ -2,6 +2,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::VecDeque;
 
+use crate::board::{OpenCheck, TaskBoard, TaskStatus};
 use crate::event::{
     CompactionTrigger, ErrorClass, Event, EventRecord, LoopResponse, PauseReason, RunStatus,
 };
@@ -13,7 +14,8 @@ use crate::message::{
     AssistantMessage, Message, ToolCall, ToolEffect, ToolOutcome, ToolSpec, Usage,
 };
 use crate::settings::RunSettings;
-use crate::{FINISH_TOOL, RunId};
+use crate::task::PlanSource;
+use crate::{FINISH_TOOL, RunId, SUBMIT_PLAN_TOOL};
 
 /// The state of a run: a pure fold over its journal. Nothing else writes to it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -73,6 +75,9 @@ pub struct RunState {
     /// Workspace snapshots of this run, oldest first.
     #[serde(default)]
     pub snapshots: Vec<SnapshotRecord>,
+    /// The task graph and where each task stands; `None` for a run without a plan.
+    #[serde(default)]
+    pub board: Option<TaskBoard>,
 }
 
 /// A journaled workspace snapshot (a commit in the run's shadow git repository).
@@ -566,16 +571,118 @@ impl RunState {
                 self.turns_finished = *turn;
                 self.phase = Phase::Idle;
             }
-            Event::PlanSet { .. }
-            | Event::TaskStarted { .. }
-            | Event::CheckStarted { .. }
-            | Event::CheckFinished { .. }
-            | Event::TaskFinished { .. }
-            | Event::TaskFailed { .. }
-            | Event::TaskSkipped { .. }
-            | Event::RollbackStarted { .. }
-            | Event::RollbackFinished { .. } => {
-                return Err("task graphs are not supported by this version of baton".into());
+            Event::PlanSet {
+                tasks,
+                final_check,
+                source,
+            } => {
+                require_running(running)?;
+                let planning = matches!(
+                    &self.phase,
+                    Phase::RunningTools { in_flight: Some(f), .. } if f.call.name == SUBMIT_PLAN_TOOL
+                );
+                if self.phase != Phase::Idle && !planning {
+                    return Err("a plan is set between turns or by `submit_plan`".into());
+                }
+                // A person's plan replaces one no task has started on (`resume --plan`).
+                if *source == PlanSource::User
+                    && self.board.as_ref().is_some_and(|b| !b.any_started())
+                {
+                    let reviewed = self.board.as_ref().is_some_and(|b| b.plan_reviewed);
+                    self.board = Some(TaskBoard {
+                        plan_reviewed: reviewed,
+                        ..TaskBoard::default()
+                    });
+                }
+                let board = self.board.get_or_insert_with(TaskBoard::default);
+                board.add_tasks(tasks, final_check.as_ref())?;
+                if *source == PlanSource::Baton {
+                    board.fix_rounds += 1;
+                }
+            }
+            Event::TaskStarted { task, approach, .. } => {
+                require_running(running)?;
+                self.require_idle()?;
+                let snapshot = self.snapshots.last().map(|s| s.snapshot.clone());
+                self.board_mut()?.start_task(task, *approach, snapshot)?;
+                // A fresh context: the task starts from its brief, not from earlier
+                // conversations (they stay in the journal for `recall` and search).
+                self.history.clear();
+                self.plan.clear();
+                self.recent_calls.clear();
+                self.compaction = None;
+            }
+            Event::CheckStarted {
+                task,
+                attempt,
+                command,
+            } => {
+                require_running(running)?;
+                self.require_idle()?;
+                self.board_mut()?.check_started(OpenCheck {
+                    task: task.clone(),
+                    attempt: *attempt,
+                    command: command.clone(),
+                })?;
+            }
+            Event::CheckFinished {
+                task,
+                attempt,
+                passed,
+                exit_code,
+                output,
+                ..
+            } => {
+                require_running(running)?;
+                let note = self.board_mut()?.check_finished(
+                    task.as_ref(),
+                    *attempt,
+                    *passed,
+                    *exit_code,
+                    output,
+                )?;
+                if let Some(note) = note {
+                    self.push_history(seq, self.turns_started, Message::User { content: note });
+                }
+            }
+            Event::TaskFinished { task, summary } => {
+                require_running(running)?;
+                self.board_mut()?.task_finished(task, summary)?;
+            }
+            Event::TaskFailed { task, reason } => {
+                require_running(running)?;
+                self.require_idle()?;
+                self.board_mut()?
+                    .task_ended(task, TaskStatus::Failed, reason)?;
+            }
+            Event::TaskSkipped { task, reason } => {
+                require_running(running)?;
+                self.board_mut()?
+                    .task_ended(task, TaskStatus::Skipped, reason)?;
+            }
+            Event::RollbackStarted {
+                task,
+                snapshot,
+                reason,
+            } => {
+                self.require_idle()?;
+                if task.is_some() {
+                    require_running(running)?;
+                    self.board_mut()?
+                        .rollback_started(task.as_ref(), snapshot, reason)?;
+                } else if let Some(board) = &mut self.board {
+                    board.rollback_started(None, snapshot, reason)?;
+                }
+            }
+            Event::RollbackFinished { task, snapshot } => {
+                if task.is_some() {
+                    self.board_mut()?
+                        .rollback_finished(task.as_ref(), snapshot)?;
+                } else if let Some(board) = &mut self.board
+                    && board.open_rollback.is_some()
+                {
+                    board.rollback_finished(None, snapshot)?;
+                }
             }
             // A record: the commit already exists in the shadow repository when it is journaled.
             Event::SnapshotTaken {
@@ -589,6 +696,11 @@ impl RunState {
                 task: task.clone(),
             }),
             Event::RunPaused { reason, detail } => {
+                if *reason == PauseReason::PlanReview
+                    && let Some(board) = &mut self.board
+                {
+                    board.plan_reviewed = true;
+                }
                 self.pause = Some((*reason, detail.clone()));
             }
             Event::RunFinished { summary } => {
@@ -618,7 +730,16 @@ impl RunState {
     /// What a successful call of a tool the reducer knows about does to the run itself.
     fn apply_tool_effect(&mut self, name: &str, arguments: &str, result: &crate::ToolResult) {
         match name {
-            FINISH_TOOL => self.finish_summary = Some(result.content.clone()),
+            // Inside a task, `finish` means "this task is done": its check decides.
+            FINISH_TOOL => {
+                let claimed = self
+                    .board
+                    .as_mut()
+                    .is_some_and(|board| board.claim_done(&result.content));
+                if !claimed {
+                    self.finish_summary = Some(result.content.clone());
+                }
+            }
             // The engine only reports success after the same parse succeeded; a journal where
             // it fails here changes nothing rather than guessing.
             UPDATE_PLAN_TOOL => {
@@ -644,6 +765,20 @@ impl RunState {
             } if *t == turn && *c == call => Ok(()),
             _ => Err(format!("model call {call} of turn {turn} is not open")),
         }
+    }
+
+    fn require_idle(&self) -> Result<(), String> {
+        if self.phase == Phase::Idle {
+            Ok(())
+        } else {
+            Err("a turn is in progress".into())
+        }
+    }
+
+    fn board_mut(&mut self) -> Result<&mut TaskBoard, String> {
+        self.board
+            .as_mut()
+            .ok_or_else(|| "the run has no plan".to_string())
     }
 
     pub fn settings(&self) -> Option<&RunSettings> {

@@ -62,7 +62,7 @@ pub struct PlanFile {
     /// A run-level check after all tasks (e.g. the whole test suite).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub check: Option<String>,
-    #[serde(default, rename = "task")]
+    #[serde(default, rename = "task", alias = "tasks")]
     pub tasks: Vec<PlanFileTask>,
 }
 

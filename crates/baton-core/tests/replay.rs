@@ -22,6 +22,7 @@ impl Choices<'_> {
 
 fn settings(max_turns: u32) -> RunSettings {
     RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
             base_url: "http://127.0.0.1:1/v1".into(),
@@ -80,6 +81,28 @@ fn drive(bytes: &[u8]) -> Driver {
         project_instructions: (c.pick(2) == 0).then(|| "agents".into()),
         tools: vec![],
     });
+    // Half the runs work through a random task graph (each task depends only on earlier ones).
+    if c.pick(2) == 0 {
+        let n = 1 + c.pick(4);
+        let tasks = (0..n)
+            .map(|i| task::TaskSpec {
+                id: format!("t{i}"),
+                title: format!("task {i}"),
+                instructions: "do it".into(),
+                deps: (0..i)
+                    .filter(|_| c.pick(3) == 0)
+                    .map(|d| format!("t{d}"))
+                    .collect(),
+                check: "true".into(),
+                risky: false,
+            })
+            .collect();
+        d.push(Event::PlanSet {
+            source: task::PlanSource::User,
+            tasks,
+            final_check: (c.pick(2) == 0).then(|| "make test".into()),
+        });
+    }
     let mut steps = 0;
     while steps < 200 {
         steps += 1;
@@ -279,9 +302,102 @@ fn drive(bytes: &[u8]) -> Driver {
                     detail: format!("{max_turns}"),
                 });
             }
+            NextAction::Task(action) => drive_task(&mut d, &mut c, action),
         }
     }
     d
+}
+
+/// What the engine does for a task step, with random outcomes and crashes in between.
+fn drive_task(d: &mut Driver, c: &mut Choices, action: board::TaskAction) {
+    use board::TaskAction;
+    match action {
+        TaskAction::ContinueTurns => unreachable!("next_action never returns it"),
+        TaskAction::StartTask { task, approach } => {
+            if c.pick(2) == 0 {
+                d.push(Event::SnapshotTaken {
+                    snapshot: format!("snap-{}", d.records.len()),
+                    reason: task::SnapshotReason::RunStart,
+                    task: None,
+                });
+            }
+            d.push(Event::TaskStarted {
+                task,
+                approach,
+                attempt: 1,
+            });
+        }
+        TaskAction::RunCheck {
+            task,
+            attempt,
+            command,
+        } => {
+            if d.state.board.as_ref().unwrap().open_check.is_none() {
+                d.push(Event::CheckStarted {
+                    task: task.clone(),
+                    attempt,
+                    command,
+                });
+            }
+            if c.pick(4) != 0 {
+                let passed = c.pick(3) != 0;
+                d.push(Event::CheckFinished {
+                    task,
+                    attempt,
+                    passed,
+                    exit_code: Some(if passed { 0 } else { 1 }),
+                    output: "out".into(),
+                    duration_ms: 1,
+                });
+            } // else: crashed during the check
+        }
+        TaskAction::CompleteTask { task, summary } => {
+            d.push(Event::TaskFinished {
+                task: task.clone(),
+                summary,
+            });
+            d.push(Event::SnapshotTaken {
+                snapshot: format!("snap-{}", d.records.len()),
+                reason: task::SnapshotReason::TaskVerified,
+                task: Some(task),
+            });
+        }
+        TaskAction::Rollback {
+            task,
+            snapshot,
+            reason,
+        } => {
+            d.push(Event::RollbackStarted {
+                task: Some(task.clone()),
+                snapshot: snapshot.clone(),
+                reason,
+            });
+            if c.pick(3) != 0 {
+                d.push(Event::RollbackFinished {
+                    task: Some(task),
+                    snapshot,
+                });
+            } // else: crashed during the restore
+        }
+        TaskAction::FinishRollback { task, snapshot } => {
+            d.push(Event::RollbackFinished { task, snapshot })
+        }
+        TaskAction::FailTask { task, reason } => d.push(Event::TaskFailed { task, reason }),
+        TaskAction::SkipTask { task, reason } => d.push(Event::TaskSkipped { task, reason }),
+        TaskAction::AddFixTask { task } => d.push(Event::PlanSet {
+            source: task::PlanSource::Baton,
+            tasks: vec![task],
+            final_check: None,
+        }),
+        TaskAction::PauseForReview => d.push(Event::RunPaused {
+            reason: PauseReason::PlanReview,
+            detail: "review".into(),
+        }),
+        TaskAction::End { report, outcome } => match outcome {
+            board::BoardOutcome::AllVerified => d.push(Event::RunFinished { summary: report }),
+            board::BoardOutcome::SomeFailed => d.push(Event::RunFailed { error: report }),
+        },
+    }
 }
 
 proptest! {
@@ -304,6 +420,27 @@ proptest! {
             let replayed = replay(&d.records[..=k]).unwrap();
             prop_assert_eq!(&replayed, live);
             prop_assert_eq!(next_action(&replayed), next_action(live));
+        }
+    }
+
+    /// Task graphs always settle consistently: a verified task's dependencies are verified,
+    /// a finished run verified every task, and no task is worked on before its dependencies.
+    #[test]
+    fn task_graphs_respect_dependencies(bytes in proptest::collection::vec(any::<u8>(), 0..800)) {
+        let d = drive(&bytes);
+        let Some(board) = &d.state.board else { return Ok(()); };
+        for entry in &board.tasks {
+            if entry.status == board::TaskStatus::Verified || entry.approach > 0 {
+                for dep in &entry.spec.deps {
+                    prop_assert_eq!(board.entry(dep).unwrap().status, board::TaskStatus::Verified);
+                }
+            }
+            if entry.status == board::TaskStatus::Skipped {
+                prop_assert_eq!(entry.approach, 0);
+            }
+        }
+        if d.state.status == RunStatus::Finished {
+            prop_assert!(board.tasks.iter().all(|t| t.status == board::TaskStatus::Verified));
         }
     }
 

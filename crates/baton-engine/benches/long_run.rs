@@ -125,6 +125,7 @@ async fn bench(turns: usize, profile_model: &str) {
     let mut context = profile.context;
     context.window_tokens = WINDOW;
     let settings = RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
             base_url: "http://127.0.0.1:9/v1".into(),
@@ -150,6 +151,7 @@ async fn bench(turns: usize, profile_model: &str) {
     let started = Instant::now();
     let outcome = engine
         .start(StartRun {
+            plan: None,
             goal:
                 "Refactor every compute_N call site to the new helper API and keep the tests green."
                     .into(),

@@ -49,6 +49,8 @@ pub struct StartRun {
     pub goal: String,
     pub workspace: PathBuf,
     pub settings: RunSettings,
+    /// A validated plan to work through (`--plan FILE`); journaled right after the start.
+    pub plan: Option<baton_core::task::Plan>,
 }
 
 /// Settings a `resume` may change; `None` keeps the recorded value.
@@ -63,6 +65,8 @@ pub struct SettingsOverride {
     pub context_window: Option<u64>,
     /// Budgets given on resume; each set field replaces the recorded one.
     pub budget: Option<baton_core::governance::Budget>,
+    /// A plan that replaces the run's (allowed before any task started: `resume --plan`).
+    pub plan: Option<baton_core::task::Plan>,
 }
 
 impl SettingsOverride {

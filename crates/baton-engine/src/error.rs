@@ -11,6 +11,9 @@ pub enum EngineError {
     EmptyRun(RunId),
     #[error("workspace {path}: {detail}")]
     Workspace { path: String, detail: String },
+    /// The request cannot be done to this run as it is (a person's mistake, not baton's).
+    #[error("{0}")]
+    Usage(String),
     /// The engine tried to journal an event the reducer rejects: a bug in baton, not in the input.
     #[error("internal error: {0}")]
     Internal(String),

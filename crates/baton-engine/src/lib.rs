@@ -16,6 +16,8 @@ mod memory_search;
 mod memory_tools;
 mod run_loop;
 mod stop;
+mod task_snapshots;
+mod tasks;
 
 pub use api::{EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
 pub use error::EngineError;

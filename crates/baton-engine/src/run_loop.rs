@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 use baton_context::metrics::{prefix_stability, prompt_bytes};
 use baton_context::tokens::TokenCounter;
 use baton_context::{
-    NUDGE, SYSTEM_PROMPT, assemble_with_report, memory_tool_specs, request_digest,
+    NUDGE, SYSTEM_PROMPT, assemble_with_report, memory_tool_specs, request_digest, submit_plan_spec,
 };
+use baton_core::Planning;
+use baton_core::task::PlanSource;
 use baton_core::{
     AssistantMessage, CompactionTrigger, ErrorClass, Event, ModelReply, ModelRequest, NextAction,
-    PauseReason, Redactor, RequestMetrics, RunId, RunState, RunStatus, ToolCall, ToolEffect,
-    ToolResult, next_action, replay,
+    PauseReason, Redactor, RequestMetrics, RunId, RunState, RunStatus, SUBMIT_PLAN_TOOL, ToolCall,
+    ToolEffect, ToolResult, next_action, replay,
 };
 use baton_model::{ModelError, RetrySchedule, StreamDelta, StreamObserver};
 use baton_store::{Holder, NewRun};
@@ -109,16 +111,29 @@ impl Engine {
         let started = Event::RunStarted {
             goal: request.goal,
             workspace: root,
-            settings: request.settings,
             system_prompt: SYSTEM_PROMPT.to_string(),
             project_instructions: read_project_instructions(workspace.root()),
             tools: {
                 let mut tools = self.parts.tools.specs();
                 tools.extend(memory_tool_specs());
+                if request.settings.tasks.planning != Planning::None {
+                    tools.push(submit_plan_spec());
+                }
                 tools
             },
+            settings: request.settings,
         };
-        match journal.record(started).await {
+        let mut recorded = journal.record(started).await;
+        if let (Ok(()), Some(plan)) = (&recorded, request.plan) {
+            recorded = journal
+                .record(Event::PlanSet {
+                    source: PlanSource::User,
+                    tasks: plan.tasks,
+                    final_check: plan.final_check,
+                })
+                .await;
+        }
+        match recorded {
             Ok(()) => Ok((journal, workspace)),
             Err(e) => {
                 journal.close().await;
@@ -204,11 +219,34 @@ impl Engine {
             .settings
             .clone()
             .ok_or_else(|| EngineError::EmptyRun(journal.run_id().clone()))?;
+        // The same plan again (a supervisor's restarted child) changes nothing.
+        let plan = overrides.plan.clone().filter(|plan| {
+            state.board.as_ref().is_none_or(|b| {
+                b.final_check != plan.final_check
+                    || !b.tasks.iter().map(|t| &t.spec).eq(plan.tasks.iter())
+            })
+        });
+        if plan.is_some() && state.board.as_ref().is_some_and(|b| b.any_started()) {
+            return Err(EngineError::Usage(
+                "the run has already started working on its plan: a new plan can only replace \
+                 one before its first task"
+                    .into(),
+            ));
+        }
         journal
             .record(Event::RunResumed {
                 settings: overrides.apply(settings),
             })
             .await?;
+        if let Some(plan) = plan {
+            journal
+                .record(Event::PlanSet {
+                    source: PlanSource::User,
+                    tasks: plan.tasks,
+                    final_check: plan.final_check,
+                })
+                .await?;
+        }
         self.drive(journal, workspace).await
     }
 
@@ -300,6 +338,7 @@ impl Engine {
                 NextAction::Finish { summary } => {
                     journal.record(Event::RunFinished { summary }).await?
                 }
+                NextAction::Task(action) => self.task_step(journal, &workspace, action).await?,
                 NextAction::PauseAtTurnLimit { max_turns } => {
                     let detail = format!(
                         "reached the limit of {max_turns} turns; continue with `baton resume --max-turns {}`",
@@ -519,16 +558,22 @@ impl Engine {
         };
         let started = Instant::now();
         let execution = async {
-            match self.memory.execute(self, journal, workspace, call).await {
-                Some(result) => result,
-                None => self.parts.tools.execute(&ctx, call).await,
+            if call.name == SUBMIT_PLAN_TOOL {
+                return self.submit_plan(journal, call).await;
             }
+            Ok(
+                match self.memory.execute(self, journal, workspace, call).await {
+                    Some(result) => result,
+                    None => self.parts.tools.execute(&ctx, call).await,
+                },
+            )
         };
-        let Some(mut result) = self.parts.stop.race(execution).await else {
+        let Some(result) = self.parts.stop.race(execution).await else {
             // Abandoned (the tool's process group is killed on drop): resume treats the call as
             // interrupted.
             return Ok(());
         };
+        let mut result = result?;
         result.content = self.redactor.redact(&result.content);
         journal
             .record(Event::ToolCallFinished {

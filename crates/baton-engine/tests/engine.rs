@@ -38,6 +38,7 @@ impl RunObserver for Collect {
 
 fn settings() -> RunSettings {
     RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
             base_url: "http://127.0.0.1:9/v1".into(),
@@ -138,6 +139,7 @@ async fn transient_failures_are_retried_and_each_attempt_is_journaled(backend: B
     let (engine, provider, observer) = engine(store.clone(), script, fast_retry(5));
     let outcome = engine
         .start(StartRun {
+            plan: None,
             goal: "g".into(),
             workspace: ws.path().into(),
             settings: settings(),
@@ -214,6 +216,7 @@ async fn exhausted_retries_pause_and_resume_continues_without_resending_finished
     let (first, _, _) = engine(store.clone(), script, fast_retry(2));
     let outcome = first
         .start(StartRun {
+            plan: None,
             goal: "g".into(),
             workspace: ws.path().into(),
             settings: settings(),
@@ -262,6 +265,7 @@ async fn permanent_errors_fail_or_pause_by_class(backend: Backend) {
     );
     let outcome = e
         .start(StartRun {
+            plan: None,
             goal: "g".into(),
             workspace: ws.path().into(),
             settings: settings(),
@@ -291,6 +295,7 @@ async fn permanent_errors_fail_or_pause_by_class(backend: Backend) {
     // can fix it, so the run is never ended for it.
     let outcome = e
         .start(StartRun {
+            plan: None,
             goal: "g".into(),
             workspace: ws.path().into(),
             settings: settings(),
@@ -357,6 +362,7 @@ async fn a_model_call_that_never_ends_is_cut_at_the_deadline_and_retried(backend
     });
     let outcome = engine
         .start(StartRun {
+            plan: None,
             goal: "g".into(),
             workspace: ws.path().into(),
             settings: settings(),
@@ -393,6 +399,7 @@ async fn resuming_a_finished_run_changes_nothing(backend: Backend) {
     );
     let outcome = e
         .start(StartRun {
+            plan: None,
             goal: "g".into(),
             workspace: ws.path().into(),
             settings: settings(),
@@ -432,6 +439,7 @@ async fn the_circuit_breaker_pauses_after_consecutive_failures_across_calls(back
     });
     let outcome = engine
         .start(StartRun {
+            plan: None,
             goal: "g".into(),
             workspace: ws.path().into(),
             settings: settings(),
@@ -480,6 +488,7 @@ async fn the_client_side_rate_limit_spaces_requests(backend: Backend) {
     let started = std::time::Instant::now();
     let outcome = engine
         .start(StartRun {
+            plan: None,
             goal: "g".into(),
             workspace: ws.path().into(),
             settings: settings(),

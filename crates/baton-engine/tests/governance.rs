@@ -27,6 +27,7 @@ on_both_backends!(
 
 fn with_budget(budget: Budget) -> RunSettings {
     RunSettings {
+        tasks: Default::default(),
         budget,
         ..settings(ContextSettings::default())
     }

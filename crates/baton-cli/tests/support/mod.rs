@@ -63,8 +63,44 @@ pub enum Fault {
     Malformed,
 }
 
+/// What the scripted server answers from.
+#[derive(Clone)]
+enum Script {
+    /// Answer N for a request with N assistant messages.
+    Linear(Vec<Turn>),
+    /// Per task-graph context: the key is the task id of the request's brief ("Your current
+    /// task is `ID`"), with `#2`, `#3` … appended for later approaches, or `plan` while planning;
+    /// answer N for a request with N assistant messages in that context.
+    ByTask(Vec<(String, Vec<Turn>)>),
+}
+
+/// Which task-graph context a request belongs to (see [`Script::ByTask`]).
+pub fn task_key(body: &Value) -> String {
+    let text: String = body["messages"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter(|m| m["role"] == "user")
+                .filter_map(|m| m["content"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    let marker = "Your current task is `";
+    let Some(start) = text.find(marker).map(|i| i + marker.len()) else {
+        return "plan".into();
+    };
+    let id: String = text[start..].chars().take_while(|c| *c != '`').collect();
+    let failed = text.matches("- Approach ").count();
+    if failed == 0 {
+        id
+    } else {
+        format!("{id}#{}", failed + 1)
+    }
+}
+
 struct ScriptResponder {
-    script: Vec<Turn>,
+    script: Script,
     received: Arc<Mutex<Vec<Received>>>,
     /// Fault for the N-th request (0-based), if any.
     faults: Arc<dyn Fn(usize) -> Option<Fault> + Send + Sync>,
@@ -91,7 +127,17 @@ impl Respond for ScriptResponder {
         if let Some(fault) = (self.faults)(request_number) {
             return fault_response(fault);
         }
-        let Some(turn) = self.script.get(turn_index) else {
+        let answer = match &self.script {
+            Script::Linear(turns) => turns.get(turn_index),
+            Script::ByTask(tasks) => {
+                let key = task_key(&body);
+                tasks
+                    .iter()
+                    .find(|(k, _)| *k == key)
+                    .and_then(|(_, turns)| turns.get(turn_index))
+            }
+        };
+        let Some(turn) = answer else {
             return ResponseTemplate::new(400)
                 .set_body_string(format!("script has no answer #{turn_index}"));
         };
@@ -197,9 +243,25 @@ impl ScriptedServer {
     }
 
     /// Like `start`, but the N-th request gets `faults(N)` instead of an answer when it is Some.
+    /// A server that answers per task-graph context (see `task_key`).
+    pub async fn start_by_task(script: &[(&str, Vec<Turn>)]) -> ScriptedServer {
+        let script = script
+            .iter()
+            .map(|(k, turns)| (k.to_string(), turns.clone()))
+            .collect();
+        Self::start_script(Script::ByTask(script), Arc::new(|_| None)).await
+    }
+
     pub async fn start_with_faults(
         script: Vec<Turn>,
         faults: impl Fn(usize) -> Option<Fault> + Send + Sync + 'static,
+    ) -> ScriptedServer {
+        Self::start_script(Script::Linear(script), Arc::new(faults)).await
+    }
+
+    async fn start_script(
+        script: Script,
+        faults: Arc<dyn Fn(usize) -> Option<Fault> + Send + Sync>,
     ) -> ScriptedServer {
         let server = MockServer::start().await;
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -208,7 +270,7 @@ impl ScriptedServer {
             .respond_with(ScriptResponder {
                 script,
                 received: received.clone(),
-                faults: Arc::new(faults),
+                faults,
             })
             .mount(&server)
             .await;

@@ -26,6 +26,7 @@ impl RunObserver for Collect {
 
 pub fn settings(context: ContextSettings) -> RunSettings {
     RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
             base_url: "http://127.0.0.1:9/v1".into(),
@@ -104,6 +105,7 @@ pub async fn run_with(
     let (engine, observer) = engine(store.clone(), provider);
     let outcome = engine
         .start(StartRun {
+            plan: None,
             goal: "Fix the parser so that tests/parser.rs passes".into(),
             workspace: ws.into(),
             settings,

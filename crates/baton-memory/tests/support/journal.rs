@@ -37,6 +37,7 @@ impl Journal {
             goal: goal.into(),
             workspace: "/w".into(),
             settings: RunSettings {
+                tasks: Default::default(),
                 model: ModelSettings {
                     provider: ProviderKind::OpenAiCompatible,
                     base_url: "http://127.0.0.1:1/v1".into(),

@@ -22,6 +22,7 @@ pub struct Journal {
 
 pub fn settings() -> RunSettings {
     RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
             base_url: "http://127.0.0.1:8080/v1".into(),

@@ -1,0 +1,271 @@
+//! Task-graph flags of `run` / `resume`, plan files, and `baton plan`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+use baton_core::board::TaskStatus;
+use baton_core::task::{Plan, PlanFile};
+use baton_core::{OnTaskFailure, Planning, RunSettings, RunState};
+use clap::{Args, ValueEnum};
+
+use crate::CliError;
+
+/// How `run` gets and works through a task graph.
+#[derive(Args, Clone, Default)]
+pub struct TaskFlags {
+    /// A plan file (`[[task]]` tables with id, title, instructions, deps, check, risky), or
+    /// `auto`: the model plans first (`submit_plan`).
+    #[arg(long, value_name = "FILE|auto")]
+    plan: Option<String>,
+    /// Plan, write the plan to .baton/plans/RUN.toml and pause for review (`baton resume`
+    /// works through it, `baton resume --plan FILE` replaces it first). With `--plan FILE`:
+    /// check the file and print it, start nothing.
+    #[arg(long)]
+    plan_only: bool,
+    /// Run-level check after all tasks (e.g. the test suite); replaces the plan's `check`.
+    #[arg(long, value_name = "CMD")]
+    check: Option<String>,
+    /// Failed checks a task may fix within one approach (default 3).
+    #[arg(long, value_name = "N")]
+    fix_attempts: Option<u32>,
+    /// Approaches per task, each after rolling the workspace back (default 2).
+    #[arg(long, value_name = "N")]
+    approaches: Option<u32>,
+    /// When a task fails for good: go on with the tasks that do not need it (`continue`,
+    /// default) or pause for a person (`pause`).
+    #[arg(long, value_name = "WHAT")]
+    on_task_failure: Option<FailurePolicy>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum FailurePolicy {
+    Continue,
+    Pause,
+}
+
+/// What `run` is asked to do about planning.
+pub enum PlanRequest {
+    /// One conversation, no task graph.
+    None,
+    /// Work through this plan.
+    File(Plan),
+    /// Let the model plan (and maybe stop for review).
+    Planner(Planning),
+    /// `--plan FILE --plan-only`: just check and print the file.
+    CheckOnly(Plan),
+}
+
+impl TaskFlags {
+    /// Reads and validates the plan file, applies the task settings; usage errors name the
+    /// file and the problem.
+    pub fn resolve(&self, settings: &mut RunSettings) -> Result<PlanRequest, CliError> {
+        let tasks = &mut settings.tasks;
+        if let Some(n) = self.fix_attempts {
+            tasks.fix_attempts = positive(n, "--fix-attempts")?;
+        }
+        if let Some(n) = self.approaches {
+            tasks.approaches = positive(n, "--approaches")?;
+        }
+        if let Some(policy) = self.on_task_failure {
+            tasks.on_failure = match policy {
+                FailurePolicy::Continue => OnTaskFailure::Continue,
+                FailurePolicy::Pause => OnTaskFailure::Pause,
+            };
+        }
+        if let Some(check) = &self.check
+            && check.trim().is_empty()
+        {
+            return Err(CliError::usage(anyhow!("--check is empty: give a command")));
+        }
+        let request = match (self.plan.as_deref(), self.plan_only) {
+            (None, false) => {
+                if self.check.is_some() {
+                    return Err(CliError::usage(anyhow!(
+                        "--check needs a task graph: add `--plan FILE` or `--plan auto`"
+                    )));
+                }
+                PlanRequest::None
+            }
+            (None | Some("auto"), true) => PlanRequest::Planner(Planning::PlannerThenReview),
+            (Some("auto"), false) => PlanRequest::Planner(Planning::Planner),
+            (Some(path), only) => {
+                let mut plan = load_plan(Path::new(path))?;
+                if let Some(check) = &self.check {
+                    plan.final_check = Some(check.clone());
+                }
+                if only {
+                    PlanRequest::CheckOnly(plan)
+                } else {
+                    PlanRequest::File(plan)
+                }
+            }
+        };
+        if let PlanRequest::Planner(planning) = request {
+            tasks.planning = planning;
+        }
+        Ok(request)
+    }
+
+    /// `--plan FILE --plan-only`: the checked plan (or the error), before anything about a
+    /// model or a store is needed.
+    pub fn check_only(&self) -> Option<Result<Plan, CliError>> {
+        let path = self
+            .plan
+            .as_deref()
+            .filter(|p| *p != "auto" && self.plan_only)?;
+        Some(load_plan(Path::new(path)).map(|mut plan| {
+            if let Some(check) = &self.check {
+                plan.final_check = Some(check.clone());
+            }
+            plan
+        }))
+    }
+
+    /// The flags as given, for a supervised child (the plan path made absolute: the child
+    /// may resolve paths elsewhere).
+    pub fn to_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(plan) = &self.plan {
+            let value = if plan == "auto" {
+                plan.clone()
+            } else {
+                std::path::absolute(plan)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| plan.clone())
+            };
+            args.extend(["--plan".into(), value]);
+        }
+        if self.plan_only {
+            args.push("--plan-only".into());
+        }
+        let mut pair = |name: &str, value: Option<String>| {
+            if let Some(value) = value {
+                args.extend([name.to_string(), value]);
+            }
+        };
+        pair("--check", self.check.clone());
+        pair("--fix-attempts", self.fix_attempts.map(|n| n.to_string()));
+        pair("--approaches", self.approaches.map(|n| n.to_string()));
+        pair(
+            "--on-task-failure",
+            self.on_task_failure.map(|p| {
+                match p {
+                    FailurePolicy::Continue => "continue",
+                    FailurePolicy::Pause => "pause",
+                }
+                .to_string()
+            }),
+        );
+        args
+    }
+}
+
+fn positive(n: u32, flag: &str) -> Result<u32, CliError> {
+    if n == 0 {
+        Err(CliError::usage(anyhow!("{flag} must be at least 1")))
+    } else {
+        Ok(n)
+    }
+}
+
+/// Reads a plan file (TOML; `.json` files as JSON) and validates it.
+pub fn load_plan(path: &Path) -> Result<Plan, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(anyhow!("cannot read plan file {}: {e}", path.display())))?;
+    let parsed = if path.extension().is_some_and(|e| e == "json") {
+        PlanFile::from_json(&text)
+    } else {
+        PlanFile::from_toml(&text)
+    };
+    parsed
+        .and_then(PlanFile::validate)
+        .map_err(|e| CliError::usage(anyhow!("plan file {}: {e}", path.display())))
+}
+
+/// Where `--plan-only` writes a run's plan for review.
+pub fn review_path(workspace: &Path, run: &str) -> PathBuf {
+    workspace
+        .join(baton_tools::STATE_DIR)
+        .join("plans")
+        .join(format!("{run}.toml"))
+}
+
+/// Writes the run's plan as an editable plan file; returns its path.
+pub fn write_review_file(workspace: &Path, state: &RunState) -> Result<PathBuf, CliError> {
+    let (Some(board), Some(run)) = (&state.board, &state.run_id) else {
+        return Err(CliError::from(anyhow!("the run has no plan to write")));
+    };
+    let plan = Plan {
+        tasks: board.tasks.iter().map(|t| t.spec.clone()).collect(),
+        final_check: board.final_check.clone(),
+    };
+    let path = review_path(workspace, run.as_str());
+    let write = || -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, PlanFile::from_plan(&plan).to_toml())
+    };
+    write().map_err(|e| anyhow!("cannot write the plan to {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// `baton plan [RUN]`: the run's task graph with each task's state, as a table, then the plan
+/// file form.
+pub fn render(state: &RunState) -> String {
+    let Some(board) = &state.board else {
+        return "this run has no task graph (start one with `--plan FILE` or `--plan auto`)\n"
+            .to_string();
+    };
+    let mut out = format!(
+        "{:<16} {:<9} {:>8}  {:<16} title\n",
+        "task", "state", "approach", "depends on"
+    );
+    for entry in &board.tasks {
+        let current = board.current.as_deref() == Some(entry.spec.id.as_str());
+        let state = if current && entry.status == TaskStatus::Running {
+            format!("running (attempt {})", entry.attempt)
+        } else {
+            entry.status.as_str().to_string()
+        };
+        out.push_str(&format!(
+            "{:<16} {:<9} {:>8}  {:<16} {}\n",
+            entry.spec.id,
+            state,
+            entry.approach,
+            if entry.spec.deps.is_empty() {
+                "-".to_string()
+            } else {
+                entry.spec.deps.join(",")
+            },
+            entry.spec.title
+        ));
+    }
+    if let Some(check) = &board.final_check {
+        let result = match board.final_passed {
+            Some(true) => "passed",
+            Some(false) => "failed",
+            None => "not run",
+        };
+        out.push_str(&format!("final check ({result}): {check}\n"));
+    }
+    out
+}
+
+/// Prints what `--plan FILE --plan-only` shows: the checked plan in file form.
+pub fn print_checked(plan: &Plan) {
+    use std::io::Write;
+    let _ = write!(std::io::stdout(), "{}", checked_text(plan));
+}
+
+fn checked_text(plan: &Plan) -> String {
+    format!(
+        "plan OK: {} tasks{}\n{}",
+        plan.tasks.len(),
+        plan.final_check
+            .as_deref()
+            .map(|c| format!(", final check `{c}`"))
+            .unwrap_or_default(),
+        PlanFile::from_plan(plan).to_toml()
+    )
+}
