@@ -112,7 +112,7 @@ fn observer(json: bool) -> Arc<dyn RunObserver> {
     if json {
         Arc::new(JsonLines::new())
     } else {
-        Arc::new(Human)
+        Arc::new(Human::new())
     }
 }
 
@@ -636,6 +636,10 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
     }
     if let Some(error) = &state.failure {
         outln!("error      {error}");
+    }
+    if state.board.is_some() {
+        outln!("\ntask graph");
+        out!("{}", plan_cmd::render(&state));
     }
     Ok(exit::FINISHED)
 }

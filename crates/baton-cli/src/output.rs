@@ -52,18 +52,78 @@ impl RunObserver for JsonLines {
     }
 }
 
-/// Progress lines on stderr.
-pub struct Human;
+/// Progress lines on stderr; on a terminal, a status line under them stays current (tasks
+/// done, the current task and attempt, tokens and cost so far).
+pub struct Human {
+    live: bool,
+}
+
+impl Human {
+    pub fn new() -> Self {
+        use std::io::IsTerminal;
+        Human {
+            live: std::io::stderr().is_terminal(),
+        }
+    }
+}
 
 impl RunObserver for Human {
     fn on_event(&self, record: &EventRecord, state: &RunState) {
-        if let Some(line) = progress_line(&record.event, state) {
-            // `baton run 2>&1 | head` closes the pipe: keep running, just stop printing.
-            let _ = writeln!(std::io::stderr(), "{line}");
+        let line = progress_line(&record.event, state);
+        let mut err = std::io::stderr().lock();
+        // `baton run 2>&1 | head` closes the pipe: keep running, just stop printing.
+        if !self.live {
+            if let Some(line) = line {
+                let _ = writeln!(err, "{line}");
+            }
+            return;
         }
+        let _ = write!(err, "\r\x1b[2K");
+        if let Some(line) = line {
+            let _ = writeln!(err, "{line}");
+        }
+        if record
+            .event
+            .status_change()
+            .is_none_or(|s| s == baton_core::RunStatus::Running)
+        {
+            let _ = write!(err, "\x1b[7m {} \x1b[0m", status_line(state));
+        }
+        let _ = err.flush();
     }
 
     fn on_delta(&self, _delta: &StreamDelta) {}
+}
+
+/// The live summary of a run: task progress (when it has a plan), turns, tokens and cost.
+pub fn status_line(state: &RunState) -> String {
+    let mut parts = Vec::new();
+    if let Some(board) = &state.board {
+        let done = board
+            .tasks
+            .iter()
+            .filter(|t| t.status.is_terminal())
+            .count();
+        parts.push(format!("tasks {done}/{}", board.tasks.len()));
+        if let Some(task) = board.current_entry() {
+            parts.push(format!(
+                "{} (approach {}, attempt {})",
+                task.spec.id, task.approach, task.attempt
+            ));
+        }
+    }
+    parts.push(format!("turn {}", state.turns_started));
+    parts.push(format!(
+        "{} tokens",
+        state.usage.prompt_tokens + state.usage.completion_tokens
+    ));
+    let cost = if state.usage.unpriced_calls > 0 {
+        format!("≥ ${:.4}", state.usage.cost_usd)
+    } else {
+        format!("${:.4}", state.usage.cost_usd)
+    };
+    parts.push(cost);
+    parts.join(" · ")
 }
 
 pub(crate) fn progress_line(event: &Event, state: &RunState) -> Option<String> {
@@ -96,7 +156,10 @@ pub(crate) fn progress_line(event: &Event, state: &RunState) -> Option<String> {
             "▶ run resumed at turn {} ({} model calls already done)",
             state.turns_finished, state.model_calls_finished
         ),
-        Event::TurnStarted { turn } => format!("── turn {turn}"),
+        Event::TurnStarted { turn } => match &state.board {
+            Some(_) => format!("── turn {turn} · {}", status_line(state)),
+            None => format!("── turn {turn}"),
+        },
         Event::ModelCallFailed {
             attempt,
             class,

@@ -159,6 +159,15 @@ async fn three_tasks_where_the_second_check_fails_twice_then_passes() {
         );
     }
     assert!(shown.contains("final check (passed)"), "{shown}");
+    let status = baton(ws.path(), home.path())
+        .arg("status")
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("task graph") && status.contains("Write b"),
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
