@@ -89,6 +89,22 @@ fn budget_from(layer: &ConfigLayer) -> Result<Budget, CliError> {
     })
 }
 
+/// The per-task budget a configuration layer sets.
+fn task_budget_from(layer: &ConfigLayer) -> Result<Budget, CliError> {
+    if let Some(usd) = layer.task_budget_usd
+        && !(usd.is_finite() && usd > 0.0)
+    {
+        return Err(CliError::usage(anyhow!(
+            "task_budget_usd = {usd}: use a positive amount of USD"
+        )));
+    }
+    Ok(Budget {
+        usd: layer.task_budget_usd,
+        tokens: layer.task_budget_tokens,
+        wall_time_secs: None,
+    })
+}
+
 fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
     ConfigLayer {
         base_url: flags.base_url.clone(),
@@ -100,6 +116,8 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         budget_usd: flags.budget_usd,
         budget_tokens: flags.budget_tokens,
         max_time: flags.max_time.clone(),
+        task_budget_usd: flags.task_budget_usd,
+        task_budget_tokens: flags.task_budget_tokens,
         context: flags.context_window.map(|window| ContextConfig {
             window: Some(window),
             ..ContextConfig::default()
@@ -294,7 +312,10 @@ pub(crate) fn resolve_settings(
         .map_err(CliError::usage)?;
     let budget = budget_from(&layer)?;
     let settings = RunSettings {
-        tasks: Default::default(),
+        tasks: baton_core::TaskSettings {
+            budget: task_budget_from(&layer)?,
+            ..Default::default()
+        },
         model: ModelSettings {
             provider: preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind),
             base_url,
@@ -497,6 +518,10 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
             (!flags.is_unlimited()).then_some(flags)
         },
         plan: args.plan.as_deref().map(plan_cmd::load_plan).transpose()?,
+        task_budget: {
+            let flags = task_budget_from(&flags_layer(&args.model))?;
+            (!flags.is_unlimited()).then_some(flags)
+        },
     };
     if let Some(window) = overrides.context_window {
         // The same rule a new run's configuration is held to.

@@ -43,6 +43,10 @@ pub struct ConfigLayer {
     pub budget_tokens: Option<u64>,
     /// Pause after this much running time: `90s`, `45m`, `2h`, `1h30m` (a bare number is seconds).
     pub max_time: Option<String>,
+    /// Pause when the current task's cost reaches this many USD (runs with a task graph).
+    pub task_budget_usd: Option<f64>,
+    /// Pause when the current task's prompt + completion tokens reach this many.
+    pub task_budget_tokens: Option<u64>,
     /// `[sandbox]`: how commands are isolated and which may run.
     pub sandbox: Option<SandboxLayer>,
     /// `false`: `run` / `resume` work in-process instead of in a supervised child process.
@@ -219,6 +223,8 @@ impl ConfigLayer {
             budget_usd: over.budget_usd.or(self.budget_usd),
             budget_tokens: over.budget_tokens.or(self.budget_tokens),
             max_time: over.max_time.or(self.max_time),
+            task_budget_usd: over.task_budget_usd.or(self.task_budget_usd),
+            task_budget_tokens: over.task_budget_tokens.or(self.task_budget_tokens),
             sandbox: match (self.sandbox, over.sandbox) {
                 (Some(base), Some(over)) => Some(base.overlay(over)),
                 (base, over) => over.or(base),

@@ -203,6 +203,12 @@ pub struct ModelFlags {
     /// Pause the run after this much running time, e.g. 45m or 2h.
     #[arg(long, value_name = "DURATION")]
     max_time: Option<String>,
+    /// With a task graph: pause when the current task's cost reaches this many USD.
+    #[arg(long, value_name = "USD")]
+    task_budget_usd: Option<f64>,
+    /// With a task graph: pause when the current task's tokens reach this many.
+    #[arg(long, value_name = "N")]
+    task_budget_tokens: Option<u64>,
 }
 
 /// How `run` / `resume` keep the agent process (see `supervise.rs`).

@@ -183,6 +183,14 @@ fn model_args(flags: &ModelFlags) -> Vec<String> {
     );
     pair("--budget-usd", flags.budget_usd.map(|n| n.to_string()));
     pair(
+        "--task-budget-usd",
+        flags.task_budget_usd.map(|n| n.to_string()),
+    );
+    pair(
+        "--task-budget-tokens",
+        flags.task_budget_tokens.map(|n| n.to_string()),
+    );
+    pair(
         "--budget-tokens",
         flags.budget_tokens.map(|n| n.to_string()),
     );

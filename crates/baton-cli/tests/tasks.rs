@@ -468,3 +468,69 @@ check = "if [ -f .check-ran ]; then test -f done.txt; else touch .check-ran; sle
     assert_eq!(finished[0]["passed"], true);
     assert_eq!(of_type(&events, "task_finished").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_budget_pauses_the_run_and_resume_raises_it() {
+    let server = ScriptedServer::start_by_task(&[(
+        "a",
+        vec![
+            turn(&[("write_file", json!({"path": "a.txt", "content": "A"}))]),
+            turn(&[("finish", json!({"summary": "a done"}))]),
+        ],
+    )])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
+    // Output at $1,000 per million tokens: a call's worst case is 4,096 tokens ($4.096); the
+    // scripted calls cost about $0.01. With $4.10 per task the task's second call could pass it.
+    std::fs::write(
+        ws.path().join(".baton/config.toml"),
+        "[prices.\"m\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 1000.0\n",
+    )
+    .unwrap();
+    let plan = plan_file(
+        dir.path(),
+        "[[task]]\nid = \"a\"\ninstructions = \"Create a.txt.\"\ncheck = \"test -f a.txt\"\n",
+    );
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--plan", &plan, "--task-budget-usd", "4.10", "goal"],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = journal(ws.path(), home.path());
+    let paused = of_type(&events, "run_paused");
+    assert_eq!(paused[0]["reason"], "budget");
+    let detail = paused[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("task `a`") && detail.contains("--task-budget-usd"),
+        "{detail}"
+    );
+    assert_eq!(of_type(&events, "model_call_finished").len(), 1);
+
+    let out = tokio::task::spawn_blocking({
+        let (ws, home) = (ws.path().to_owned(), home.path().to_owned());
+        move || {
+            baton(&ws, &home)
+                .args(["resume", "--last", "--task-budget-usd", "20"])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert_finished(&out);
+    let events = journal(ws.path(), home.path());
+    let resumed = of_type(&events, "run_resumed");
+    assert_eq!(resumed[0]["settings"]["tasks"]["budget"]["usd"], 20.0);
+    assert_eq!(of_type(&events, "task_finished").len(), 1);
+}

@@ -44,7 +44,7 @@ pub struct OpenRollback {
     pub snapshot: String,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskEntry {
     pub spec: TaskSpec,
     pub status: TaskStatus,
@@ -64,6 +64,12 @@ pub struct TaskEntry {
     pub start_snapshot: Option<String>,
     pub summary: Option<String>,
     pub reason: Option<String>,
+    /// What the task's model calls (all approaches) cost, as far as priced.
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// Prompt plus completion tokens of the task's model calls.
+    #[serde(default)]
+    pub tokens: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -195,6 +201,8 @@ impl TaskBoard {
             start_snapshot: None,
             summary: None,
             reason: None,
+            cost_usd: 0.0,
+            tokens: 0,
         }));
         if let Some(check) = final_check {
             self.final_check = Some(check.clone());
@@ -228,6 +236,24 @@ impl TaskBoard {
         entry.start_snapshot = snapshot;
         self.current = Some(task.to_string());
         Ok(())
+    }
+
+    /// Charges a finished model call to the current task, if any.
+    pub(crate) fn charge(&mut self, usage: Option<&crate::message::Usage>, cost_usd: Option<f64>) {
+        let Some(id) = self.current.clone() else {
+            return;
+        };
+        if let Ok(entry) = self.entry_mut(&id) {
+            if let Some(usage) = usage {
+                entry.tokens = entry
+                    .tokens
+                    .saturating_add(usage.prompt_tokens)
+                    .saturating_add(usage.completion_tokens);
+            }
+            if let Some(cost) = cost_usd.filter(|c| c.is_finite()) {
+                entry.cost_usd += cost;
+            }
+        }
     }
 
     /// The agent called `finish` while a task is current: that claims the task done.

@@ -24,7 +24,7 @@ pub struct RunSettings {
 }
 
 /// The task-graph policy of a run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TaskSettings {
     pub planning: Planning,
     /// Failed checks a task may fix within one approach before it is rolled back.
@@ -34,6 +34,10 @@ pub struct TaskSettings {
     /// Rounds of fix tasks after a failed final check.
     pub final_fix_rounds: u32,
     pub on_failure: OnTaskFailure,
+    /// Ceilings for each task (USD and tokens; wall time is the run's): a task that reaches
+    /// one pauses the run (`budget`), and `resume --task-budget-*` raises it.
+    #[serde(default, skip_serializing_if = "Budget::is_unlimited")]
+    pub budget: Budget,
 }
 
 impl Default for TaskSettings {
@@ -44,6 +48,7 @@ impl Default for TaskSettings {
             approaches: 2,
             final_fix_rounds: 2,
             on_failure: OnTaskFailure::Continue,
+            budget: Budget::default(),
         }
     }
 }

@@ -348,6 +348,9 @@ impl RunState {
                 require_running(running)?;
                 self.expect_open_call(*turn, *call)?;
                 self.usage.add_call(usage.as_ref(), *cost_usd);
+                if let Some(board) = &mut self.board {
+                    board.charge(usage.as_ref(), *cost_usd);
+                }
                 if let (Some(counted), Some(usage)) = (self.open_call_counted.take(), usage) {
                     self.calibration = Some((counted, usage.prompt_tokens));
                 }
@@ -515,6 +518,9 @@ impl RunState {
                     ));
                 }
                 self.usage.add_call(usage.as_ref(), *cost_usd);
+                if let Some(board) = &mut self.board {
+                    board.charge(usage.as_ref(), *cost_usd);
+                }
                 self.consecutive_model_failures = 0;
                 self.compactions += 1;
                 if pending.trigger == CompactionTrigger::Overflow {

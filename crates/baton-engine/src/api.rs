@@ -67,6 +67,8 @@ pub struct SettingsOverride {
     pub budget: Option<baton_core::governance::Budget>,
     /// A plan that replaces the run's (allowed before any task started: `resume --plan`).
     pub plan: Option<baton_core::task::Plan>,
+    /// Per-task budgets given on resume; each set field replaces the recorded one.
+    pub task_budget: Option<baton_core::governance::Budget>,
 }
 
 impl SettingsOverride {
@@ -85,6 +87,11 @@ impl SettingsOverride {
             settings.budget.tokens = budget.tokens.or(settings.budget.tokens);
             settings.budget.wall_time_secs =
                 budget.wall_time_secs.or(settings.budget.wall_time_secs);
+        }
+        if let Some(budget) = self.task_budget {
+            let current = &mut settings.tasks.budget;
+            current.usd = budget.usd.or(current.usd);
+            current.tokens = budget.tokens.or(current.tokens);
         }
         if let Some(v) = self.context_window {
             settings.context.window_tokens = v;

@@ -21,6 +21,20 @@ fn running_secs(state: &RunState) -> f64 {
     (state.running_ms + since_last) as f64 / 1000.0
 }
 
+/// The current task's use of the per-task budget, with its id.
+fn task_used_up(state: &RunState) -> Option<(String, Vec<BudgetUse>)> {
+    let settings = state.settings.as_ref()?;
+    let task = state.board.as_ref()?.current_entry()?;
+    let budget = baton_core::governance::Budget {
+        wall_time_secs: None,
+        ..settings.tasks.budget
+    };
+    Some((
+        task.spec.id.clone(),
+        budget_uses(&budget, task.cost_usd, task.tokens, 0.0),
+    ))
+}
+
 fn used_up(state: &RunState) -> Vec<BudgetUse> {
     let Some(settings) = state.settings.as_ref() else {
         return vec![];
@@ -36,12 +50,33 @@ fn used_up(state: &RunState) -> Vec<BudgetUse> {
 
 /// What `baton resume` needs to continue past `resource`'s ceiling.
 fn raise_hint(resource: BudgetResource, limit: f64) -> String {
-    let raised = match resource {
+    format!(
+        "`baton resume {} {}` raises it",
+        resource.flag(),
+        raised(resource, limit)
+    )
+}
+
+fn raised(resource: BudgetResource, limit: f64) -> String {
+    match resource {
         BudgetResource::Usd => format!("{:.2}", (limit * 2.0).max(1.0)),
         BudgetResource::Tokens => format!("{:.0}", (limit * 2.0).max(1000.0)),
         BudgetResource::WallTime => format!("{:.0}s", (limit * 2.0).max(60.0)),
+    }
+}
+
+/// The same for a per-task budget.
+fn raise_task_hint(resource: BudgetResource, limit: f64) -> String {
+    let flag = match resource {
+        BudgetResource::Usd => "--task-budget-usd",
+        BudgetResource::Tokens => "--task-budget-tokens",
+        // Tasks have no wall-time budget of their own.
+        BudgetResource::WallTime => "--max-time",
     };
-    format!("`baton resume {} {raised}` raises it", resource.flag())
+    format!(
+        "`baton resume {flag} {}` raises it",
+        raised(resource, limit)
+    )
 }
 
 impl Engine {
@@ -58,6 +93,22 @@ impl Engine {
                 "budget used up: {} — {}",
                 exceeded.describe(),
                 raise_hint(exceeded.resource, exceeded.limit)
+            );
+            journal
+                .record(Event::RunPaused {
+                    reason: PauseReason::Budget,
+                    detail,
+                })
+                .await?;
+            return Ok(true);
+        }
+        if let Some((task, uses)) = task_used_up(state)
+            && let Some(exceeded) = uses.iter().find(|u| u.exceeded())
+        {
+            let detail = format!(
+                "task `{task}` used up its budget: {} — {}",
+                exceeded.describe(),
+                raise_task_hint(exceeded.resource, exceeded.limit)
             );
             journal
                 .record(Event::RunPaused {
@@ -154,6 +205,35 @@ impl Engine {
                     "the next model call could use up to {next} tokens, which would pass the \
                      budget ({used} of {limit} used) — {}",
                     raise_hint(BudgetResource::Tokens, limit as f64)
+                ));
+            }
+        }
+        if let (None, Some(task)) = (
+            &refusal,
+            state.board.as_ref().and_then(|b| b.current_entry()),
+        ) {
+            let budget = &settings.tasks.budget;
+            let next_tokens = estimated_prompt_tokens + WORST_CASE_COMPLETION_TOKENS;
+            if let Some(limit) = budget.usd
+                && let Some(cost) = self.parts.prices.cost(model, &worst)
+                && task.cost_usd + cost > limit
+            {
+                refusal = Some(format!(
+                    "the next model call could cost up to ${cost:.4}, which would pass task \
+                     `{}`'s budget (${:.4} of ${limit:.2} used) — {}",
+                    task.spec.id,
+                    task.cost_usd,
+                    raise_task_hint(BudgetResource::Usd, limit)
+                ));
+            } else if let Some(limit) = budget.tokens
+                && task.tokens + next_tokens > limit
+            {
+                refusal = Some(format!(
+                    "the next model call could use up to {next_tokens} tokens, which would pass \
+                     task `{}`'s budget ({} of {limit} used) — {}",
+                    task.spec.id,
+                    task.tokens,
+                    raise_task_hint(BudgetResource::Tokens, limit as f64)
                 ));
             }
         }
