@@ -133,7 +133,7 @@ fn log_record(record: &EventRecord) {
             call,
             attempt,
             class = ?class,
-            retry_in_ms = ?retry_in_ms,
+            retry_in_ms = *retry_in_ms,
             "model call failed"
         ),
         Event::ModelCallFinished {
@@ -151,7 +151,7 @@ fn log_record(record: &EventRecord) {
             duration_ms,
             prompt_tokens = usage.as_ref().map(|u| u.prompt_tokens),
             completion_tokens = usage.as_ref().map(|u| u.completion_tokens),
-            cost_usd = ?cost_usd,
+            cost_usd = *cost_usd,
             "model call finished"
         ),
         Event::ToolCallStarted {
@@ -174,7 +174,7 @@ fn log_record(record: &EventRecord) {
             turn,
             call_id,
             outcome = ?result.outcome,
-            exit_code = ?result.exit_code,
+            exit_code = result.exit_code,
             duration_ms,
             "tool call finished"
         ),
@@ -198,7 +198,7 @@ fn log_record(record: &EventRecord) {
             retry_in_ms,
             ..
         } => {
-            tracing::info!(run, seq, attempt, class = ?class, retry_in_ms = ?retry_in_ms, "compaction failed")
+            tracing::info!(run, seq, attempt, class = ?class, retry_in_ms = *retry_in_ms, "compaction failed")
         }
         Event::CompactionFinished {
             replaced,

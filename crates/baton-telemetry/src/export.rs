@@ -223,12 +223,8 @@ fn value(v: Value) -> OtelValue {
     }
 }
 
-/// One span record as the SDK's exportable span.
-pub(crate) fn span_data(
-    span: SpanRecord,
-    trace: TraceId,
-    scope: &InstrumentationScope,
-) -> SpanData {
+/// One span record as the SDK's exportable span, in the run's trace.
+pub fn span_data(span: SpanRecord, trace: TraceId, scope: &InstrumentationScope) -> SpanData {
     SpanData {
         span_context: SpanContext::new(
             trace,

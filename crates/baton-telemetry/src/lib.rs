@@ -7,4 +7,4 @@
 mod export;
 pub mod spans;
 
-pub use export::{Telemetry, TraceObserver};
+pub use export::{Telemetry, TraceObserver, span_data};
