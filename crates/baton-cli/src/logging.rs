@@ -51,8 +51,20 @@ static SINK: OnceLock<Sink> = OnceLock::new();
 fn sink() -> &'static Sink {
     SINK.get_or_init(|| Sink {
         state: Mutex::new(State::Pending(Vec::new())),
-        redactor: Mutex::new(Redactor::new(secrets_in_env())),
+        redactor: Mutex::new(redactor(secrets_in_env())),
     })
+}
+
+/// Lines are JSON, where a value with quotes or backslashes appears escaped: both forms go.
+fn redactor(secrets: Vec<String>) -> Redactor {
+    let escaped: Vec<String> = secrets
+        .iter()
+        .map(|s| {
+            let quoted = json_string(s);
+            quoted[1..quoted.len() - 1].to_string()
+        })
+        .collect();
+    Redactor::new(secrets.into_iter().chain(escaped))
 }
 
 /// Values of environment variables named like credentials (the API key among them).
@@ -74,7 +86,7 @@ pub fn redact_also(secrets: &[String]) {
     };
     let mut all = secrets_in_env();
     all.extend(secrets.iter().cloned());
-    *redactor = Redactor::new(all);
+    *redactor = self::redactor(all);
 }
 
 impl Sink {
@@ -250,6 +262,26 @@ mod tests {
             with_field(text, "\"run_id\":\"r\","),
             "{\"run_id\":\"r\",\"a\":1}\n{\"run_id\":\"r\",\"b\":2}\n"
         );
+    }
+
+    #[test]
+    fn lines_are_redacted_before_they_are_written() {
+        let sink = Sink {
+            state: Mutex::new(State::Pending(Vec::new())),
+            redactor: Mutex::new(redactor(vec![
+                "sk-very-secret-1234".to_string(),
+                "pass\"word\\42".to_string(),
+            ])),
+        };
+        let escaped = sink.prepare(b"{\"a\":\"pass\\\"word\\\\42\"}\n", None);
+        assert!(!escaped.contains("word"), "{escaped}");
+        let out = sink.prepare(
+            b"{\"fields\":{\"message\":\"key sk-very-secret-1234\"}}\n",
+            Some("\"run_id\":\"r\","),
+        );
+        assert!(!out.contains("sk-very-secret-1234"), "{out}");
+        let line: serde_json::Value = serde_json::from_str(out.trim()).expect("still JSON");
+        assert_eq!(line["run_id"], "r");
     }
 
     #[test]
