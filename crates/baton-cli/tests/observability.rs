@@ -26,10 +26,16 @@ fn script() -> Vec<Turn> {
 }
 
 async fn receiver() -> MockServer {
+    slow_receiver(std::time::Duration::ZERO).await
+}
+
+/// A receiver that answers each export after `delay` (so the exporter is still busy when the
+/// run ends, and only the final flush gets the rest out).
+async fn slow_receiver(delay: std::time::Duration) -> MockServer {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
         .and(path("/v1/traces"))
-        .respond_with(ResponseTemplate::new(200))
+        .respond_with(ResponseTemplate::new(200).set_delay(delay))
         .mount(&server)
         .await;
     server
@@ -422,4 +428,63 @@ async fn a_resumed_run_continues_the_same_trace_and_exports_each_span_once() {
         .find(|s| s.name == "turn 1")
         .unwrap();
     assert!(root.start_time_unix_nano <= first_turn.start_time_unix_nano);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sigterm_pause_flushes_what_ended_before_the_process_exits() {
+    let mut slow = turn(&[("read_file", json!({"path": "notes.txt"}))]);
+    slow.delay = Some(std::time::Duration::from_secs(3));
+    let first = turn(&[("read_file", json!({"path": "notes.txt"}))]);
+    let model = ScriptedServer::start(vec![first, slow]).await;
+    // Busy with the first export (turn 1's model call) while the rest of turn 1 and the pause
+    // happen: without the flush at the end they would never be sent.
+    let receiver = slow_receiver(std::time::Duration::from_millis(700)).await;
+    let ws = workspace();
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.uri())
+        .args(["run", "--base-url", &model.base_url(), "--model", "m"])
+        .args(["--json", "read the notes"]);
+    let out = tokio::task::spawn_blocking(move || {
+        let (child, mut events) = spawn_json(cmd);
+        // The second model call is in flight (its answer is held back 3 s).
+        events
+            .until(|e| e["type"] == "model_call_started" && e["turn"] == 2)
+            .expect("a second model call");
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = received_spans(&receiver).await;
+    let names: Vec<&str> = spans.iter().map(|(_, s)| s.name.as_str()).collect();
+    // Turn 1 and its calls, and the call the pause abandoned — exported before exit.
+    for expected in ["turn 1", "execute_tool read_file"] {
+        assert!(names.contains(&expected), "{expected} missing: {names:?}");
+    }
+    let chats: Vec<&Span> = spans
+        .iter()
+        .map(|(_, s)| s)
+        .filter(|s| s.name == "chat m")
+        .collect();
+    assert_eq!(chats.len(), 2, "{names:?}");
+    let abandoned = chats
+        .iter()
+        .find(|s| int_attr(s, "baton.turn") == 2)
+        .expect("the interrupted call");
+    assert_eq!(str_attr(abandoned, "error.type"), "interrupted");
+    assert!(
+        !names.contains(&"invoke_agent baton"),
+        "the run is only paused"
+    );
 }
