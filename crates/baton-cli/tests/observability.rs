@@ -488,3 +488,60 @@ async fn a_sigterm_pause_flushes_what_ended_before_the_process_exits() {
         "the run is only paused"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn otlp_http_json_is_used_when_asked_for() {
+    let model = ScriptedServer::start(script()).await;
+    let receiver = receiver().await;
+    let ws = workspace();
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.uri())
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+        .env("OTEL_SERVICE_NAME", "baton-ci")
+        .args(["run", "--base-url", &model.base_url(), "--model", "m"])
+        .args(["--json", "read the notes"]);
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_finished(&out);
+    let mut names = Vec::new();
+    for request in receiver.received_requests().await.unwrap() {
+        assert_eq!(
+            request
+                .headers
+                .get("content-type")
+                .map(|v| v.to_str().unwrap()),
+            Some("application/json")
+        );
+        let body: Value = serde_json::from_slice(&request.body).expect("OTLP JSON");
+        for resource in body["resourceSpans"].as_array().unwrap() {
+            let service = resource["resource"]["attributes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["key"] == "service.name")
+                .map(|a| a["value"]["stringValue"].clone());
+            assert_eq!(service, Some(json!("baton-ci")));
+            for scope in resource["scopeSpans"].as_array().unwrap() {
+                for span in scope["spans"].as_array().unwrap() {
+                    names.push(span["name"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "chat m",
+            "chat m",
+            "execute_tool finish",
+            "execute_tool read_file",
+            "invoke_agent baton",
+            "turn 1",
+            "turn 2"
+        ]
+    );
+}
