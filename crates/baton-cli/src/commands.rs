@@ -126,29 +126,30 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
     }
 }
 
-fn observer(json: bool) -> Arc<dyn RunObserver> {
-    if json {
+/// The output stream (JSONL or human) and, when the environment asks for it, the trace.
+fn observer(json: bool, trace: Option<baton_telemetry::TraceObserver>) -> Arc<dyn RunObserver> {
+    let output: Arc<dyn RunObserver> = if json {
         Arc::new(JsonLines::new())
     } else {
         Arc::new(Human::new())
+    };
+    match trace {
+        Some(trace) => Arc::new(output::Fanout(vec![output, Arc::new(trace)])),
+        None => output,
     }
 }
+
+/// How long a run's end may wait for the trace receiver.
+pub(crate) const TRACE_FLUSH: Duration = Duration::from_secs(3);
 
 fn build_engine(
     settings: &RunSettings,
     layer: &ConfigLayer,
     store: Arc<dyn Store>,
-    json: bool,
+    observer: Arc<dyn RunObserver>,
     exec: baton_tools::ExecEnv,
 ) -> Result<Engine, CliError> {
-    build_engine_with(
-        settings,
-        layer,
-        store,
-        exec,
-        observer(json),
-        stop_on_signals(),
-    )
+    build_engine_with(settings, layer, store, exec, observer, stop_on_signals())
 }
 
 /// An engine for `settings` reporting to `observer` and pausing on `stop` (a worker has one
@@ -166,12 +167,14 @@ pub(crate) fn build_engine_with(
         baton_model::ratelimit::RateLimiter::new(layer.rate_limit.unwrap_or_default())
             .map_err(|e| CliError::usage(anyhow!("invalid [rate_limit] in the config: {e}")))?;
     let retry = client::retry_policy(layer);
+    let secrets = secret_values(client.api_key);
+    crate::logging::redact_also(&secrets);
     Ok(Engine::new(EngineParts {
         store,
         provider: client.provider,
         tools: Arc::new(ToolRegistry::standard()),
         retry,
-        secrets: secret_values(client.api_key),
+        secrets,
         secret_env_vars: config::SECRET_ENV_VARS
             .iter()
             .map(|s| s.to_string())
@@ -365,10 +368,20 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
         .run_id
         .clone()
         .map_or_else(baton_core::RunId::new, baton_core::RunId::from_string);
+    crate::logging::attach_run(&workspace, &run_id);
     let opened = open_store_for_run(&workspace, store).await?;
     keep_state_out_of_git(&workspace);
     let store = opened.store;
-    let engine = build_engine(&settings, &layer, store.clone(), args.json, exec)?;
+    let telemetry = baton_telemetry::Telemetry::from_env();
+    let trace = telemetry.as_ref().map(|t| t.observer(&run_id, &[]));
+    let engine = build_engine(
+        &settings,
+        &layer,
+        store.clone(),
+        observer(args.json, trace),
+        exec,
+    )?;
+    tracing::info!(run_id = %run_id, "starting the run");
     let result = engine
         .start_with_id(
             run_id,
@@ -380,6 +393,9 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
             },
         )
         .await;
+    if let Some(telemetry) = &telemetry {
+        telemetry.flush(TRACE_FLUSH).await;
+    }
     // Closing checkpoints the WAL into the main file; committed events are durable either way.
     let outcome = result.map_err(engine_error)?;
     let code = after_run(&workspace, &*store, &outcome).await;
@@ -483,6 +499,7 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         Some(prefix) => resolve_run(&opened, prefix).await?,
         None => latest_resumable_run(&opened).await?.id,
     };
+    crate::logging::attach_run(&workspace, &run_id);
     let store = opened.store;
     let events = store.load_events(&run_id).await.map_err(store_error)?;
     let state = replay(&events)
@@ -537,8 +554,20 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     // client's timeouts and retry budget, which are not part of the run.
     let layer = file_and_env_layers(&workspace)?;
     let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
-    let engine = build_engine(&settings, &layer, store.clone(), args.json, exec)?;
+    let telemetry = baton_telemetry::Telemetry::from_env();
+    let trace = telemetry.as_ref().map(|t| t.observer(&run_id, &events));
+    let engine = build_engine(
+        &settings,
+        &layer,
+        store.clone(),
+        observer(args.json, trace),
+        exec,
+    )?;
+    tracing::info!(run_id = %run_id, events = events.len(), "resuming the run");
     let result = engine.resume(&run_id, &overrides).await;
+    if let Some(telemetry) = &telemetry {
+        telemetry.flush(TRACE_FLUSH).await;
+    }
     store.close().await;
     Ok(report(&result.map_err(engine_error)?, args.json))
 }

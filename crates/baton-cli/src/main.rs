@@ -7,6 +7,7 @@ mod config;
 mod cost;
 mod detach;
 mod doctor;
+mod logging;
 mod output;
 mod plan_cmd;
 mod providers;
@@ -78,7 +79,7 @@ struct Cli {
     )]
     store: Option<String>,
 
-    /// More log output on stderr (-v info, -vv debug); RUST_LOG overrides.
+    /// More log output on stderr (-v info, -vv debug, -vvv trace); RUST_LOG overrides.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
 
@@ -275,8 +276,21 @@ fn main() -> ExitCode {
     if args.next().as_deref() == Some(baton_sandbox::trampoline::SUBCOMMAND.as_ref()) {
         return baton_sandbox::trampoline::main(args.collect());
     }
-    let cli = Cli::parse();
-    init_logging(cli.verbose);
+    let mut cli = Cli::parse();
+    // Commands that drive a run also log to a JSON file (see `logging.rs`).
+    let file_log = match &mut cli.command {
+        Command::Run(args) => {
+            // The id is chosen here, before anything logs, so that the supervisor, its children
+            // and the log file all agree on it from the first line.
+            if args.run_id.is_none() {
+                args.run_id = Some(baton_core::RunId::new().to_string());
+            }
+            logging::FileLog::Deferred
+        }
+        Command::Resume(_) | Command::Worker(_) => logging::FileLog::Deferred,
+        _ => logging::FileLog::Off,
+    };
+    logging::init(cli.verbose, file_log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -327,18 +341,4 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
-}
-
-fn init_logging(verbose: u8) {
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }

@@ -74,6 +74,7 @@ pub async fn run(globals: Globals<'_>, args: RunArgs) -> CliResult {
         .run_id
         .clone()
         .map_or_else(RunId::new, RunId::from_string);
+    crate::logging::attach_run(&workspace, &run_id);
     let sandbox_flags = args.sandbox.to_args();
     let mut rest = model_args(&args.model);
     rest.extend(sandbox_flags.iter().cloned());
@@ -130,6 +131,7 @@ pub async fn resume(globals: Globals<'_>, args: ResumeArgs) -> CliResult {
         opened.store.close().await;
         id
     };
+    crate::logging::attach_run(&workspace, &run_id);
     let mut flags = model_args(&args.model);
     flags.extend(args.sandbox.to_args());
     if let Some(plan) = &args.plan {

@@ -32,6 +32,8 @@ struct Shared {
     layer: ConfigLayer,
     holder: Holder,
     stop: StopSignal,
+    /// The trace exporter, when the environment asks for one.
+    telemetry: Option<baton_telemetry::Telemetry>,
 }
 
 pub async fn worker(
@@ -61,6 +63,14 @@ pub async fn worker(
     let artifacts = Artifacts::open(&args.artifacts).map_err(CliError::usage)?;
     std::fs::create_dir_all(&args.workdir)
         .map_err(|e| CliError::usage(anyhow!("--workdir {}: {e}", args.workdir.display())))?;
+    // One JSON log per worker process (it serves many runs; each line inside a run carries
+    // the run's id in its span).
+    crate::logging::attach_file(
+        &args
+            .workdir
+            .join("logs")
+            .join(format!("worker-{}.trace.jsonl", std::process::id())),
+    );
     let (handle, stop) = StopSignal::new();
     stop_on_signals(handle);
     let shared = Arc::new(Shared {
@@ -72,6 +82,7 @@ pub async fn worker(
         layer: file_and_env_layers(workspace)?,
         holder: Holder::this_process(),
         stop,
+        telemetry: baton_telemetry::Telemetry::from_env(),
     });
     eprintln!(
         "worker {} serving {} with {concurrency} slot(s)",
@@ -115,7 +126,10 @@ fn stop_on_signals(handle: StopHandle) {
 async fn slot(shared: Arc<Shared>) {
     while !shared.stop.is_stopped() {
         match shared.store.claim(&shared.holder).await {
-            Ok(Some(lease)) => drive(&shared, lease).await,
+            Ok(Some(lease)) => {
+                let span = tracing::info_span!("run", run_id = %lease.run_id);
+                tracing::Instrument::instrument(drive(&shared, lease), span).await
+            }
             Ok(None) => tokio::time::sleep(POLL).await,
             Err(e) => {
                 tracing::warn!("claiming a run failed (will retry): {e}");
@@ -129,8 +143,8 @@ async fn slot(shared: Arc<Shared>) {
 async fn drive(shared: &Shared, lease: Lease) {
     let run_id = lease.run_id.clone();
     let dir = shared.workdir.join(run_id.as_str());
-    let settings = match prepare(shared, &run_id, &dir).await {
-        Ok(settings) => settings,
+    let (settings, events) = match prepare(shared, &run_id, &dir).await {
+        Ok(prepared) => prepared,
         Err(e) => {
             // Nothing a retry would fix (no snapshot, an unreadable journal): take the run out
             // of the queue so that workers do not spin on it, and say why.
@@ -141,7 +155,15 @@ async fn drive(shared: &Shared, lease: Lease) {
         }
     };
     println!("run {run_id} claimed");
-    let observer = Arc::new(Snapshots::new(shared.artifacts.clone(), dir.clone()));
+    let snapshots: Arc<dyn RunObserver> =
+        Arc::new(Snapshots::new(shared.artifacts.clone(), dir.clone()));
+    let observer: Arc<dyn RunObserver> = match &shared.telemetry {
+        Some(telemetry) => Arc::new(crate::output::Fanout(vec![
+            snapshots,
+            Arc::new(telemetry.observer(&run_id, &events)),
+        ])),
+        None => snapshots,
+    };
     // Every command of the run is confined to this worker's copy of its workspace.
     let engine = match crate::sandbox_cmd::exec_env(&dir, &shared.layer, &Default::default())
         .and_then(|exec| {
@@ -167,6 +189,9 @@ async fn drive(shared: &Shared, lease: Lease) {
     let outcome = engine
         .resume_claimed(lease, &dir, &SettingsOverride::default())
         .await;
+    if let Some(telemetry) = &shared.telemetry {
+        telemetry.flush(crate::commands::TRACE_FLUSH).await;
+    }
     let keep_queued = match &outcome {
         Ok(RunOutcome::Finished { summary, .. }) => {
             // The journal's end as the snapshot's position: newer than any taken while running.
@@ -210,12 +235,12 @@ async fn drive(shared: &Shared, lease: Lease) {
 }
 
 /// Materialises the run's workspace in `dir` from its latest snapshot and returns the settings
-/// it was submitted with.
+/// it was submitted with and its journal so far.
 async fn prepare(
     shared: &Shared,
     run_id: &RunId,
     dir: &Path,
-) -> anyhow::Result<baton_core::RunSettings> {
+) -> anyhow::Result<(baton_core::RunSettings, Vec<EventRecord>)> {
     let events = shared.store.load_events(run_id).await?;
     let state = replay(&events)?;
     let settings = state
@@ -226,7 +251,7 @@ async fn prepare(
         .latest(run_id)?
         .ok_or_else(|| anyhow!("no workspace snapshot of it in the artifact store"))?;
     Artifacts::restore(&snapshot, dir)?;
-    Ok(settings)
+    Ok((settings, events))
 }
 
 /// Saves a snapshot after every finished mutating tool call: what a worker taking the run over

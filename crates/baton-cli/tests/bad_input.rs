@@ -272,12 +272,22 @@ async fn the_api_key_never_reaches_the_journal_or_commands() {
         !shell.contains(secret) && shell.contains("[REDACTED]"),
         "{shell}"
     );
-    for entry in std::fs::read_dir(ws.path().join(".baton")).unwrap() {
-        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
-        assert!(
-            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
-            "secret found in .baton"
-        );
+    // Everything under .baton/, the log files in .baton/logs/ included.
+    let mut dirs = vec![ws.path().join(".baton")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "secret found in {}",
+                path.display()
+            );
+        }
     }
 }
 

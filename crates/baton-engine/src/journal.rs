@@ -65,6 +65,7 @@ impl Journal {
             .apply(&record)
             .map_err(|e| EngineError::Internal(e.to_string()))?;
         self.append_with_retry(&record).await?;
+        log_record(&record);
         self.observer.on_event(&record, &self.state);
         Ok(())
     }
@@ -96,12 +97,125 @@ impl Journal {
 
     pub(crate) async fn close(self) {
         self.heartbeat.stop();
+        tracing::debug!(run = self.lease.run_id.as_str(), "releasing the lease");
         if let Err(e) = self.store.release(&self.lease).await {
             tracing::warn!(
                 "could not release the lease of run {}: {e}",
                 self.lease.run_id
             );
         }
+    }
+}
+
+/// One log line per journaled event: what it was and the numbers that matter, never contents
+/// (arguments, outputs and messages are in the journal; logs stay small and free of them).
+fn log_record(record: &EventRecord) {
+    let run = record.run_id.as_str();
+    let seq = record.seq;
+    match &record.event {
+        Event::ModelCallStarted {
+            turn,
+            call,
+            attempt,
+            ..
+        } => tracing::info!(run, seq, turn, call, attempt, "model call started"),
+        Event::ModelCallFailed {
+            turn,
+            call,
+            attempt,
+            class,
+            retry_in_ms,
+            ..
+        } => tracing::info!(
+            run,
+            seq,
+            turn,
+            call,
+            attempt,
+            class = ?class,
+            retry_in_ms = *retry_in_ms,
+            "model call failed"
+        ),
+        Event::ModelCallFinished {
+            turn,
+            call,
+            usage,
+            cost_usd,
+            duration_ms,
+            ..
+        } => tracing::info!(
+            run,
+            seq,
+            turn,
+            call,
+            duration_ms,
+            prompt_tokens = usage.as_ref().map(|u| u.prompt_tokens),
+            completion_tokens = usage.as_ref().map(|u| u.completion_tokens),
+            cost_usd = *cost_usd,
+            "model call finished"
+        ),
+        Event::ToolCallStarted {
+            turn,
+            call_id,
+            name,
+            effect,
+            ..
+        } => {
+            tracing::info!(run, seq, turn, call_id, tool = name, effect = ?effect, "tool call started")
+        }
+        Event::ToolCallFinished {
+            turn,
+            call_id,
+            result,
+            duration_ms,
+        } => tracing::info!(
+            run,
+            seq,
+            turn,
+            call_id,
+            outcome = ?result.outcome,
+            exit_code = result.exit_code,
+            duration_ms,
+            "tool call finished"
+        ),
+        Event::CompactionStarted {
+            turn,
+            replaced,
+            trigger,
+            estimated_prompt_tokens,
+        } => tracing::info!(
+            run,
+            seq,
+            turn,
+            replaced,
+            trigger = ?trigger,
+            estimated_prompt_tokens,
+            "compaction started"
+        ),
+        Event::CompactionFailed {
+            attempt,
+            class,
+            retry_in_ms,
+            ..
+        } => {
+            tracing::info!(run, seq, attempt, class = ?class, retry_in_ms = *retry_in_ms, "compaction failed")
+        }
+        Event::CompactionFinished {
+            replaced,
+            left_out,
+            duration_ms,
+            ..
+        } => tracing::info!(
+            run,
+            seq,
+            replaced,
+            left_out,
+            duration_ms,
+            "compaction finished"
+        ),
+        Event::RunPaused { reason, .. } => tracing::info!(run, seq, reason = ?reason, "run paused"),
+        Event::RunFailed { .. } => tracing::info!(run, seq, "run failed"),
+        other => tracing::info!(run, seq, kind = other.kind(), "journaled"),
     }
 }
 
@@ -129,7 +243,10 @@ impl Heartbeat {
                 // Renew at a third of the remaining time; never spin faster than every 200 ms.
                 tokio::time::sleep(Duration::from_millis((ttl / 3).max(200))).await;
                 match store.renew(&lease).await {
-                    Ok(renewed) => lease = renewed,
+                    Ok(renewed) => {
+                        tracing::debug!(run = lease.run_id.as_str(), "lease renewed");
+                        lease = renewed
+                    }
                     Err(StoreError::LeaseLost { .. }) => {
                         let _ = tx.send(true);
                         return;
