@@ -64,7 +64,10 @@ fn assert_rolled_back_and_solved(ws: &Path, initial: &[(String, Vec<u8>)]) {
     expected.sort();
     assert_eq!(snapshot_files(ws), expected);
     assert_eq!(mode(&ws.join("run.sh")), 0o755, "the exec bit is restored");
-    assert!(!ws.join("new").exists(), "directories created by approach 1 are gone");
+    assert!(
+        !ws.join("new").exists(),
+        "directories created by approach 1 are gone"
+    );
 }
 
 fn plan_path(dir: &Path) -> String {
@@ -113,7 +116,10 @@ async fn a_task_that_exhausts_its_attempts_is_rolled_back_and_solved_another_way
         .expect("approach 2 asked the model");
     let body = second.body.to_string();
     assert!(body.contains("Approach 1 failed"), "{body}");
-    assert!(!body.contains("junk.txt"), "approach 1's conversation leaked: {body}");
+    assert!(
+        !body.contains("junk.txt"),
+        "approach 1's conversation leaked: {body}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -130,8 +136,16 @@ async fn kill_9_during_a_rollback_then_resume_restores_and_goes_on() {
     let initial = snapshot_files(ws.path());
     let plan = plan_path(dir.path());
     let mut cmd = baton(ws.path(), home.path());
-    cmd.args(["run", "--no-supervise", "--json", "--base-url", &server.base_url(), "--model", "m"])
-        .args(["--plan", &plan, "--fix-attempts", "1", "goal"]);
+    cmd.args([
+        "run",
+        "--no-supervise",
+        "--json",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+    ])
+    .args(["--plan", &plan, "--fix-attempts", "1", "goal"]);
     let (mut child, mut lines) = spawn_json(cmd);
     let seen = tokio::task::spawn_blocking(move || {
         let event = lines.until(|e| e["type"] == "rollback_started");

@@ -18,6 +18,7 @@ use opentelemetry::trace::TraceId;
 
 fn journal(run: &RunId, turns: u32) -> Vec<EventRecord> {
     let settings = RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
             base_url: "http://127.0.0.1:8080/v1".into(),

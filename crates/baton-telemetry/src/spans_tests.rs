@@ -6,6 +6,7 @@ use baton_core::{
 
 fn settings(model: &str) -> RunSettings {
     RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
             base_url: "https://user:pw@api.openai.com:8443/v1".into(),
