@@ -545,3 +545,85 @@ async fn otlp_http_json_is_used_when_asked_for() {
         ]
     );
 }
+
+/// A run with a task graph: each task is a span under the run, its turns and its checks under
+/// it (real task events from the engine, not made-up ones).
+#[tokio::test(flavor = "multi_thread")]
+async fn task_graph_runs_trace_tasks_with_their_turns_and_checks() {
+    let model = ScriptedServer::start_by_task(&[
+        (
+            "one",
+            vec![turn(&[
+                ("write_file", json!({"path": "one.txt", "content": "1"})),
+                ("finish", json!({"summary": "one done"})),
+            ])],
+        ),
+        (
+            "two",
+            vec![turn(&[
+                ("write_file", json!({"path": "two.txt", "content": "2"})),
+                ("finish", json!({"summary": "two done"})),
+            ])],
+        ),
+    ])
+    .await;
+    let receiver = receiver().await;
+    let ws = workspace();
+    let home = tempfile::tempdir().unwrap();
+    let plan = ws.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "[[task]]\nid = \"one\"\ninstructions = \"i\"\ncheck = \"test -f one.txt\"\n\
+         [[task]]\nid = \"two\"\ninstructions = \"i\"\ndeps = [\"one\"]\ncheck = \"test -f two.txt\"\n",
+    )
+    .unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.uri())
+        .args([
+            "run",
+            "--base-url",
+            &model.base_url(),
+            "--model",
+            "m",
+            "--json",
+        ])
+        .arg("--plan")
+        .arg(&plan)
+        .arg("two files");
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_finished(&out);
+    let spans: Vec<Span> = received_spans(&receiver)
+        .await
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
+    let named = |name: &str| spans.iter().filter(|s| s.name == name).collect::<Vec<_>>();
+    let run = named("invoke_agent baton");
+    assert_eq!(run.len(), 1);
+    for task in ["one", "two"] {
+        let task_span = named(&format!("task {task}"));
+        assert_eq!(
+            task_span.len(),
+            1,
+            "{:?}",
+            spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+        assert_eq!(task_span[0].parent_span_id, run[0].span_id);
+        let children: Vec<&str> = spans
+            .iter()
+            .filter(|s| s.parent_span_id == task_span[0].span_id)
+            .map(|s| s.name.as_str())
+            .collect();
+        assert!(
+            children.iter().any(|n| n.starts_with("turn ")),
+            "{children:?}"
+        );
+        assert!(
+            children.iter().any(|n| n.starts_with("check ")),
+            "{children:?}"
+        );
+    }
+}
