@@ -11,6 +11,8 @@ mod auth;
 pub mod metrics;
 mod server;
 pub mod tasks;
+#[cfg(feature = "test-support")]
+pub mod testing;
 pub mod view;
 
 pub use aggregate::{CallKind, Cost, ModelCallRow, RunAggregate, Tokens, ToolCallRow, TurnRow};
