@@ -2,7 +2,8 @@
 //! chromedriver (Debian `chromium-driver`) over WebDriver, against the real `baton serve`. It
 //! loads the runs list for a store holding a finished run with a task graph and cost, finds the
 //! run, opens it, sees its tasks, their states and its cost, and saves screenshots to
-//! `target/test-artifacts/`.
+//! `target/test-artifacts/`; then watches a running run's page update live as events are
+//! appended.
 
 mod support;
 
@@ -12,9 +13,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_serve::testing::{TASKS, finished_task_run};
+use baton_core::Usage;
+use baton_serve::testing::{JournalWriter, TASKS, finished_task_run};
 use baton_store::{SqliteStore, Store};
-use fantoccini::{ClientBuilder, Locator};
+use fantoccini::error::CmdError;
+use fantoccini::{Client, ClientBuilder, Locator};
 use support::*;
 
 const CHROMIUM: &str = "/usr/bin/chromium";
@@ -63,6 +66,40 @@ async fn start_chromedriver() -> Driver {
     }
 }
 
+/// The page re-renders parts of itself as the run changes (the runs list every few seconds, a
+/// run's page on new events): an element found a moment ago may be gone. Retried then.
+fn is_stale(e: &CmdError) -> bool {
+    format!("{e:?}").contains("StaleElementReference")
+}
+
+async fn text(client: &Client, css: &str) -> Result<String, CmdError> {
+    let mut tries = 0;
+    loop {
+        let result = match client.find(Locator::Css(css)).await {
+            Ok(element) => element.text().await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Err(e) if is_stale(&e) && tries < 20 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
+async fn click(client: &Client, css: &str) -> Result<(), CmdError> {
+    let mut tries = 0;
+    loop {
+        let result = match client.find(Locator::Css(css)).await {
+            Ok(element) => element.click().await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Err(e) if is_stale(&e) && tries < 20 => tries += 1,
+            other => return other,
+        }
+    }
+}
+
 fn artifacts_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
@@ -76,13 +113,11 @@ fn artifacts_dir() -> PathBuf {
 async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let (run, other) = {
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
-        let run = finished_task_run(store.clone(), "Write a parser for nested expressions").await;
-        let other = finished_task_run(store.clone(), "Another run").await;
-        store.close().await;
-        (run, other)
-    };
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let run = finished_task_run(store.clone(), "Write a parser for nested expressions").await;
+    // A run still going on (this test holds its lease and appends to it while the page is open).
+    let mut live = JournalWriter::start(store.clone(), "A run still going on", "gpt-4o").await;
+    live.turn(1, usage(), Some(0.25), 10).await;
     let serve = ServeProcess::start(ws.path(), home.path(), &[]);
     let driver = start_chromedriver().await;
 
@@ -92,7 +127,7 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
         serde_json::json!({
             "binary": CHROMIUM,
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                     "--window-size=1280,1400"]
+                     "--window-size=1280,2000"]
         }),
     );
     let client = ClientBuilder::rustls()
@@ -106,44 +141,69 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
         client.goto(&format!("{}/", serve.base)).await?;
         // The runs list: both runs, ours with its status, progress and cost.
         let row_css = format!("tr.run-row[data-run-id=\"{}\"]", run.run_id);
-        let row = client
+        client
             .wait()
             .at_most(wait)
             .for_element(Locator::Css(&row_css))
             .await?;
-        client
-            .find(Locator::Css(&format!("tr.run-row[data-run-id=\"{}\"]", other.run_id)))
-            .await?;
-        let row_text = row.text().await?;
+        let live_css = format!("tr.run-row[data-run-id=\"{}\"]", live.run_id);
+        assert!(text(&client, &live_css).await?.contains("running"));
+        let row_text = text(&client, &row_css).await?;
         assert!(row_text.contains("finished"), "{row_text}");
         assert!(row_text.contains("2/4 tasks"), "{row_text}");
         assert!(row_text.contains("$0.0750"), "{row_text}");
         let list_png = client.screenshot().await?;
 
         // Open it.
-        row.find(Locator::Css("a.run-link")).await?.click().await?;
-        let cost = client
+        click(&client, &format!("{row_css} a.run-link")).await?;
+        client
             .wait()
             .at_most(wait)
             .for_element(Locator::Id("run-cost"))
             .await?;
-        assert_eq!(cost.text().await?, "$0.0750");
-        let title = client.find(Locator::Id("run-title")).await?.text().await?;
+        assert_eq!(text(&client, "#run-cost").await?, "$0.0750");
+        let title = text(&client, "#run-title").await?;
         assert!(title.contains(run.run_id.short()), "{title}");
         for (id, task_title, state) in TASKS {
-            let task = client
-                .find(Locator::Css(&format!("li.task[data-task-id=\"{id}\"]")))
-                .await?;
-            assert_eq!(task.find(Locator::Css(".task-title")).await?.text().await?, *task_title);
-            assert_eq!(task.find(Locator::Css(".task-state")).await?.text().await?, *state);
+            let task = format!("li.task[data-task-id=\"{id}\"]");
+            assert_eq!(text(&client, &format!("{task} .task-title")).await?, *task_title);
+            assert_eq!(text(&client, &format!("{task} .task-state")).await?, *state);
         }
-        let tasks = client.find(Locator::Id("run-tasks")).await?.text().await?;
+        let tasks = text(&client, "#run-tasks").await?;
         assert_eq!(tasks, "2 / 4");
         // The chart and the task graph are drawn.
         client.find(Locator::Css("svg.cost-chart polyline")).await?;
         client.find(Locator::Css("svg.task-graph rect")).await?;
         client.find(Locator::Css("svg.timeline rect")).await?;
+        // Nothing missing shows through as "null", "undefined" or "NaN".
+        let body = text(&client, "body").await?;
+        for bad in ["null", "undefined", "NaN"] {
+            assert!(!body.contains(bad), "the page shows {bad:?}: {body}");
+        }
         let run_png = client.screenshot().await?;
+
+        // Live updates: the running run's page follows its journal.
+        client.goto(&format!("{}/#/runs/{}", serve.base, live.run_id)).await?;
+        client
+            .wait()
+            .at_most(wait)
+            .for_element(Locator::Id("run-cost"))
+            .await?;
+        assert_eq!(text(&client, "#run-cost").await?, "$0.2500");
+        tokio::time::sleep(Duration::from_millis(500)).await; // the stream is open
+        live.turn(2, usage(), Some(0.5), 10).await;
+        let deadline = Instant::now() + wait;
+        let (mut cost, mut log) = (String::new(), String::new());
+        while Instant::now() < deadline {
+            cost = text(&client, "#run-cost").await?;
+            log = text(&client, "#events").await?;
+            if cost == "$0.7500" && log.contains("model_call_finished") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(cost, "$0.7500", "the page did not update: {log}");
+        assert!(log.contains("model_call_finished"), "{log}");
         Ok::<_, fantoccini::error::CmdError>((list_png, run_png))
     }
     .await;
@@ -158,4 +218,14 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
     }
     serve.stop();
     drop(driver);
+    live.release().await;
+    store.close().await;
+}
+
+fn usage() -> Usage {
+    Usage {
+        prompt_tokens: 2000,
+        completion_tokens: 200,
+        ..Default::default()
+    }
 }

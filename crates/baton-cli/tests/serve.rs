@@ -146,6 +146,7 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
     let row = |title: &str| {
         status
             .lines()
+            .rev()
             .find(|l| l.ends_with(title))
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
     };

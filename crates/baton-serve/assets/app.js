@@ -36,6 +36,8 @@
     return node;
   }
 
+  // replaceChildren would show a null as the text "null": leave those out.
+  const show = (...nodes) => app.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined));
   const fmt = (n) => Number(n || 0).toLocaleString("en-US");
   const time = (t) => (t ? new Date(t).toLocaleString() : "–");
   const badge = (state, label) => el("span", { class: "badge s-" + state }, label || state);
@@ -70,7 +72,7 @@
       try {
         body = await getJSON("/api/runs");
       } catch (e) {
-        app.replaceChildren(el("p", { class: "error" }, "Cannot load runs: " + e.message));
+        show(el("p", { class: "error" }, "Cannot load runs: " + e.message));
         return;
       }
       const rows = body.runs.map((run) =>
@@ -82,7 +84,7 @@
           el("td", { class: "num" }, fmt(run.tokens.input + run.tokens.output)),
           el("td", { class: "num run-cost" }, run.cost.text),
           el("td", {}, time(run.updated_at))));
-      app.replaceChildren(
+      show(
         el("h1", {}, "Runs"),
         rows.length === 0
           ? el("p", { class: "muted" }, "No runs yet: start one with baton run \"GOAL\".")
@@ -238,7 +240,7 @@
   function renderRun(detail, log) {
     const run = detail.run;
     const retries = Object.entries(detail.retries).map(([k, v]) => `${k}: ${v}`).join(", ");
-    app.replaceChildren(
+    show(
       el("p", {}, el("a", { href: "#/" }, "← all runs")),
       el("h1", { id: "run-title" }, "Run ", run.short_id, " ", badge(run.status, run.status_label)),
       el("p", { class: "goal" }, run.goal),
@@ -268,7 +270,7 @@
       try {
         detail = await getJSON("/api/runs/" + encodeURIComponent(id));
       } catch (e) {
-        app.replaceChildren(el("p", {}, el("a", { href: "#/" }, "← all runs")),
+        show(el("p", {}, el("a", { href: "#/" }, "← all runs")),
           el("p", { class: "error" }, "Cannot load run " + id + ": " + e.message));
         return false;
       }
@@ -277,18 +279,21 @@
     };
     if (!(await load())) return;
     let pending = null;
+    let received = false;
     const source = new EventSource(`/api/runs/${encodeURIComponent(detail.run.id)}/stream?after=${detail.run.event_count - 1}`);
     live.hidden = false;
     source.onmessage = (m) => {
       let record;
       try { record = JSON.parse(m.data); } catch (_) { return; }
+      received = true;
       if (log.firstChild && log.firstChild.className === "muted") log.replaceChildren();
       log.append(el("div", {}, `#${record.seq} ${record.type}`));
       log.scrollTop = log.scrollHeight;
       // Many events come in bursts: reload the summary once per burst.
       if (!pending) pending = setTimeout(() => { pending = null; load(); }, 300);
     };
-    source.addEventListener("end", () => { source.close(); live.hidden = true; load(); });
+    // The run has ended: one last reload if anything came since the page was drawn.
+    source.addEventListener("end", () => { source.close(); live.hidden = true; if (received && !pending) load(); });
     cleanup.push(() => { source.close(); live.hidden = true; if (pending) clearTimeout(pending); });
   }
 
