@@ -69,7 +69,7 @@ async fn start_chromedriver() -> Driver {
 /// The page re-renders parts of itself as the run changes (the runs list every few seconds, a
 /// run's page on new events): an element found a moment ago may be gone. Retried then.
 fn is_stale(e: &CmdError) -> bool {
-    format!("{e:?}").contains("StaleElementReference")
+    e.is_stale_element_reference()
 }
 
 async fn text(client: &Client, css: &str) -> Result<String, CmdError> {
@@ -83,6 +83,23 @@ async fn text(client: &Client, css: &str) -> Result<String, CmdError> {
             Err(e) if is_stale(&e) && tries < 20 => tries += 1,
             other => return other,
         }
+    }
+}
+
+/// Polls the element's text until `ok` accepts it (the page loads and updates asynchronously);
+/// returns the last text seen either way.
+async fn wait_text(client: &Client, css: &str, ok: impl Fn(&str) -> bool) -> Result<String, CmdError> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let seen = match text(client, css).await {
+            Ok(t) => t,
+            Err(e) if e.is_no_such_element() => String::new(),
+            Err(e) => return Err(e),
+        };
+        if ok(&seen) || Instant::now() > deadline {
+            return Ok(seen);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -184,24 +201,14 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
 
         // Live updates: the running run's page follows its journal.
         client.goto(&format!("{}/#/runs/{}", serve.base, live.run_id)).await?;
-        client
-            .wait()
-            .at_most(wait)
-            .for_element(Locator::Id("run-cost"))
-            .await?;
+        let short = live.run_id.short().to_owned();
+        let title = wait_text(&client, "#run-title", |t| t.contains(&short)).await?;
+        assert!(title.contains(&short), "the live run's page did not open: {title}");
         assert_eq!(text(&client, "#run-cost").await?, "$0.2500");
         tokio::time::sleep(Duration::from_millis(500)).await; // the stream is open
         live.turn(2, usage(), Some(0.5), 10).await;
-        let deadline = Instant::now() + wait;
-        let (mut cost, mut log) = (String::new(), String::new());
-        while Instant::now() < deadline {
-            cost = text(&client, "#run-cost").await?;
-            log = text(&client, "#events").await?;
-            if cost == "$0.7500" && log.contains("model_call_finished") {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let cost = wait_text(&client, "#run-cost", |t| t == "$0.7500").await?;
+        let log = wait_text(&client, "#events", |t| t.contains("model_call_finished")).await?;
         assert_eq!(cost, "$0.7500", "the page did not update: {log}");
         assert!(log.contains("model_call_finished"), "{log}");
         Ok::<_, fantoccini::error::CmdError>((list_png, run_png))
