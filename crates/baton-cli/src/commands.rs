@@ -363,7 +363,10 @@ pub async fn cost(workspace: &Path, store: Option<&str>, run: Option<&str>) -> C
         .await
         .map_err(store_error)?;
     outln!("run {}", summary.id);
-    out!("{}", crate::cost::render(&RunAggregate::from_events(&events)));
+    out!(
+        "{}",
+        crate::cost::render(&RunAggregate::from_events(&events))
+    );
     Ok(exit::FINISHED)
 }
 
@@ -545,7 +548,10 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
         },
     ));
     if view.tasks_total > 0 {
-        rows.push(("tasks", format!("{} of {} done", view.tasks_done, view.tasks_total)));
+        rows.push((
+            "tasks",
+            format!("{} of {} done", view.tasks_done, view.tasks_total),
+        ));
     }
     rows.push(("events", summary.event_count.to_string()));
     if opened.is_shared() {
@@ -553,11 +559,17 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
     }
     rows.push((
         "created",
-        summary.created_at.strftime("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        summary
+            .created_at
+            .strftime("%Y-%m-%d %H:%M:%S UTC")
+            .to_string(),
     ));
     rows.push((
         "updated",
-        summary.updated_at.strftime("%Y-%m-%d %H:%M:%S UTC").to_string(),
+        summary
+            .updated_at
+            .strftime("%Y-%m-%d %H:%M:%S UTC")
+            .to_string(),
     ));
     if let Some(pause) = &view.pause {
         rows.push(("paused", format!("{:?}: {}", pause.reason, pause.detail)));

@@ -21,7 +21,12 @@ pub struct ServeArgs {
     port: u16,
     /// Access token every request must carry (`Authorization: Bearer TOKEN`, or `?token=`
     /// once in a browser).
-    #[arg(long, value_name = "TOKEN", env = "BATON_SERVE_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "BATON_SERVE_TOKEN",
+        hide_env_values = true
+    )]
     token: Option<String>,
 }
 

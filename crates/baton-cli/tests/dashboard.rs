@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The dashboard in a real browser: headless Chromium (Debian `chromium`) driven through
 //! chromedriver (Debian `chromium-driver`) over WebDriver, against the real `baton serve`. It
 //! loads the runs list for a store holding a finished run with a task graph and cost, finds the
@@ -88,7 +89,11 @@ async fn text(client: &Client, css: &str) -> Result<String, CmdError> {
 
 /// Polls the element's text until `ok` accepts it (the page loads and updates asynchronously);
 /// returns the last text seen either way.
-async fn wait_text(client: &Client, css: &str, ok: impl Fn(&str) -> bool) -> Result<String, CmdError> {
+async fn wait_text(
+    client: &Client,
+    css: &str,
+    ok: impl Fn(&str) -> bool,
+) -> Result<String, CmdError> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let seen = match text(client, css).await {
@@ -183,7 +188,10 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
         assert!(title.contains(run.run_id.short()), "{title}");
         for (id, task_title, state) in TASKS {
             let task = format!("li.task[data-task-id=\"{id}\"]");
-            assert_eq!(text(&client, &format!("{task} .task-title")).await?, *task_title);
+            assert_eq!(
+                text(&client, &format!("{task} .task-title")).await?,
+                *task_title
+            );
             assert_eq!(text(&client, &format!("{task} .task-state")).await?, *state);
         }
         let tasks = text(&client, "#run-tasks").await?;
@@ -200,10 +208,15 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
         let run_png = client.screenshot().await?;
 
         // Live updates: the running run's page follows its journal.
-        client.goto(&format!("{}/#/runs/{}", serve.base, live.run_id)).await?;
+        client
+            .goto(&format!("{}/#/runs/{}", serve.base, live.run_id))
+            .await?;
         let short = live.run_id.short().to_owned();
         let title = wait_text(&client, "#run-title", |t| t.contains(&short)).await?;
-        assert!(title.contains(&short), "the live run's page did not open: {title}");
+        assert!(
+            title.contains(&short),
+            "the live run's page did not open: {title}"
+        );
         assert_eq!(text(&client, "#run-cost").await?, "$0.2500");
         tokio::time::sleep(Duration::from_millis(500)).await; // the stream is open
         live.turn(2, usage(), Some(0.5), 10).await;
@@ -217,7 +230,10 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
     let _ = client.close().await;
     let (list_png, run_png) = result.expect("the dashboard flow");
     let dir = artifacts_dir();
-    for (name, png) in [("dashboard-runs.png", list_png), ("dashboard-run.png", run_png)] {
+    for (name, png) in [
+        ("dashboard-runs.png", list_png),
+        ("dashboard-run.png", run_png),
+    ] {
         assert!(png.starts_with(b"\x89PNG"), "{name} is a PNG");
         let path = dir.join(name);
         std::fs::write(&path, png).unwrap();

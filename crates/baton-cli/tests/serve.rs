@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! `baton serve` as a real process: after a real scripted `baton run` (wiremock model server,
 //! one rate-limited attempt), `/metrics` parses as Prometheus text and its counters equal what
 //! the journal says; `status`, `cost` and the API agree; bad binds are usage errors.
@@ -46,10 +47,9 @@ fn sample(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_agree() {
     // The first request is rate-limited (retried), the rest are answered by the script.
-    let server = ScriptedServer::start_with_faults(script(), |n| {
-        (n == 0).then_some(Fault::RateLimited)
-    })
-    .await;
+    let server =
+        ScriptedServer::start_with_faults(script(), |n| (n == 0).then_some(Fault::RateLimited))
+            .await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
@@ -93,29 +93,50 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
         .unwrap();
     let m = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
     let model = served.as_str();
-    let tokens = |kind: &str| sample(&m, "baton_tokens_total", &[("model", model), ("kind", kind)]);
+    let tokens = |kind: &str| {
+        sample(
+            &m,
+            "baton_tokens_total",
+            &[("model", model), ("kind", kind)],
+        )
+    };
     assert_eq!(tokens("input"), total("prompt_tokens") as f64, "{text}");
     assert_eq!(tokens("cached"), cached as f64);
     assert_eq!(tokens("output"), total("completion_tokens") as f64);
     assert!((sample(&m, "baton_cost_usd_total", &[("model", model)]) - cost).abs() < 1e-12);
     assert_eq!(
-        sample(&m, "baton_model_call_retries_total", &[("class", "rate_limited")]),
+        sample(
+            &m,
+            "baton_model_call_retries_total",
+            &[("class", "rate_limited")]
+        ),
         1.0
     );
     assert_eq!(
-        sample(&m, "baton_model_call_duration_seconds_count", &[("model", model)]),
+        sample(
+            &m,
+            "baton_model_call_duration_seconds_count",
+            &[("model", model)]
+        ),
         3.0
     );
     for tool in ["update_plan", "list_dir", "shell", "finish"] {
         assert_eq!(
-            sample(&m, "baton_tool_call_duration_seconds_count", &[("tool", tool)]),
+            sample(
+                &m,
+                "baton_tool_call_duration_seconds_count",
+                &[("tool", tool)]
+            ),
             1.0,
             "{tool}"
         );
     }
     assert_eq!(sample(&m, "baton_runs", &[("status", "finished")]), 1.0);
     assert_eq!(sample(&m, "baton_runs", &[("status", "running")]), 0.0);
-    assert!(m.docs.contains_key("baton_tokens_total"), "HELP lines parsed");
+    assert!(
+        m.docs.contains_key("baton_tokens_total"),
+        "HELP lines parsed"
+    );
 
     // One aggregation: the API, `status` and `cost` say the same.
     let runs: Value = reqwest::get(format!("{}/api/runs", serve.base))
@@ -128,12 +149,21 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
     let cost_text = format!("${cost:.4}");
     assert_eq!(run["cost"]["text"], cost_text.as_str());
     assert_eq!(run["tokens"]["input"], total("prompt_tokens"));
-    assert_eq!((run["tasks_done"].as_u64(), run["tasks_total"].as_u64()), (Some(1), Some(2)));
+    assert_eq!(
+        (run["tasks_done"].as_u64(), run["tasks_total"].as_u64()),
+        (Some(1), Some(2))
+    );
     serve.stop();
 
-    let status = baton(ws.path(), home.path()).arg("status").output().unwrap();
+    let status = baton(ws.path(), home.path())
+        .arg("status")
+        .output()
+        .unwrap();
     let status = String::from_utf8_lossy(&status.stdout).to_string();
-    assert!(status.contains(&format!("cost       {cost_text}\n")), "{status}");
+    assert!(
+        status.contains(&format!("cost       {cost_text}\n")),
+        "{status}"
+    );
     assert!(
         status.contains(&format!(
             "tokens     {} prompt ({cached} cached) + {} completion",
@@ -142,7 +172,10 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
         )),
         "{status}"
     );
-    assert!(status.contains("tasks (todo list (update_plan)): 1 of 2 done"), "{status}");
+    assert!(
+        status.contains("tasks (todo list (update_plan)): 1 of 2 done"),
+        "{status}"
+    );
     let row = |title: &str| {
         status
             .lines()
@@ -150,8 +183,16 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
             .find(|l| l.ends_with(title))
             .map(|l| l.split_whitespace().collect::<Vec<_>>())
     };
-    assert_eq!(row("Look around").unwrap()[..3], ["1", "done", "-"], "{status}");
-    assert_eq!(row("Say hello").unwrap()[..3], ["2", "running", "-"], "{status}");
+    assert_eq!(
+        row("Look around").unwrap()[..3],
+        ["1", "done", "-"],
+        "{status}"
+    );
+    assert_eq!(
+        row("Say hello").unwrap()[..3],
+        ["2", "running", "-"],
+        "{status}"
+    );
     let table = baton(ws.path(), home.path()).arg("cost").output().unwrap();
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(
@@ -177,7 +218,9 @@ async fn binding_beyond_loopback_needs_a_token_and_a_busy_port_is_a_clear_error(
     assert!(stderr.contains("--token"), "{stderr}");
 
     // A store to serve, and its port taken by someone else.
-    let store = baton_store::SqliteStore::for_workspace(ws.path()).await.unwrap();
+    let store = baton_store::SqliteStore::for_workspace(ws.path())
+        .await
+        .unwrap();
     baton_store::Store::close(&store).await;
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
@@ -187,7 +230,10 @@ async fn binding_beyond_loopback_needs_a_token_and_a_busy_port_is_a_clear_error(
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("in use") && stderr.contains("--port"), "{stderr}");
+    assert!(
+        stderr.contains("in use") && stderr.contains("--port"),
+        "{stderr}"
+    );
 
     // With a token (from the environment) a non-loopback bind starts, and wants the token.
     let mut cmd = baton(ws.path(), home.path());
@@ -205,7 +251,10 @@ async fn binding_beyond_loopback_needs_a_token_and_a_busy_port_is_a_clear_error(
         )
         .unwrap();
         assert!(line.contains("?token=TOKEN"), "{line}");
-        assert!(!line.contains("tok-123"), "the token is not printed: {line}");
+        assert!(
+            !line.contains("tok-123"),
+            "the token is not printed: {line}"
+        );
         let port = line
             .split("0.0.0.0:")
             .nth(1)

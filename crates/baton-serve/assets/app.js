@@ -218,7 +218,9 @@
       root.append(svg("rect", { x: x(s), y: y + 3, width: Math.max(2, x(end(t)) - x(s)), height: RH - 6, fill: "#e3e9f3" }));
       (toolsByTurn.get(t.turn) || []).forEach((tc) => {
         const ts = Date.parse(tc.started_at);
-        const bar = svg("rect", { x: x(ts), y: y + 5, width: Math.max(3, x(ts + (tc.duration_ms || 0)) - x(ts)), height: RH - 10,
+        // Journal times and measured durations come from different clocks: keep bars inside.
+        const right = Math.min(W - R, x(ts + (tc.duration_ms || 0)));
+        const bar = svg("rect", { x: Math.min(x(ts), W - R - 3), y: y + 5, width: Math.max(3, right - x(ts)), height: RH - 10,
           fill: tc.outcome === "success" ? "#1f7a3a" : tc.outcome === null ? "#1a5fb4" : "#b3261e" });
         const tip = svg("title", {});
         tip.textContent = `${tc.name} · ${tc.duration_ms === null ? "running" : tc.duration_ms + " ms"} · ${tc.outcome || "in progress"}`;

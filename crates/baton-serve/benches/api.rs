@@ -121,12 +121,18 @@ async fn main() {
         "| {:<38} | {:>9} | {:>9} | {:>9} | {:>4} |",
         "request", "p50 ms", "p95 ms", "max ms", "n"
     );
-    println!("|{:-<40}|{:-<11}|{:-<11}|{:-<11}|{:-<6}|", "", "", "", "", "");
+    println!(
+        "|{:-<40}|{:-<11}|{:-<11}|{:-<11}|{:-<6}|",
+        "", "", "", "", ""
+    );
     row("GET /api/runs (cold: folds journal)", cold);
     row("GET /api/runs (cached aggregate)", runs);
     row("GET /api/runs/{id} (detail)", detail);
     row("GET /api/runs/{id}/events?limit=100", page);
-    row(&format!("live tail, {} ms poll: append → SSE", poll.as_millis()), tail);
+    row(
+        &format!("live tail, {} ms poll: append → SSE", poll.as_millis()),
+        tail,
+    );
     row("live tail, 20 ms poll: append → SSE", fast_tail);
 
     let _ = stop.send(());

@@ -302,9 +302,7 @@ impl RunAggregate {
                 // Numbers come from a server: absurd ones must not overflow.
                 let t = &mut self.tokens;
                 t.input = t.input.saturating_add(u.prompt_tokens);
-                t.cached = t
-                    .cached
-                    .saturating_add(u.cached_prompt_tokens.unwrap_or(0));
+                t.cached = t.cached.saturating_add(u.cached_prompt_tokens.unwrap_or(0));
                 t.cache_write = t
                     .cache_write
                     .saturating_add(u.cache_write_tokens.unwrap_or(0));
@@ -422,7 +420,10 @@ mod tests {
         assert_eq!(agg.model_calls(), 3);
         assert_eq!(agg.compactions, 1);
         assert_eq!(agg.retries.get("rate_limited"), Some(&1));
-        assert_eq!(agg.cost_text(), "at least $0.0050 (+1 call of unknown cost)");
+        assert_eq!(
+            agg.cost_text(),
+            "at least $0.0050 (+1 call of unknown cost)"
+        );
         assert_eq!(agg.calls[2].model, "unknown");
 
         // Folding in two halves equals folding at once; a repeated event is ignored.

@@ -56,7 +56,10 @@ pub(crate) async fn require_token(
     }
     let mut response = next.run(request).await;
     if query && !cookie {
-        let value = format!("{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict", cookie_safe(token));
+        let value = format!(
+            "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+            cookie_safe(token)
+        );
         if let Ok(value) = HeaderValue::from_str(&value) {
             response.headers_mut().append(header::SET_COOKIE, value);
         }
@@ -80,7 +83,9 @@ fn cookie_safe(token: &str) -> String {
     token
         .bytes()
         .map(|b| match b {
-            b'!' | b'#' | b'$' | b'&'..=b'*' | b'-'..=b':' | b'<'..=b'[' | b']'..=b'~' => (b as char).to_string(),
+            b'!' | b'#' | b'$' | b'&'..=b'*' | b'-'..=b':' | b'<'..=b'[' | b']'..=b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

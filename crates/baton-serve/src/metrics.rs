@@ -12,7 +12,9 @@ use std::fmt::Write;
 use crate::aggregate::RunAggregate;
 
 /// Model call latency buckets, seconds.
-pub const MODEL_CALL_BUCKETS: &[f64] = &[0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+pub const MODEL_CALL_BUCKETS: &[f64] = &[
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
 /// Tool call duration buckets, seconds.
 pub const TOOL_CALL_BUCKETS: &[f64] = &[
     0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
@@ -99,7 +101,11 @@ fn number(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
+        if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
     } else {
         format!("{v}")
     }
@@ -113,10 +119,11 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
 /// The metrics text for these runs: each run's status word (see `view::status_word`) and its
 /// aggregate.
 pub fn render<'a>(runs: impl IntoIterator<Item = (&'a str, &'a RunAggregate)>) -> String {
-    let mut by_status: BTreeMap<&str, u64> = ["running", "interrupted", "paused", "finished", "failed"]
-        .into_iter()
-        .map(|s| (s, 0))
-        .collect();
+    let mut by_status: BTreeMap<&str, u64> =
+        ["running", "interrupted", "paused", "finished", "failed"]
+            .into_iter()
+            .map(|s| (s, 0))
+            .collect();
     // model → [input, cached, output]
     let mut tokens: BTreeMap<&str, [u64; 3]> = BTreeMap::new();
     let mut cost: BTreeMap<&str, f64> = BTreeMap::new();
@@ -215,7 +222,12 @@ pub fn render<'a>(runs: impl IntoIterator<Item = (&'a str, &'a RunAggregate)>) -
         "Duration of finished model calls (the successful attempt), by model.",
     );
     for (model, h) in &model_calls {
-        h.write(&mut out, "baton_model_call_duration_seconds", "model", model);
+        h.write(
+            &mut out,
+            "baton_model_call_duration_seconds",
+            "model",
+            model,
+        );
     }
     header(
         &mut out,
@@ -272,7 +284,10 @@ mod tests {
     #[test]
     fn every_status_is_reported_even_at_zero() {
         let text = render(std::iter::empty());
-        assert!(text.contains("baton_runs{status=\"finished\"} 0\n"), "{text}");
+        assert!(
+            text.contains("baton_runs{status=\"finished\"} 0\n"),
+            "{text}"
+        );
         assert!(text.contains("# TYPE baton_model_call_duration_seconds histogram\n"));
     }
 }

@@ -120,7 +120,10 @@ impl ApiError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         tracing::warn!("store error: {e}");
-        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, format!("store error: {e}"))
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("store error: {e}"),
+        )
     }
 }
 
@@ -290,9 +293,8 @@ async fn stream(
     let last_id = headers
         .get("last-event-id")
         .map(|v| {
-            v.to_str().map_err(|_| {
-                ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID is not text")
-            })
+            v.to_str()
+                .map_err(|_| ApiError::new(StatusCode::BAD_REQUEST, "Last-Event-ID is not text"))
         })
         .transpose()?;
     let after = match last_id {
@@ -326,7 +328,9 @@ impl Tail {
                 let data = serde_json::to_string(&record).unwrap_or_else(|e| {
                     serde_json::json!({"seq": record.seq, "error": e.to_string()}).to_string()
                 });
-                return Some(Ok(SseEvent::default().id(record.seq.to_string()).data(data)));
+                return Some(Ok(SseEvent::default()
+                    .id(record.seq.to_string())
+                    .data(data)));
             }
             if self.ended || *self.closing.borrow() {
                 return None;
@@ -345,7 +349,9 @@ impl Tail {
             match self.state.store.get_run(&self.run).await {
                 Ok(Some(run)) if run.status.is_terminal() && run.event_count <= self.next => {
                     self.ended = true;
-                    return Some(Ok(SseEvent::default().event("end").data(run.status.as_str())));
+                    return Some(Ok(SseEvent::default()
+                        .event("end")
+                        .data(run.status.as_str())));
                 }
                 Ok(None) => return None,
                 _ => {}
@@ -360,7 +366,11 @@ impl Tail {
 
     /// Reads what was appended since; true when something came.
     async fn poll(&mut self) -> Result<bool, StoreError> {
-        let batch = self.state.store.read_events(&self.run, self.next, 500).await?;
+        let batch = self
+            .state
+            .store
+            .read_events(&self.run, self.next, 500)
+            .await?;
         if let Some(last) = batch.last() {
             self.next = last.seq + 1;
         }

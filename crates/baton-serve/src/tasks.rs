@@ -403,7 +403,10 @@ mod tests {
             .iter()
             .map(|t| (t.title.as_str(), t.state))
             .collect();
-        assert_eq!(got, [("read", TaskState::Done), ("fix", TaskState::Running)]);
+        assert_eq!(
+            got,
+            [("read", TaskState::Done), ("fix", TaskState::Running)]
+        );
         assert_eq!((graph.done, graph.total), (1, 2));
         assert_eq!(fold(&[]).source, TaskSource::None);
     }

@@ -151,7 +151,8 @@ impl RunDetail {
             .iter()
             .map(|c| {
                 if let Some(u) = &c.usage {
-                    tokens = tokens.saturating_add(u.prompt_tokens.saturating_add(u.completion_tokens));
+                    tokens =
+                        tokens.saturating_add(u.prompt_tokens.saturating_add(u.completion_tokens));
                 }
                 usd += c.cost_usd.unwrap_or(0.0);
                 CallPoint {

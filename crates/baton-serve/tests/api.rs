@@ -98,7 +98,10 @@ async fn runs_and_run_detail_show_status_tasks_cost_and_timeline() {
     assert_eq!(run["tokens"]["input"], done.input_tokens);
     assert_eq!(run["tokens"]["cached"], done.cached_tokens);
     assert_eq!(run["tokens"]["output"], done.output_tokens);
-    assert_eq!((run["tasks_done"].as_u64(), run["tasks_total"].as_u64()), (Some(2), Some(4)));
+    assert_eq!(
+        (run["tasks_done"].as_u64(), run["tasks_total"].as_u64()),
+        (Some(2), Some(4))
+    );
     assert_eq!(run["event_count"], done.events);
     let other = runs
         .iter()
@@ -135,7 +138,10 @@ async fn runs_and_run_detail_show_status_tasks_cost_and_timeline() {
     let calls = detail["calls"].as_array().unwrap();
     assert_eq!(calls.len(), 3);
     let last = &calls[2];
-    assert_eq!(last["cumulative_tokens"], done.input_tokens + done.output_tokens);
+    assert_eq!(
+        last["cumulative_tokens"],
+        done.input_tokens + done.output_tokens
+    );
     assert!((last["cumulative_usd"].as_f64().unwrap() - done.cost_usd).abs() < 1e-12);
     assert_eq!(detail["turns"].as_array().unwrap().len(), 3);
     assert_eq!(detail["tools"].as_array().unwrap().len(), 3);
@@ -146,7 +152,11 @@ async fn runs_and_run_detail_show_status_tasks_cost_and_timeline() {
     assert_eq!(status, 404);
     assert!(body["error"].as_str().unwrap().contains("no run"), "{body}");
     let common = &done.run_id.as_str()[..4];
-    assert_eq!(&running.run_id.as_str()[..4], common, "ids are time-ordered");
+    assert_eq!(
+        &running.run_id.as_str()[..4],
+        common,
+        "ids are time-ordered"
+    );
     let (status, body) = server.get(&format!("/api/runs/{common}")).await;
     assert_eq!(status, 400);
     assert!(body["error"].as_str().unwrap().contains("2 runs"), "{body}");
@@ -243,11 +253,19 @@ async fn metrics_add_up_to_the_journals_and_follow_new_events() {
     assert_eq!(tokens(&m, "gpt-4o", "output"), done.output_tokens as f64);
     assert!((sample(&m, "baton_cost_usd_total", &gpt) - done.cost_usd).abs() < 1e-9);
     assert_eq!(
-        sample(&m, "baton_model_calls_unpriced_total", &[("model", "local-model")]),
+        sample(
+            &m,
+            "baton_model_calls_unpriced_total",
+            &[("model", "local-model")]
+        ),
         1.0
     );
     assert_eq!(
-        sample(&m, "baton_model_call_retries_total", &[("class", "rate_limited")]),
+        sample(
+            &m,
+            "baton_model_call_retries_total",
+            &[("class", "rate_limited")]
+        ),
         1.0
     );
     assert_eq!(sample(&m, "baton_runs", &[("status", "finished")]), 1.0);
@@ -257,20 +275,36 @@ async fn metrics_add_up_to_the_journals_and_follow_new_events() {
     let histogram = m
         .samples
         .iter()
-        .find(|s| s.metric == "baton_model_call_duration_seconds" && s.labels.get("model") == Some("gpt-4o"))
+        .find(|s| {
+            s.metric == "baton_model_call_duration_seconds"
+                && s.labels.get("model") == Some("gpt-4o")
+        })
         .unwrap();
     let prometheus_parse::Value::Histogram(buckets) = &histogram.value else {
         panic!("not a histogram: {histogram:?}");
     };
     let le = |bound: f64| buckets.iter().find(|b| b.less_than == bound).unwrap().count;
-    assert_eq!((le(1.0), le(2.5), le(5.0), le(f64::INFINITY)), (0.0, 2.0, 3.0, 3.0));
-    assert_eq!(sample(&m, "baton_model_call_duration_seconds_count", &gpt), 3.0);
+    assert_eq!(
+        (le(1.0), le(2.5), le(5.0), le(f64::INFINITY)),
+        (0.0, 2.0, 3.0, 3.0)
+    );
+    assert_eq!(
+        sample(&m, "baton_model_call_duration_seconds_count", &gpt),
+        3.0
+    );
     assert!((sample(&m, "baton_model_call_duration_seconds_sum", &gpt) - 5.0).abs() < 1e-9);
     let shell = [("tool", "shell")];
-    assert_eq!(sample(&m, "baton_tool_call_duration_seconds_count", &shell), 3.0);
+    assert_eq!(
+        sample(&m, "baton_tool_call_duration_seconds_count", &shell),
+        3.0
+    );
     assert!((sample(&m, "baton_tool_call_duration_seconds_sum", &shell) - 4.155).abs() < 1e-9);
     assert_eq!(
-        sample(&m, "baton_tool_call_duration_seconds_count", &[("tool", "edit_file")]),
+        sample(
+            &m,
+            "baton_tool_call_duration_seconds_count",
+            &[("tool", "edit_file")]
+        ),
         1.0
     );
 
@@ -296,7 +330,9 @@ async fn metrics_add_up_to_the_journals_and_follow_new_events() {
 
 /// Reads SSE events (id, event type, data) until `n` arrived.
 async fn read_sse(
-    stream: &mut (impl futures::Stream<Item = Result<eventsource_stream::Event, impl std::fmt::Debug>> + Unpin),
+    stream: &mut (
+             impl futures::Stream<Item = Result<eventsource_stream::Event, impl std::fmt::Debug>> + Unpin
+         ),
     n: usize,
 ) -> Vec<(String, String, String)> {
     let mut got = Vec::new();
@@ -323,7 +359,12 @@ async fn the_live_tail_sends_new_events_resumes_after_last_event_id_and_ends_wit
     // Without `after`: from now on.
     let response = reqwest::get(&url).await.unwrap();
     assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
     let mut stream = eventsource_stream::Eventsource::eventsource(response.bytes_stream());
     running
         .push(Event::NoteAdded {
@@ -333,7 +374,10 @@ async fn the_live_tail_sends_new_events_resumes_after_last_event_id_and_ends_wit
     let got = read_sse(&mut stream, 1).await;
     assert_eq!(got[0].0, first_new.to_string());
     let record: Value = serde_json::from_str(&got[0].2).unwrap();
-    assert_eq!((record["type"].as_str(), record["text"].as_str()), (Some("note_added"), Some("hello")));
+    assert_eq!(
+        (record["type"].as_str(), record["text"].as_str()),
+        (Some("note_added"), Some("hello"))
+    );
 
     // A reconnecting client sends Last-Event-ID and gets what came after it.
     running
@@ -420,8 +464,14 @@ async fn with_a_token_every_request_needs_it() {
         .unwrap();
     assert_eq!(first.status(), 200);
     let cookie = first.headers()["set-cookie"].to_str().unwrap().to_owned();
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "{cookie}");
-    let csp = first.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let csp = first.headers()["content-security-policy"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(csp.contains("default-src 'self'"), "{csp}");
     assert!(first.text().await.unwrap().contains("/assets/app.js"));
     let pair = cookie.split(';').next().unwrap();
