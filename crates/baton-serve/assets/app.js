@@ -167,7 +167,8 @@
   }
 
   // Cumulative tokens (line) and cost (dashed line) over the run's model calls.
-  function costChart(calls) {
+  function costChart(detail) {
+    const calls = detail.calls;
     if (calls.length === 0) return el("p", { class: "muted" }, "No model calls yet.");
     const W = 760, H = 200, L = 60, R = 70, T = 12, B = 26;
     const maxTok = Math.max(1, calls[calls.length - 1].cumulative_tokens);
@@ -180,7 +181,7 @@
     const text = (x0, y0, s, anchor) => { const t = svg("text", { x: x0, y: y0, "text-anchor": anchor || "start" }); t.textContent = s; return t; };
     root.append(text(L - 6, T + 8, fmt(maxTok), "end"), text(L - 6, H - B, "0", "end"),
       text(W - R + 6, T + 8, "$" + maxUsd.toFixed(4)), text(L, H - 8, "model call 1"),
-      text(W - R, H - 8, `call ${calls.length}`, "end"));
+      text(W - R, H - 8, `call ${detail.calls_total}`, "end"));
     const pts = (f) => calls.map((c, i) => `${x(i).toFixed(1)},${f(c).toFixed(1)}`).join(" ");
     root.append(svg("polyline", { points: pts((c) => yTok(c.cumulative_tokens)), fill: "none", stroke: "#1a5fb4", "stroke-width": 2 }));
     root.append(svg("polyline", { points: pts((c) => yUsd(c.cumulative_usd)), fill: "none", stroke: "#1f7a3a", "stroke-width": 2, "stroke-dasharray": "5 3" }));
@@ -191,7 +192,8 @@
       dot.append(tip);
       root.append(dot);
     });
-    return el("div", {}, root, el("p", { class: "muted" }, "blue: cumulative tokens (input + output) · green dashed: cumulative priced cost"));
+    return el("div", {}, root, el("p", { class: "muted" }, "blue: cumulative tokens (input + output) · green dashed: cumulative priced cost" +
+      (detail.calls_total > calls.length ? ` · ${calls.length} of ${detail.calls_total} calls shown` : "")));
   }
 
   // One row per turn: its model calls and tool calls as bars on a shared time axis.
@@ -231,7 +233,8 @@
     const axis = svg("text", { x: W - R, y: H - 4, "text-anchor": "end" });
     axis.textContent = `${((t1 - t0) / 1000).toFixed(1)} s`;
     root.append(axis);
-    return el("div", {}, turns.length > shown.length ? el("p", { class: "muted" }, `last ${shown.length} of ${turns.length} turns`) : null,
+    const total = Math.max(detail.turns_total, turns.length);
+    return el("div", {}, total > shown.length ? el("p", { class: "muted" }, `last ${shown.length} of ${total} turns`) : null,
       root, el("p", { class: "muted" }, "pale: turn · green: tool call succeeded · red: failed · blue: running"));
   }
 
@@ -259,7 +262,7 @@
       run.summary ? el("p", {}, el("strong", {}, "summary: "), run.summary) : null,
       retries ? el("p", { class: "muted" }, "failed model call attempts: " + retries) : null,
       el("h2", {}, "Tasks"), el("div", { id: "tasks" }, taskList(detail.tasks)),
-      el("h2", {}, "Tokens and cost"), costChart(detail.calls),
+      el("h2", {}, "Tokens and cost"), costChart(detail),
       el("h2", {}, "Timeline"), timeline(detail),
       el("h2", {}, "Live events"), log,
       el("p", { class: "muted" }, `${fmt(run.event_count)} events · created ${time(run.created_at)} · updated ${time(run.updated_at)}`));

@@ -120,14 +120,26 @@ fn cost_view(cost: &Cost, calls: u32) -> CostView {
     }
 }
 
-/// A run's page: the run, its tasks, and its timeline (turns, model calls with running totals,
-/// tool calls).
+/// Turns (and their tool calls) a run page gets: the latest ones. A long run has thousands; the
+/// page is reloaded on live updates, so its size matters.
+pub const TIMELINE_TURNS: usize = 200;
+/// Points of the token/cost chart at most: a long run's calls are thinned evenly (the last call
+/// is always kept, so the totals at the end are exact).
+pub const CHART_POINTS: usize = 500;
+
+/// A run's page: the run, its tasks, and its timeline (the latest turns with their tool calls,
+/// model calls with running totals).
 #[derive(Clone, Debug, Serialize)]
 pub struct RunDetail {
     pub run: RunView,
     pub tasks: TaskGraph,
+    /// The last [`TIMELINE_TURNS`] turns, and how many there are in all.
     pub turns: Vec<TurnRow>,
+    pub turns_total: usize,
+    /// Chart points (at most [`CHART_POINTS`]), and how many model calls there are in all.
     pub calls: Vec<CallPoint>,
+    pub calls_total: usize,
+    /// Tool calls of the turns in `turns`.
     pub tools: Vec<ToolCallRow>,
     pub retries: std::collections::BTreeMap<String, u64>,
 }
@@ -146,29 +158,102 @@ pub struct CallPoint {
 impl RunDetail {
     pub fn new(run: &RunSummary, agg: &RunAggregate) -> RunDetail {
         let (mut tokens, mut usd) = (0u64, 0.0);
+        let total = agg.calls.len();
+        let step = total.div_ceil(CHART_POINTS).max(1);
         let calls = agg
             .calls
             .iter()
-            .map(|c| {
+            .enumerate()
+            .map(|(i, c)| {
                 if let Some(u) = &c.usage {
                     tokens =
                         tokens.saturating_add(u.prompt_tokens.saturating_add(u.completion_tokens));
                 }
                 usd += c.cost_usd.unwrap_or(0.0);
-                CallPoint {
-                    call: c.clone(),
-                    cumulative_tokens: tokens,
-                    cumulative_usd: usd,
-                }
+                (i, c, tokens, usd)
+            })
+            .filter(|(i, ..)| (total - 1 - i).is_multiple_of(step))
+            .map(|(_, c, cumulative_tokens, cumulative_usd)| CallPoint {
+                call: c.clone(),
+                cumulative_tokens,
+                cumulative_usd,
             })
             .collect();
+        let turns = &agg.turns[agg.turns.len().saturating_sub(TIMELINE_TURNS)..];
+        let first_turn = turns.first().map_or(0, |t| t.turn);
         RunDetail {
             run: RunView::new(run, agg),
             tasks: agg.tasks(),
-            turns: agg.turns.clone(),
+            turns: turns.to_vec(),
+            turns_total: agg.turns.len(),
             calls,
-            tools: agg.tools.clone(),
+            calls_total: total,
+            tools: agg
+                .tools
+                .iter()
+                .filter(|t| t.turn >= first_turn)
+                .cloned()
+                .collect(),
             retries: agg.retries.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use baton_core::*;
+
+    #[test]
+    fn a_long_run_gets_a_thinned_chart_with_exact_totals_and_its_latest_turns() {
+        let mut records = Vec::new();
+        let mut push = |event: Event| {
+            records.push(EventRecord {
+                run_id: RunId::from_string("r"),
+                seq: records.len() as u64,
+                at: jiff::Timestamp::UNIX_EPOCH,
+                event,
+            })
+        };
+        for turn in 1..=1201u32 {
+            push(Event::TurnStarted { turn });
+            push(Event::ModelCallFinished {
+                turn,
+                call: turn,
+                message: AssistantMessage::default(),
+                usage: Some(Usage {
+                    prompt_tokens: 10,
+                    completion_tokens: 1,
+                    ..Default::default()
+                }),
+                cost_usd: Some(0.5),
+                finish_reason: None,
+                served_model: None,
+                duration_ms: 1,
+            });
+            push(Event::TurnFinished { turn });
+        }
+        let agg = RunAggregate::from_events(&records);
+        let row = RunSummary {
+            id: RunId::from_string("r"),
+            goal: String::new(),
+            workspace: String::new(),
+            status: RunStatus::Running,
+            created_at: jiff::Timestamp::UNIX_EPOCH,
+            updated_at: jiff::Timestamp::UNIX_EPOCH,
+            event_count: records.len() as u64,
+            holder: None,
+        };
+        let detail = RunDetail::new(&row, &agg);
+        assert!(detail.calls.len() <= CHART_POINTS, "{}", detail.calls.len());
+        assert_eq!(detail.calls_total, 1201);
+        let last = detail.calls.last().unwrap();
+        assert_eq!((last.call.turn, last.cumulative_tokens), (1201, 1201 * 11));
+        assert_eq!(last.cumulative_usd, 600.5);
+        assert_eq!(detail.turns.len(), TIMELINE_TURNS);
+        assert_eq!(detail.turns_total, 1201);
+        assert_eq!(detail.turns[0].turn, 1201 - TIMELINE_TURNS as u32 + 1);
+        assert_eq!(detail.run.status, "interrupted");
     }
 }
