@@ -8,14 +8,14 @@ use std::time::Duration;
 use anyhow::anyhow;
 use baton_core::governance::Budget;
 use baton_core::{
-    Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings, RunState, RunStatus,
-    ToolChoice, replay,
+    Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings, ToolChoice, replay,
 };
 use baton_engine::{
     Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun,
     StopSignal,
 };
-use baton_store::{RunSummary, Store};
+use baton_serve::{RunAggregate, RunView, status_label};
+use baton_store::Store;
 use baton_tools::ToolRegistry;
 
 use crate::config::{self, ConfigLayer, ContextConfig};
@@ -448,7 +448,7 @@ pub async fn plan(workspace: &Path, store: Option<&str>, run: Option<&str>) -> C
         .load_events(&summary.id)
         .await
         .map_err(store_error)?;
-    let state: RunState = replay(&events)
+    let state = replay(&events)
         .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
     outln!("run {}", summary.id);
     out!("{}", plan_cmd::render(&state));
@@ -465,7 +465,10 @@ pub async fn cost(workspace: &Path, store: Option<&str>, run: Option<&str>) -> C
         .await
         .map_err(store_error)?;
     outln!("run {}", summary.id);
-    out!("{}", crate::cost::render(&events));
+    out!(
+        "{}",
+        crate::cost::render(&RunAggregate::from_events(&events))
+    );
     Ok(exit::FINISHED)
 }
 
@@ -595,15 +598,6 @@ fn report(outcome: &RunOutcome, json: bool) -> u8 {
     code
 }
 
-/// What to call a run's status, taking a dead holder into account.
-fn status_label(summary: &RunSummary) -> String {
-    match (summary.status, &summary.holder) {
-        (RunStatus::Running, Some(h)) if h.alive => format!("running ({})", h.holder.describe()),
-        (RunStatus::Running, _) | (RunStatus::Created, _) => "interrupted".to_string(),
-        (status, _) => status.as_str().to_string(),
-    }
-}
-
 pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
@@ -613,87 +607,104 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
         .load_events(&summary.id)
         .await
         .map_err(store_error)?;
-    let state: RunState = replay(&events)
-        .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
-    outln!("run        {}", summary.id);
-    outln!("goal       {}", output::one_line(&summary.goal, 200));
-    outln!("status     {}", status_label(&summary));
-    if let Some(settings) = &state.settings {
-        outln!(
-            "model      {} at {}",
-            settings.model.model,
-            settings.model.base_url
-        );
-        outln!(
-            "turns      {} of max {}",
-            state.turns_finished,
-            settings.limits.max_turns
-        );
-        outln!(
-            "context    window {} tokens, {} compaction{}, {} history entries{}",
-            settings.context.window_tokens,
-            state.compactions,
-            if state.compactions == 1 { "" } else { "s" },
-            state.history.len(),
-            match (state.plan.len(), state.facts.len()) {
-                (0, 0) => String::new(),
-                (plan, facts) => format!(", plan of {plan} steps, {facts} durable facts"),
-            }
-        );
+    // The numbers come from the aggregation the dashboard and `baton cost` use too.
+    let agg = RunAggregate::from_events(&events);
+    let view = RunView::new(&summary, &agg);
+    let mut rows: Vec<(&str, String)> = vec![
+        ("run", summary.id.to_string()),
+        ("goal", output::one_line(&summary.goal, 200)),
+        ("status", status_label(&summary)),
+    ];
+    if let (Some(model), Some(base_url)) = (&agg.model, &agg.base_url) {
+        rows.push(("model", format!("{model} at {base_url}")));
     }
-    outln!("model calls {}", state.model_calls_finished);
-    outln!(
-        "tokens     {} prompt ({} cached) + {} completion{}",
-        state.usage.prompt_tokens,
-        state.usage.cached_prompt_tokens,
-        state.usage.completion_tokens,
-        match state.usage.unreported_calls {
-            0 => String::new(),
-            n => format!(" (+ {n} calls whose server reported no usage)"),
+    if let Some(max) = agg.max_turns {
+        rows.push(("turns", format!("{} of max {max}", agg.turns_finished)));
+    }
+    // History and working memory need the reducer's state; a journal it cannot replay (say,
+    // one with task events from a newer baton) still gets every other line.
+    if let Ok(state) = replay(&events)
+        && let Some(settings) = &state.settings
+    {
+        {
+            rows.push((
+                "context",
+                format!(
+                    "window {} tokens, {} compaction{}, {} history entries{}",
+                    settings.context.window_tokens,
+                    state.compactions,
+                    if state.compactions == 1 { "" } else { "s" },
+                    state.history.len(),
+                    match (state.plan.len(), state.facts.len()) {
+                        (0, 0) => String::new(),
+                        (plan, facts) => format!(", plan of {plan} steps, {facts} durable facts"),
+                    }
+                ),
+            ));
         }
-    );
-    outln!(
-        "cost       {}",
-        match state.usage.unpriced_calls {
-            0 => format!("${:.4}", state.usage.cost_usd),
+    }
+    rows.push(("model calls", agg.model_calls().to_string()));
+    rows.push((
+        "tokens",
+        format!(
+            "{} prompt ({} cached) + {} completion{}",
+            agg.tokens.input,
+            agg.tokens.cached,
+            agg.tokens.output,
+            match agg.tokens.unreported_calls {
+                0 => String::new(),
+                n => format!(" (+ {n} calls whose server reported no usage)"),
+            }
+        ),
+    ));
+    rows.push((
+        "cost",
+        match agg.cost.unknown_calls {
+            0 => format!("${:.4}", agg.cost.usd),
             n => format!(
                 "at least ${:.4} ({n} calls of unknown cost; `baton cost` has details)",
-                state.usage.cost_usd
+                agg.cost.usd
             ),
-        }
-    );
-    outln!("events     {}", summary.event_count);
+        },
+    ));
+    if view.tasks_total > 0 {
+        rows.push((
+            "tasks",
+            format!("{} of {} done", view.tasks_done, view.tasks_total),
+        ));
+    }
+    rows.push(("events", summary.event_count.to_string()));
     if opened.is_shared() {
-        outln!("holder     {}", crate::worker::lease_text(&summary));
+        rows.push(("holder", crate::worker::lease_text(&summary)));
     }
-    outln!(
-        "created    {}",
-        summary.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    );
-    outln!(
-        "updated    {}",
-        summary.updated_at.strftime("%Y-%m-%d %H:%M:%S UTC")
-    );
-    if let Some((reason, detail)) = state
-        .pause
-        .as_ref()
-        .filter(|_| state.status == RunStatus::Paused)
-    {
-        outln!("paused     {reason:?}: {detail}");
+    rows.push((
+        "created",
+        summary
+            .created_at
+            .strftime("%Y-%m-%d %H:%M:%S UTC")
+            .to_string(),
+    ));
+    rows.push((
+        "updated",
+        summary
+            .updated_at
+            .strftime("%Y-%m-%d %H:%M:%S UTC")
+            .to_string(),
+    ));
+    if let Some(pause) = &view.pause {
+        rows.push(("paused", format!("{:?}: {}", pause.reason, pause.detail)));
     }
-    if let Some(summary_text) = state
-        .finish_summary
-        .as_ref()
-        .filter(|_| state.status == RunStatus::Finished)
-    {
-        outln!("summary    {}", output::one_line(summary_text, 500));
+    if let Some(text) = &view.summary {
+        rows.push(("summary", output::one_line(text, 500)));
     }
-    if let Some(error) = &state.failure {
-        outln!("error      {error}");
+    if let Some(error) = &view.error {
+        rows.push(("error", error.clone()));
     }
-    if state.board.is_some() {
-        outln!("\ntask graph");
-        out!("{}", plan_cmd::render(&state));
+    out!("{}", output::key_values(&rows));
+    let tasks = agg.tasks();
+    if !tasks.tasks.is_empty() {
+        outln!();
+        out!("{}", output::tasks_table(&tasks));
     }
     Ok(exit::FINISHED)
 }

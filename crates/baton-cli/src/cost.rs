@@ -1,6 +1,7 @@
-//! `baton cost`: what each model call of a run cost, from the journal.
+//! `baton cost`: what each model call of a run cost, from the run's aggregate (the same numbers
+//! `baton status` and the dashboard show).
 
-use baton_core::{Event, EventRecord, RunSettings};
+use baton_serve::{CallKind, RunAggregate};
 
 fn usd(cost: Option<f64>) -> String {
     cost.map_or_else(|| "unknown".to_string(), |c| format!("${c:.4}"))
@@ -10,80 +11,57 @@ fn opt(n: Option<u64>) -> String {
     n.map_or_else(|| "-".to_string(), |n| n.to_string())
 }
 
-/// A table of the run's model calls and its totals. A call without a price (unknown model) or
-/// without reported usage shows "unknown" and makes the total a lower bound, said so plainly.
-pub fn render(records: &[EventRecord]) -> String {
-    let mut model = String::new();
+/// A table of the run's model calls (turn calls and compaction summary calls) and its totals.
+/// A call without a price (unknown model) or without reported usage shows "unknown" and makes
+/// the total a lower bound, said so plainly.
+pub fn render(agg: &RunAggregate) -> String {
     let mut out = format!(
         "{:>5} {:>5}  {:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>10}\n",
         "TURN", "CALL", "MODEL", "INPUT", "CACHED", "WRITTEN", "OUTPUT", "REASONING", "COST"
     );
-    let (mut total, mut input, mut output, mut unknown, mut calls) = (0.0, 0u64, 0u64, 0u32, 0u32);
-    for record in records {
-        match &record.event {
-            Event::RunStarted { settings, .. } | Event::RunResumed { settings } => {
-                model = model_name(settings);
-            }
-            Event::ModelCallFinished {
-                turn,
-                call,
-                usage,
-                cost_usd,
-                served_model,
-                ..
-            } => {
-                calls += 1;
-                let name = served_model.clone().unwrap_or_else(|| model.clone());
-                match usage {
-                    Some(u) => {
-                        input += u.prompt_tokens;
-                        output += u.completion_tokens;
-                        out.push_str(&format!(
-                            "{turn:>5} {call:>5}  {:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>10}\n",
-                            crate::output::one_line(&name, 28),
-                            u.prompt_tokens,
-                            opt(u.cached_prompt_tokens),
-                            opt(u.cache_write_tokens),
-                            u.completion_tokens,
-                            opt(u.reasoning_tokens),
-                            usd(*cost_usd)
-                        ));
-                    }
-                    None => out.push_str(&format!(
-                        "{turn:>5} {call:>5}  {:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>10}\n",
-                        crate::output::one_line(&name, 28),
-                        "?",
-                        "?",
-                        "?",
-                        "?",
-                        "?",
-                        "unknown"
-                    )),
-                }
-                match cost_usd {
-                    Some(c) => total += c,
-                    None => unknown += 1,
-                }
-            }
-            _ => {}
-        }
-    }
-    out.push_str(&format!(
-        "total: {calls} model calls, {input} input + {output} output tokens, "
-    ));
-    if unknown == 0 {
-        out.push_str(&format!("${total:.4}\n"));
-    } else {
+    for row in &agg.calls {
+        let call = match (row.kind, row.call) {
+            (CallKind::Turn, Some(n)) => n.to_string(),
+            _ => "sum".to_string(),
+        };
+        let model = crate::output::one_line(&row.model, 28);
+        let cells = match &row.usage {
+            Some(u) => [
+                u.prompt_tokens.to_string(),
+                opt(u.cached_prompt_tokens),
+                opt(u.cache_write_tokens),
+                u.completion_tokens.to_string(),
+                opt(u.reasoning_tokens),
+            ],
+            None => ["?", "?", "?", "?", "?"].map(String::from),
+        };
         out.push_str(&format!(
-            "at least ${total:.4} — {unknown} call(s) of unknown cost (no price for the model, or no usage \
-             reported); add a [prices.\"MODEL\"] table to the config to price them\n"
+            "{:>5} {call:>5}  {model:<28} {:>9} {:>8} {:>8} {:>8} {:>9} {:>10}\n",
+            row.turn,
+            cells[0],
+            cells[1],
+            cells[2],
+            cells[3],
+            cells[4],
+            usd(row.cost_usd)
         ));
     }
+    let t = &agg.tokens;
+    out.push_str(&format!(
+        "total: {} model calls, {} input + {} output tokens, ",
+        agg.model_calls(),
+        t.input,
+        t.output
+    ));
+    match agg.cost.unknown_calls {
+        0 => out.push_str(&format!("${:.4}\n", agg.cost.usd)),
+        unknown => out.push_str(&format!(
+            "at least ${:.4} — {unknown} call(s) of unknown cost (no price for the model, or no usage \
+             reported); add a [prices.\"MODEL\"] table to the config to price them\n",
+            agg.cost.usd
+        )),
+    }
     out
-}
-
-fn model_name(settings: &RunSettings) -> String {
-    settings.model.model.clone()
 }
 
 #[cfg(test)]
@@ -104,8 +82,8 @@ mod tests {
         }
     }
 
-    fn records(events: Vec<Event>) -> Vec<EventRecord> {
-        events
+    fn aggregate(events: Vec<Event>) -> RunAggregate {
+        let records: Vec<EventRecord> = events
             .into_iter()
             .enumerate()
             .map(|(i, event)| EventRecord {
@@ -114,7 +92,8 @@ mod tests {
                 at: jiff::Timestamp::UNIX_EPOCH,
                 event,
             })
-            .collect()
+            .collect();
+        RunAggregate::from_events(&records)
     }
 
     #[test]
@@ -125,7 +104,7 @@ mod tests {
             cached_prompt_tokens: Some(800),
             ..Default::default()
         };
-        let text = render(&records(vec![
+        let text = render(&aggregate(vec![
             finished(1, Some(usage), Some(0.0035)),
             finished(2, Some(usage), Some(0.0015)),
         ]));
@@ -135,7 +114,7 @@ mod tests {
             "{text}"
         );
 
-        let text = render(&records(vec![
+        let text = render(&aggregate(vec![
             finished(1, Some(usage), Some(0.002)),
             finished(2, None, None),
         ]));

@@ -13,6 +13,7 @@ mod plan_cmd;
 mod providers;
 mod queue;
 mod sandbox_cmd;
+mod serve_cmd;
 mod store;
 mod supervise;
 mod transcript;
@@ -135,6 +136,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the JSON API, Prometheus metrics (/metrics) and the web dashboard for the store's
+    /// runs (default http://127.0.0.1:7878/).
+    Serve(serve_cmd::ServeArgs),
     /// Queue a run for `baton worker` processes (needs a PostgreSQL --store).
     Submit(SubmitArgs),
     /// Claim queued runs from a PostgreSQL --store and drive them until stopped.
@@ -328,6 +332,7 @@ fn main() -> ExitCode {
             Command::Logs { run, full, json } => {
                 commands::logs(&workspace, store, run.as_deref(), full, json).await
             }
+            Command::Serve(args) => serve_cmd::serve(&workspace, store, args).await,
             Command::Submit(args) => queue::submit(store, args).await,
             Command::Worker(args) => worker::worker(&workspace, store, args).await,
         }

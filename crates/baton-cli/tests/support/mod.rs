@@ -433,3 +433,57 @@ pub fn assert_finished(out: &std::process::Output) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A running `baton serve --port 0` (the port it got is in the URL it prints).
+pub struct ServeProcess {
+    pub child: Child,
+    /// `http://127.0.0.1:PORT` (no trailing slash).
+    pub base: String,
+}
+
+impl ServeProcess {
+    /// Starts `baton serve` on a free loopback port for `workspace`'s store, with `extra`
+    /// arguments, and waits for the URL line.
+    pub fn start(workspace: &Path, home: &Path, extra: &[&str]) -> ServeProcess {
+        let mut cmd = baton(workspace, home);
+        cmd.args(["serve", "--port", "0"]).args(extra);
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn baton serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the URL line");
+        let start = line
+            .find("http://")
+            .unwrap_or_else(|| panic!("no URL in {line:?}"));
+        let base = line[start..]
+            .split(|c: char| c == '/' || c.is_whitespace() || c == ',')
+            .take(3)
+            .collect::<Vec<_>>()
+            .join("/");
+        ServeProcess { child, base }
+    }
+
+    /// SIGTERM; the server must stop cleanly (exit 0).
+    pub fn stop(mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let code = self.child.wait().expect("wait for baton serve");
+        assert_eq!(code.code(), Some(0), "baton serve after SIGTERM: {code:?}");
+    }
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        // A failed assertion must not leave the server running.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

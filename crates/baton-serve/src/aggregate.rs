@@ -1,0 +1,480 @@
+//! The one aggregation of a run's journal: what `baton status`, `baton cost`, the JSON API and
+//! the metrics all read, so they cannot disagree.
+//!
+//! It is a fold over events (not over `RunState`): it needs no replay, so it also summarises
+//! journals the reducer does not accept (task events from a newer baton) and a server can keep
+//! one per run and feed it only the events appended since the last look.
+
+use std::collections::{BTreeMap, HashMap};
+
+use baton_core::{Event, EventRecord, PauseReason, RunStatus, ToolOutcome, Usage};
+use serde::Serialize;
+
+use crate::tasks::{TaskFold, TaskGraph};
+
+/// Which kind of model call a row is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallKind {
+    /// A turn's call.
+    Turn,
+    /// A compaction's summary call.
+    Summary,
+}
+
+/// One finished model call.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelCallRow {
+    pub seq: u64,
+    pub at: jiff::Timestamp,
+    pub turn: u32,
+    /// The turn's call number (absent for summary calls).
+    pub call: Option<u32>,
+    pub kind: CallKind,
+    /// The model the server reported, else the one the run asked for.
+    pub model: String,
+    pub usage: Option<Usage>,
+    /// `None`: unknown (no price for the model, or no usage reported) — never shown as $0.
+    pub cost_usd: Option<f64>,
+    pub duration_ms: u64,
+}
+
+/// One tool call (finished or still running).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ToolCallRow {
+    /// The `tool_call_started` event.
+    pub seq: u64,
+    pub turn: u32,
+    pub call_id: String,
+    pub name: String,
+    pub started_at: jiff::Timestamp,
+    /// `None` while it runs (or if the process died during it).
+    pub outcome: Option<ToolOutcome>,
+    pub duration_ms: Option<u64>,
+}
+
+/// One turn of the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TurnRow {
+    pub turn: u32,
+    pub started_at: jiff::Timestamp,
+    pub finished_at: Option<jiff::Timestamp>,
+}
+
+/// Token totals over all finished calls (turn and summary calls).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub cached: u64,
+    pub cache_write: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    /// Finished calls whose server reported no usage: the totals undercount by these.
+    pub unreported_calls: u32,
+}
+
+/// The cost of a run: the sum of the priced calls, and how many calls had no price.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Cost {
+    pub usd: f64,
+    /// Calls of unknown cost: when non-zero, `usd` is a lower bound.
+    pub unknown_calls: u32,
+}
+
+impl Cost {
+    /// `$0.0050`, `at least $0.0020 (+1 call of unknown cost)`, or `unknown` when no call had a
+    /// price: an unknown cost is never written as $0.
+    pub fn text(&self, calls: u32) -> String {
+        match self.unknown_calls {
+            0 => format!("${:.4}", self.usd),
+            n if n >= calls && self.usd == 0.0 => "unknown".to_string(),
+            n => format!(
+                "at least ${:.4} (+{n} call{} of unknown cost)",
+                self.usd,
+                if n == 1 { "" } else { "s" }
+            ),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Pause {
+    pub reason: PauseReason,
+    pub detail: String,
+}
+
+/// Everything a run's journal says about it, kept up to date event by event.
+#[derive(Clone, Debug, Default)]
+pub struct RunAggregate {
+    /// Events folded so far (the next one's seq).
+    pub events: u64,
+    pub goal: String,
+    pub workspace: String,
+    /// The model the run asks for (its latest settings).
+    pub model: Option<String>,
+    pub base_url: Option<String>,
+    pub max_turns: Option<u32>,
+    /// The status the journal's events imply (the store's row says the same; a server uses the
+    /// row, which also knows whether the holder is alive).
+    pub status: RunStatus,
+    pub turns_started: u32,
+    pub turns_finished: u32,
+    pub compactions: u32,
+    pub restarts: u32,
+    pub tokens: Tokens,
+    pub cost: Cost,
+    pub calls: Vec<ModelCallRow>,
+    pub tools: Vec<ToolCallRow>,
+    pub turns: Vec<TurnRow>,
+    /// Failed model call attempts (each is retried or ends in a pause) by error class.
+    pub retries: BTreeMap<String, u64>,
+    pub pause: Option<Pause>,
+    pub finish_summary: Option<String>,
+    pub failure: Option<String>,
+    pub first_at: Option<jiff::Timestamp>,
+    pub last_at: Option<jiff::Timestamp>,
+    tasks: TaskFold,
+    /// Open tool calls: call id → index in `tools`.
+    open_tools: HashMap<String, usize>,
+}
+
+impl RunAggregate {
+    pub fn from_events<'a>(records: impl IntoIterator<Item = &'a EventRecord>) -> RunAggregate {
+        let mut aggregate = RunAggregate::default();
+        for record in records {
+            aggregate.apply(record);
+        }
+        aggregate
+    }
+
+    /// Folds one event in. Events must come in journal order; one already folded (a seq below
+    /// `events`) is ignored, so re-reading an overlapping page is harmless.
+    pub fn apply(&mut self, record: &EventRecord) {
+        if record.seq < self.events {
+            return;
+        }
+        self.events = record.seq + 1;
+        self.first_at.get_or_insert(record.at);
+        self.last_at = Some(record.at);
+        if let Some(status) = record.event.status_change() {
+            self.status = status;
+        }
+        self.tasks.apply(&record.event);
+        match &record.event {
+            Event::RunStarted {
+                goal,
+                workspace,
+                settings,
+                ..
+            } => {
+                self.goal = goal.clone();
+                self.workspace = workspace.clone();
+                self.settings(settings);
+            }
+            Event::RunResumed { settings } => {
+                self.settings(settings);
+                self.pause = None;
+            }
+            Event::SupervisorRestarted { .. } => self.restarts += 1,
+            Event::TurnStarted { turn } => {
+                self.turns_started = self.turns_started.max(*turn);
+                self.turns.push(TurnRow {
+                    turn: *turn,
+                    started_at: record.at,
+                    finished_at: None,
+                });
+            }
+            Event::TurnFinished { turn } => {
+                self.turns_finished = self.turns_finished.max(*turn);
+                if let Some(row) = self.turns.iter_mut().rev().find(|r| r.turn == *turn) {
+                    row.finished_at = Some(record.at);
+                }
+            }
+            Event::ModelCallFailed { class, .. } | Event::CompactionFailed { class, .. } => {
+                let class = serde_json::to_value(class)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| format!("{class:?}"));
+                *self.retries.entry(class).or_default() += 1;
+            }
+            Event::ModelCallFinished {
+                turn,
+                call,
+                usage,
+                cost_usd,
+                served_model,
+                duration_ms,
+                ..
+            } => self.add_call(
+                record,
+                *turn,
+                Some(*call),
+                CallKind::Turn,
+                served_model,
+                usage,
+                *cost_usd,
+                *duration_ms,
+            ),
+            Event::CompactionFinished {
+                turn,
+                usage,
+                cost_usd,
+                served_model,
+                duration_ms,
+                ..
+            } => {
+                self.compactions += 1;
+                self.add_call(
+                    record,
+                    *turn,
+                    None,
+                    CallKind::Summary,
+                    served_model,
+                    usage,
+                    *cost_usd,
+                    *duration_ms,
+                );
+            }
+            Event::ToolCallStarted {
+                turn,
+                call_id,
+                name,
+                ..
+            } => {
+                self.open_tools.insert(call_id.clone(), self.tools.len());
+                self.tools.push(ToolCallRow {
+                    seq: record.seq,
+                    turn: *turn,
+                    call_id: call_id.clone(),
+                    name: name.clone(),
+                    started_at: record.at,
+                    outcome: None,
+                    duration_ms: None,
+                });
+            }
+            Event::ToolCallFinished {
+                call_id,
+                result,
+                duration_ms,
+                ..
+            } => {
+                if let Some(row) = self
+                    .open_tools
+                    .remove(call_id)
+                    .and_then(|i| self.tools.get_mut(i))
+                {
+                    row.outcome = Some(result.outcome);
+                    row.duration_ms = Some(*duration_ms);
+                }
+            }
+            Event::RunPaused { reason, detail } => {
+                self.pause = Some(Pause {
+                    reason: *reason,
+                    detail: detail.clone(),
+                });
+            }
+            Event::RunFinished { summary } => self.finish_summary = Some(summary.clone()),
+            Event::RunFailed { error } => self.failure = Some(error.clone()),
+            _ => {}
+        }
+    }
+
+    fn settings(&mut self, settings: &baton_core::RunSettings) {
+        self.model = Some(settings.model.model.clone());
+        self.base_url = Some(settings.model.base_url.clone());
+        self.max_turns = Some(settings.limits.max_turns);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_call(
+        &mut self,
+        record: &EventRecord,
+        turn: u32,
+        call: Option<u32>,
+        kind: CallKind,
+        served_model: &Option<String>,
+        usage: &Option<Usage>,
+        cost_usd: Option<f64>,
+        duration_ms: u64,
+    ) {
+        match usage {
+            Some(u) => {
+                // Numbers come from a server: absurd ones must not overflow.
+                let t = &mut self.tokens;
+                t.input = t.input.saturating_add(u.prompt_tokens);
+                t.cached = t.cached.saturating_add(u.cached_prompt_tokens.unwrap_or(0));
+                t.cache_write = t
+                    .cache_write
+                    .saturating_add(u.cache_write_tokens.unwrap_or(0));
+                t.output = t.output.saturating_add(u.completion_tokens);
+                t.reasoning = t.reasoning.saturating_add(u.reasoning_tokens.unwrap_or(0));
+            }
+            None => self.tokens.unreported_calls += 1,
+        }
+        let cost_usd = cost_usd.filter(|c| c.is_finite());
+        match cost_usd {
+            Some(c) => self.cost.usd += c,
+            None => self.cost.unknown_calls += 1,
+        }
+        self.calls.push(ModelCallRow {
+            seq: record.seq,
+            at: record.at,
+            turn,
+            call,
+            kind,
+            model: served_model
+                .clone()
+                .or_else(|| self.model.clone())
+                .unwrap_or_else(|| "unknown".to_string()),
+            usage: *usage,
+            cost_usd,
+            duration_ms,
+        });
+    }
+
+    /// Finished model calls (turn and summary calls).
+    pub fn model_calls(&self) -> u32 {
+        u32::try_from(self.calls.len()).unwrap_or(u32::MAX)
+    }
+
+    /// `Cost::text` for this run.
+    pub fn cost_text(&self) -> String {
+        self.cost.text(self.model_calls())
+    }
+
+    pub fn tasks(&self) -> TaskGraph {
+        self.tasks.graph()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use baton_core::*;
+
+    fn records(events: Vec<Event>) -> Vec<EventRecord> {
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| EventRecord {
+                run_id: RunId::from_string("r"),
+                seq: i as u64,
+                at: jiff::Timestamp::from_second(1_700_000_000 + i as i64).unwrap(),
+                event,
+            })
+            .collect()
+    }
+
+    fn finished(call: u32, usage: Option<Usage>, cost_usd: Option<f64>) -> Event {
+        Event::ModelCallFinished {
+            turn: call,
+            call,
+            message: AssistantMessage::default(),
+            usage,
+            cost_usd,
+            finish_reason: None,
+            served_model: Some("gpt-4o".into()),
+            duration_ms: 1500,
+        }
+    }
+
+    #[test]
+    fn totals_count_turn_and_summary_calls_and_unknown_costs_are_never_zero() {
+        let usage = Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 100,
+            cached_prompt_tokens: Some(800),
+            ..Default::default()
+        };
+        let events = records(vec![
+            finished(1, Some(usage), Some(0.0035)),
+            Event::ModelCallFailed {
+                turn: 2,
+                call: 2,
+                attempt: 1,
+                class: ErrorClass::RateLimited,
+                message: "429".into(),
+                retry_in_ms: Some(1),
+            },
+            finished(2, Some(usage), Some(0.0015)),
+            Event::CompactionFinished {
+                turn: 3,
+                summary: "s".into(),
+                replaced: 2,
+                first_seq: 0,
+                last_seq: 1,
+                left_out: 0,
+                usage: None,
+                cost_usd: None,
+                served_model: None,
+                duration_ms: 10,
+            },
+        ]);
+        let agg = RunAggregate::from_events(&events);
+        assert_eq!(
+            (agg.tokens.input, agg.tokens.cached, agg.tokens.output),
+            (2000, 1600, 200)
+        );
+        assert_eq!(agg.tokens.unreported_calls, 1);
+        assert_eq!(agg.model_calls(), 3);
+        assert_eq!(agg.compactions, 1);
+        assert_eq!(agg.retries.get("rate_limited"), Some(&1));
+        assert_eq!(
+            agg.cost_text(),
+            "at least $0.0050 (+1 call of unknown cost)"
+        );
+        assert_eq!(agg.calls[2].model, "unknown");
+
+        // Folding in two halves equals folding at once; a repeated event is ignored.
+        let mut halves = RunAggregate::from_events(&events[..2]);
+        for r in &events[1..] {
+            halves.apply(r);
+        }
+        assert_eq!(halves.tokens, agg.tokens);
+        assert_eq!(halves.calls, agg.calls);
+
+        let none = Cost {
+            usd: 0.0,
+            unknown_calls: 2,
+        };
+        assert_eq!(none.text(2), "unknown");
+        assert_eq!(Cost::default().text(0), "$0.0000");
+    }
+
+    #[test]
+    fn tool_rows_get_their_outcome_and_turns_their_end() {
+        let events = records(vec![
+            Event::TurnStarted { turn: 1 },
+            Event::ToolCallStarted {
+                turn: 1,
+                call_id: "c1".into(),
+                name: "shell".into(),
+                arguments: "{}".into(),
+                effect: ToolEffect::Mutating,
+            },
+            Event::ToolCallFinished {
+                turn: 1,
+                call_id: "c1".into(),
+                result: ToolResult {
+                    outcome: ToolOutcome::Error,
+                    content: "x".into(),
+                    exit_code: Some(1),
+                },
+                duration_ms: 42,
+            },
+            Event::TurnFinished { turn: 1 },
+            Event::RunPaused {
+                reason: PauseReason::Budget,
+                detail: "spent".into(),
+            },
+        ]);
+        let agg = RunAggregate::from_events(&events);
+        assert_eq!(agg.tools[0].outcome, Some(ToolOutcome::Error));
+        assert_eq!(agg.tools[0].duration_ms, Some(42));
+        assert_eq!(agg.turns[0].finished_at, Some(events[3].at));
+        assert_eq!(agg.turns_finished, 1);
+        assert_eq!(agg.pause.as_ref().unwrap().reason, PauseReason::Budget);
+        assert_eq!(agg.status, RunStatus::Paused);
+    }
+}
