@@ -13,6 +13,7 @@ use baton_store::{Holder, Lease, NewRun, Store};
 /// Settings of a scripted run on `model`.
 pub fn settings(model: &str) -> RunSettings {
     RunSettings {
+        tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
             base_url: "http://127.0.0.1:9/v1".into(),
