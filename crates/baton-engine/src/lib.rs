@@ -15,9 +15,11 @@ mod journal;
 mod memory_search;
 mod memory_tools;
 mod run_loop;
+mod snapshots;
 mod stop;
 
 pub use api::{EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
 pub use error::EngineError;
 pub use run_loop::Engine;
+pub use snapshots::Snapshots;
 pub use stop::{StopHandle, StopSignal};

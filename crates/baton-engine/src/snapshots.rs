@@ -1,0 +1,232 @@
+//! Workspace snapshots taken by the run loop: one `run_start` snapshot before the first turn,
+//! and an `after_tools` snapshot at the end of every turn in which a mutating tool call
+//! (`write_file`, `edit_file`, `shell`) finished — journaled as `snapshot_taken` before the
+//! turn's `turn_finished` (or before `run_finished` when the turn ended the run).
+//!
+//! Snapshots are a safety net, not part of the run's semantics: if one fails (git missing, disk
+//! full) nothing is journaled, a warning is logged and the run goes on. A snapshot whose tree
+//! equals the run's previous one is not journaled again (except the `run_start` one). On resume
+//! the decision is re-derived from the journal: a turn whose snapshot was journaled is not
+//! snapshotted twice.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use baton_core::task::SnapshotReason;
+use baton_core::{Event, Message, NextAction, RunState, ToolEffect};
+use baton_snapshot::{Change, ShadowRepo, SnapshotError};
+use baton_tools::Workspace;
+
+use crate::EngineError;
+use crate::journal::Journal;
+use crate::run_loop::Engine;
+
+/// Whether the engine snapshots the workspace. Off unless asked for ([`Engine::with_snapshots`]):
+/// `baton run` / `resume` turn it on; workers keep their own tar snapshots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Snapshots {
+    #[default]
+    Off,
+    On,
+}
+
+/// The engine's snapshot switch and what it learnt in this process.
+#[derive(Debug, Default)]
+pub(crate) struct SnapshotHook {
+    mode: Snapshots,
+    /// git is not installed: said once, not tried again in this process.
+    git_missing: AtomicBool,
+}
+
+impl Engine {
+    /// Turns workspace snapshots on or off (see [`Snapshots`]).
+    pub fn with_snapshots(mut self, mode: Snapshots) -> Engine {
+        self.snapshots.mode = mode;
+        self
+    }
+
+    /// Called by the run loop with the action it is about to take: snapshots the workspace and
+    /// journals it when that action ends a turn that changed files (or starts the first one).
+    pub(crate) async fn snapshot_if_due(
+        &self,
+        journal: &mut Journal,
+        action: &NextAction,
+        workspace: &Workspace,
+    ) -> Result<(), EngineError> {
+        if self.snapshots.mode == Snapshots::Off || self.snapshots.git_missing.load(Ordering::Relaxed)
+        {
+            return Ok(());
+        }
+        let Some(reason) = snapshot_due(journal.state(), action, |name| {
+            self.parts.tools.effect_of(name)
+        }) else {
+            return Ok(());
+        };
+        let root = workspace.root().to_path_buf();
+        let run = journal.run_id().to_string();
+        let message = format!(
+            "{} turn {}",
+            reason_name(reason),
+            journal.state().turns_started
+        );
+        let at = jiff::Timestamp::now();
+        let taken = tokio::task::spawn_blocking(move || {
+            ShadowRepo::open(&root)?.snapshot(&run, &message, at)
+        })
+        .await
+        .map_err(|e| EngineError::Internal(format!("the snapshot task failed: {e}")))?;
+        let snapshot = match taken {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                if matches!(e, SnapshotError::GitMissing { .. }) {
+                    self.snapshots.git_missing.store(true, Ordering::Relaxed);
+                }
+                tracing::warn!("workspace snapshot failed; the run goes on without it: {e}");
+                return Ok(());
+            }
+        };
+        for warning in &snapshot.warnings {
+            tracing::warn!("workspace snapshot {}: {warning}", snapshot.id.short());
+        }
+        if snapshot.change == Change::Unchanged && reason != SnapshotReason::RunStart {
+            return Ok(());
+        }
+        journal
+            .record(Event::SnapshotTaken {
+                snapshot: snapshot.id.to_string(),
+                reason,
+                task: None,
+            })
+            .await
+    }
+}
+
+/// Whether `action` calls for a snapshot first, and why (pure: decided from the journal).
+pub(crate) fn snapshot_due(
+    state: &RunState,
+    action: &NextAction,
+    effect_of: impl Fn(&str) -> Option<ToolEffect>,
+) -> Option<SnapshotReason> {
+    match action {
+        NextAction::StartTurn { .. } if state.turns_started == 0 && state.snapshots.is_empty() => {
+            Some(SnapshotReason::RunStart)
+        }
+        NextAction::FinishTurn { .. } | NextAction::Finish { .. } => {
+            let turn = state.turns_started;
+            // The results of this turn's mutating calls (also "interrupted" ones: a partial
+            // effect is worth a snapshot too). Compaction never replaces the current turn.
+            let last_mutation = state
+                .history
+                .iter()
+                .filter(|entry| entry.turn == turn)
+                .filter(|entry| {
+                    matches!(&entry.message, Message::Tool { name, .. }
+                        if effect_of(name) == Some(ToolEffect::Mutating))
+                })
+                .map(|entry| entry.seq)
+                .max()?;
+            let already = state
+                .snapshots
+                .last()
+                .is_some_and(|snapshot| snapshot.seq > last_mutation);
+            (!already).then_some(SnapshotReason::AfterTools)
+        }
+        _ => None,
+    }
+}
+
+fn reason_name(reason: SnapshotReason) -> &'static str {
+    match reason {
+        SnapshotReason::RunStart => "run_start",
+        SnapshotReason::AfterTools => "after_tools",
+        SnapshotReason::TaskVerified => "task_verified",
+        SnapshotReason::BeforeRisky => "before_risky",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use baton_core::{HistoryEntry, SnapshotRecord};
+
+    fn effect(name: &str) -> Option<ToolEffect> {
+        match name {
+            "write_file" | "shell" => Some(ToolEffect::Mutating),
+            "read_file" | "finish" => Some(ToolEffect::ReadOnly),
+            _ => None,
+        }
+    }
+
+    fn tool(seq: u64, turn: u32, name: &str) -> HistoryEntry {
+        HistoryEntry {
+            seq,
+            turn,
+            message: Message::Tool {
+                call_id: format!("c{seq}"),
+                name: name.into(),
+                content: String::new(),
+            },
+        }
+    }
+
+    fn snapshot(seq: u64) -> SnapshotRecord {
+        SnapshotRecord {
+            seq,
+            snapshot: "0".repeat(40),
+            reason: SnapshotReason::AfterTools,
+            task: None,
+        }
+    }
+
+    #[test]
+    fn the_first_turn_gets_a_run_start_snapshot_once() {
+        let mut state = RunState::default();
+        let start = NextAction::StartTurn { turn: 1 };
+        assert_eq!(
+            snapshot_due(&state, &start, effect),
+            Some(SnapshotReason::RunStart)
+        );
+        state.snapshots.push(snapshot(1));
+        assert_eq!(snapshot_due(&state, &start, effect), None);
+        let mut later = RunState::default();
+        later.turns_started = 3;
+        assert_eq!(
+            snapshot_due(&later, &NextAction::StartTurn { turn: 4 }, effect),
+            None
+        );
+    }
+
+    #[test]
+    fn a_turn_is_snapshotted_once_and_only_after_mutating_calls() {
+        let finish_turn = NextAction::FinishTurn { turn: 2 };
+        let mut state = RunState::default();
+        state.turns_started = 2;
+        state.history = vec![tool(5, 1, "write_file"), tool(9, 2, "read_file")];
+        assert_eq!(snapshot_due(&state, &finish_turn, effect), None, "read-only turn");
+        state.history.push(tool(11, 2, "shell"));
+        state.history.push(tool(13, 2, "unknown_tool"));
+        assert_eq!(
+            snapshot_due(&state, &finish_turn, effect),
+            Some(SnapshotReason::AfterTools)
+        );
+        // An older snapshot does not count; one after the turn's last mutation does (resume).
+        state.snapshots.push(snapshot(6));
+        assert_eq!(
+            snapshot_due(&state, &finish_turn, effect),
+            Some(SnapshotReason::AfterTools)
+        );
+        state.snapshots.push(snapshot(14));
+        assert_eq!(snapshot_due(&state, &finish_turn, effect), None);
+        // A turn that ends the run is snapshotted too.
+        state.snapshots.pop();
+        let finish = NextAction::Finish {
+            summary: "done".into(),
+        };
+        assert_eq!(
+            snapshot_due(&state, &finish, effect),
+            Some(SnapshotReason::AfterTools)
+        );
+        assert_eq!(snapshot_due(&state, &NextAction::Nudge, effect), None);
+    }
+}
