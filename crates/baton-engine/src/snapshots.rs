@@ -52,7 +52,8 @@ impl Engine {
         action: &NextAction,
         workspace: &Workspace,
     ) -> Result<(), EngineError> {
-        if self.snapshots.mode == Snapshots::Off || self.snapshots.git_missing.load(Ordering::Relaxed)
+        if self.snapshots.mode == Snapshots::Off
+            || self.snapshots.git_missing.load(Ordering::Relaxed)
         {
             return Ok(());
         }
@@ -203,7 +204,11 @@ mod tests {
         let mut state = RunState::default();
         state.turns_started = 2;
         state.history = vec![tool(5, 1, "write_file"), tool(9, 2, "read_file")];
-        assert_eq!(snapshot_due(&state, &finish_turn, effect), None, "read-only turn");
+        assert_eq!(
+            snapshot_due(&state, &finish_turn, effect),
+            None,
+            "read-only turn"
+        );
         state.history.push(tool(11, 2, "shell"));
         state.history.push(tool(13, 2, "unknown_tool"));
         assert_eq!(
