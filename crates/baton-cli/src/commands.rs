@@ -12,8 +12,8 @@ use baton_core::{
     ToolChoice, replay,
 };
 use baton_engine::{
-    Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun,
-    StopSignal,
+    Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, Snapshots,
+    StartRun, StopSignal,
 };
 use baton_store::{RunSummary, Store};
 use baton_tools::ToolRegistry;
@@ -121,15 +121,22 @@ fn build_engine(
     store: Arc<dyn Store>,
     json: bool,
     exec: baton_tools::ExecEnv,
+    no_snapshots: bool,
 ) -> Result<Engine, CliError> {
-    build_engine_with(
+    let snapshots = match layer.snapshots.as_ref().and_then(|s| s.enabled) {
+        _ if no_snapshots => Snapshots::Off,
+        Some(false) => Snapshots::Off,
+        _ => Snapshots::On,
+    };
+    Ok(build_engine_with(
         settings,
         layer,
         store,
         exec,
         observer(json),
         stop_on_signals(),
-    )
+    )?
+    .with_snapshots(snapshots))
 }
 
 /// An engine for `settings` reporting to `observer` and pausing on `stop` (a worker has one
@@ -337,7 +344,14 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
     let opened = open_store_for_run(&workspace, store).await?;
     keep_state_out_of_git(&workspace);
     let store = opened.store;
-    let engine = build_engine(&settings, &layer, store.clone(), args.json, exec)?;
+    let engine = build_engine(
+        &settings,
+        &layer,
+        store.clone(),
+        args.json,
+        exec,
+        args.no_snapshots,
+    )?;
     let result = engine
         .start_with_id(
             run_id,
@@ -446,7 +460,14 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     // client's timeouts and retry budget, which are not part of the run.
     let layer = file_and_env_layers(&workspace)?;
     let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
-    let engine = build_engine(&settings, &layer, store.clone(), args.json, exec)?;
+    let engine = build_engine(
+        &settings,
+        &layer,
+        store.clone(),
+        args.json,
+        exec,
+        args.no_snapshots,
+    )?;
     let result = engine.resume(&run_id, &overrides).await;
     store.close().await;
     Ok(report(&result.map_err(engine_error)?, args.json))

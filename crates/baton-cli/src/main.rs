@@ -11,6 +11,7 @@ mod output;
 mod providers;
 mod queue;
 mod sandbox_cmd;
+mod snapshot_cmd;
 mod store;
 mod supervise;
 mod transcript;
@@ -131,6 +132,30 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List a run's workspace snapshots (default: the latest run).
+    Snapshots { run: Option<String> },
+    /// Show what a run changed: from its first snapshot (or --from) to the workspace now (or
+    /// --to).
+    Diff {
+        run: Option<String>,
+        /// Snapshot to start from: an id prefix or #N from `baton snapshots`.
+        #[arg(long, value_name = "SNAPSHOT")]
+        from: Option<String>,
+        /// Snapshot to end at (default: the workspace as it is now).
+        #[arg(long, value_name = "SNAPSHOT")]
+        to: Option<String>,
+        /// A line per changed file instead of the patch.
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Restore the workspace to one of a run's snapshots (not while the run is running).
+    Rollback {
+        /// Run id (or a unique prefix of it).
+        run: String,
+        /// The snapshot: an id prefix or #N from `baton snapshots`.
+        #[arg(long, value_name = "SNAPSHOT")]
+        to: String,
+    },
     /// Queue a run for `baton worker` processes (needs a PostgreSQL --store).
     Submit(SubmitArgs),
     /// Claim queued runs from a PostgreSQL --store and drive them until stopped.
@@ -228,6 +253,9 @@ pub struct RunArgs {
     /// The id of the new run (a supervisor chooses it before its agent process creates it).
     #[arg(long, hide = true, value_name = "ID")]
     run_id: Option<String>,
+    /// Take no workspace snapshots (config: [snapshots] enabled = false).
+    #[arg(long)]
+    no_snapshots: bool,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -249,6 +277,9 @@ pub struct ResumeArgs {
     sandbox: sandbox_cmd::SandboxFlags,
     #[command(flatten)]
     supervise: SuperviseFlags,
+    /// Take no workspace snapshots (config: [snapshots] enabled = false).
+    #[arg(long)]
+    no_snapshots: bool,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -297,6 +328,18 @@ fn main() -> ExitCode {
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
             Command::Logs { run, full, json } => {
                 commands::logs(&workspace, store, run.as_deref(), full, json).await
+            }
+            Command::Snapshots { run } => {
+                snapshot_cmd::snapshots(&workspace, store, run.as_deref()).await
+            }
+            Command::Diff {
+                run,
+                from,
+                to,
+                stat,
+            } => snapshot_cmd::diff(&workspace, store, run.as_deref(), from, to, stat).await,
+            Command::Rollback { run, to } => {
+                snapshot_cmd::rollback(&workspace, store, &run, &to).await
             }
             Command::Submit(args) => queue::submit(store, args).await,
             Command::Worker(args) => worker::worker(&workspace, store, args).await,

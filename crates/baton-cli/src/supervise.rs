@@ -70,7 +70,10 @@ pub async fn run(globals: Globals<'_>, args: RunArgs) -> CliResult {
         .run_id
         .clone()
         .map_or_else(RunId::new, RunId::from_string);
-    let sandbox_flags = args.sandbox.to_args();
+    let mut sandbox_flags = args.sandbox.to_args();
+    if args.no_snapshots {
+        sandbox_flags.push("--no-snapshots".into());
+    }
     let mut rest = model_args(&args.model);
     rest.extend(sandbox_flags.iter().cloned());
     if args.json {
@@ -127,6 +130,9 @@ pub async fn resume(globals: Globals<'_>, args: ResumeArgs) -> CliResult {
     };
     let mut flags = model_args(&args.model);
     flags.extend(args.sandbox.to_args());
+    if args.no_snapshots {
+        flags.push("--no-snapshots".into());
+    }
     if args.json {
         flags.push("--json".into());
     }

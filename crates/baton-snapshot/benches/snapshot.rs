@@ -107,7 +107,9 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
     println!();
-    println!("| operation                                    | reps |   p50 ms |   p95 ms |   max ms |");
+    println!(
+        "| operation                                    | reps |   p50 ms |   p95 ms |   max ms |"
+    );
     println!("|---|---|---|---|---|");
 
     let at = |n: usize| jiff::Timestamp::from_second(1_790_000_000 + n as i64).unwrap();
@@ -139,7 +141,10 @@ fn main() {
     let mut last = first_id.clone();
     for rep in 0..reps {
         change_files(root, files, &mut rng, rep);
-        let (took, snap) = timed(|| repo.snapshot("bench", "after_tools", at(200 + rep)).unwrap());
+        let (took, snap) = timed(|| {
+            repo.snapshot("bench", "after_tools", at(200 + rep))
+                .unwrap()
+        });
         assert_eq!(snap.change, Change::Created);
         last = snap.id;
         after_change.0.push(took);
@@ -158,8 +163,10 @@ fn main() {
     let mut diff = Stats(Vec::new());
     change_files(root, files, &mut rng, 5000);
     for _ in 0..reps {
-        let (took, text) =
-            timed(|| repo.diff("bench", Some(&first_id), None, DiffFormat::Patch).unwrap());
+        let (took, text) = timed(|| {
+            repo.diff("bench", Some(&first_id), None, DiffFormat::Patch)
+                .unwrap()
+        });
         assert!(text.contains("// round"));
         diff.0.push(took);
     }
@@ -167,8 +174,10 @@ fn main() {
 
     let mut stat = Stats(Vec::new());
     for _ in 0..reps {
-        let (took, _) =
-            timed(|| repo.diff("bench", Some(&first_id), Some(&last), DiffFormat::Stat).unwrap());
+        let (took, _) = timed(|| {
+            repo.diff("bench", Some(&first_id), Some(&last), DiffFormat::Stat)
+                .unwrap()
+        });
         stat.0.push(took);
     }
     stat.row("diff --stat between two snapshots");

@@ -12,7 +12,16 @@ use std::path::Path;
 use baton_snapshot::ShadowRepo;
 use support::*;
 
-const NAMES: &[&str] = &["a", "b.txt", "with space", "ünï", "x\ny", "deep", "-dash", "1"];
+const NAMES: &[&str] = &[
+    "a",
+    "b.txt",
+    "with space",
+    "ünï",
+    "x\ny",
+    "deep",
+    "-dash",
+    "1",
+];
 
 fn random_rel(rng: &mut fastrand::Rng) -> String {
     let depth = rng.usize(1..=3);
@@ -30,7 +39,13 @@ fn random_bytes(rng: &mut fastrand::Rng) -> Vec<u8> {
     };
     let binary = rng.bool();
     (0..len)
-        .map(|_| if binary { rng.u8(..) } else { b"ab\n\r "[rng.usize(..5)] })
+        .map(|_| {
+            if binary {
+                rng.u8(..)
+            } else {
+                b"ab\n\r "[rng.usize(..5)]
+            }
+        })
         .collect()
 }
 
@@ -82,8 +97,8 @@ fn random_edit(root: &Path, rng: &mut fastrand::Rng) {
         // A symlink: to a sibling, to nowhere, or out of the workspace.
         4 => {
             clear(&path);
-            let target = ["a", "../b.txt", "nowhere/at/all", "/etc/hostname", "deep"]
-                [rng.usize(..5)];
+            let target =
+                ["a", "../b.txt", "nowhere/at/all", "/etc/hostname", "deep"][rng.usize(..5)];
             symlink(target, &path).unwrap();
         }
         // A directory with a file where something else was.
@@ -128,7 +143,10 @@ fn one_case(seed: u64) {
     repo.restore(&run, &first).unwrap();
     assert_eq!(tree(root, &["ignored"]), first_tree, "seed {seed}: first");
     let again = repo.restore(&run, &first).unwrap();
-    assert!(again.is_empty(), "seed {seed}: second restore changed {again:?}");
+    assert!(
+        again.is_empty(),
+        "seed {seed}: second restore changed {again:?}"
+    );
     repo.restore(&run, &second).unwrap();
     assert_eq!(tree(root, &["ignored"]), second_tree, "seed {seed}: second");
     assert_eq!(
@@ -137,7 +155,11 @@ fn one_case(seed: u64) {
         "seed {seed}: ignored file touched"
     );
     if let Some(before) = git_before {
-        assert_eq!(all_bytes(&root.join(".git")), before, "seed {seed}: .git touched");
+        assert_eq!(
+            all_bytes(&root.join(".git")),
+            before,
+            "seed {seed}: .git touched"
+        );
     }
 }
 
