@@ -190,8 +190,10 @@ mod tests {
         );
         state.snapshots.push(snapshot(1));
         assert_eq!(snapshot_due(&state, &start, effect), None);
-        let mut later = RunState::default();
-        later.turns_started = 3;
+        let later = RunState {
+            turns_started: 3,
+            ..RunState::default()
+        };
         assert_eq!(
             snapshot_due(&later, &NextAction::StartTurn { turn: 4 }, effect),
             None
@@ -201,9 +203,11 @@ mod tests {
     #[test]
     fn a_turn_is_snapshotted_once_and_only_after_mutating_calls() {
         let finish_turn = NextAction::FinishTurn { turn: 2 };
-        let mut state = RunState::default();
-        state.turns_started = 2;
-        state.history = vec![tool(5, 1, "write_file"), tool(9, 2, "read_file")];
+        let mut state = RunState {
+            turns_started: 2,
+            history: vec![tool(5, 1, "write_file"), tool(9, 2, "read_file")],
+            ..RunState::default()
+        };
         assert_eq!(
             snapshot_due(&state, &finish_turn, effect),
             None,
