@@ -1,18 +1,21 @@
 //! Workspace snapshots taken by the run loop: one `run_start` snapshot before the first turn,
-//! and an `after_tools` snapshot at the end of every turn in which a mutating tool call
+//! an `after_tools` snapshot at the end of every turn in which a mutating tool call
 //! (`write_file`, `edit_file`, `shell`) finished — journaled as `snapshot_taken` before the
-//! turn's `turn_finished` (or before `run_finished` when the turn ended the run).
+//! turn's `turn_finished` (or before `run_finished` when the turn ended the run) — and a
+//! `before_risky` one before a `shell` command the execution policy marks `risky` (built in:
+//! `git reset --hard`, `git clean -f`, `rm -r`), journaled before its `tool_call_started`.
 //!
 //! Snapshots are a safety net, not part of the run's semantics: if one fails (git missing, disk
 //! full) nothing is journaled, a warning is logged and the run goes on. A snapshot whose tree
-//! equals the run's previous one is not journaled again (except the `run_start` one). On resume
+//! equals the run's previous one is not journaled again (except the `run_start` one): the
+//! previous one already is that state. On resume
 //! the decision is re-derived from the journal: a turn whose snapshot was journaled is not
 //! snapshotted twice.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use baton_core::task::SnapshotReason;
-use baton_core::{Event, Message, NextAction, RunState, ToolEffect};
+use baton_core::{Event, Message, NextAction, RunState, ToolCall, ToolEffect};
 use baton_snapshot::{Change, ShadowRepo, SnapshotError};
 use baton_tools::Workspace;
 
@@ -57,9 +60,12 @@ impl Engine {
         {
             return Ok(());
         }
-        let Some(reason) = snapshot_due(journal.state(), action, |name| {
-            self.parts.tools.effect_of(name)
-        }) else {
+        let Some(reason) = snapshot_due(
+            journal.state(),
+            action,
+            |name| self.parts.tools.effect_of(name),
+            |call| self.is_risky(call),
+        ) else {
             return Ok(());
         };
         let root = workspace.root().to_path_buf();
@@ -101,13 +107,31 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// A `shell` call whose command line the execution policy marks `risky`.
+    fn is_risky(&self, call: &ToolCall) -> bool {
+        call.name == "shell"
+            && serde_json::from_str::<serde_json::Value>(&call.arguments)
+                .ok()
+                .and_then(|args| {
+                    let command = args.get("command")?.as_str()?;
+                    Some(self.parts.exec.policy.decide(command).risky)
+                })
+                .unwrap_or(false)
+    }
+}
+
 /// Whether `action` calls for a snapshot first, and why (pure: decided from the journal).
 pub(crate) fn snapshot_due(
     state: &RunState,
     action: &NextAction,
     effect_of: impl Fn(&str) -> Option<ToolEffect>,
+    is_risky: impl Fn(&ToolCall) -> bool,
 ) -> Option<SnapshotReason> {
     match action {
+        // A call not yet started (a resume after a crash between the snapshot and the call's
+        // start snapshots again; an unchanged tree is not journaled twice).
+        NextAction::RunTool { call, .. } if is_risky(call) => Some(SnapshotReason::BeforeRisky),
         NextAction::StartTurn { .. } if state.turns_started == 0 && state.snapshots.is_empty() => {
             Some(SnapshotReason::RunStart)
         }
@@ -159,6 +183,30 @@ mod tests {
         }
     }
 
+    fn never(_: &ToolCall) -> bool {
+        false
+    }
+
+    #[test]
+    fn a_risky_call_is_snapshotted_before_it_starts() {
+        let call = |command: &str| ToolCall {
+            id: "c".into(),
+            name: "shell".into(),
+            arguments: format!("{{\"command\": \"{command}\"}}"),
+        };
+        let risky = |c: &ToolCall| c.arguments.contains("rm -r");
+        let state = RunState::default();
+        let run = |command: &str| NextAction::RunTool {
+            turn: 1,
+            call: call(command),
+        };
+        assert_eq!(
+            snapshot_due(&state, &run("rm -r build"), effect, risky),
+            Some(SnapshotReason::BeforeRisky)
+        );
+        assert_eq!(snapshot_due(&state, &run("ls"), effect, risky), None);
+    }
+
     fn tool(seq: u64, turn: u32, name: &str) -> HistoryEntry {
         HistoryEntry {
             seq,
@@ -185,17 +233,17 @@ mod tests {
         let mut state = RunState::default();
         let start = NextAction::StartTurn { turn: 1 };
         assert_eq!(
-            snapshot_due(&state, &start, effect),
+            snapshot_due(&state, &start, effect, never),
             Some(SnapshotReason::RunStart)
         );
         state.snapshots.push(snapshot(1));
-        assert_eq!(snapshot_due(&state, &start, effect), None);
+        assert_eq!(snapshot_due(&state, &start, effect, never), None);
         let later = RunState {
             turns_started: 3,
             ..RunState::default()
         };
         assert_eq!(
-            snapshot_due(&later, &NextAction::StartTurn { turn: 4 }, effect),
+            snapshot_due(&later, &NextAction::StartTurn { turn: 4 }, effect, never),
             None
         );
     }
@@ -209,33 +257,36 @@ mod tests {
             ..RunState::default()
         };
         assert_eq!(
-            snapshot_due(&state, &finish_turn, effect),
+            snapshot_due(&state, &finish_turn, effect, never),
             None,
             "read-only turn"
         );
         state.history.push(tool(11, 2, "shell"));
         state.history.push(tool(13, 2, "unknown_tool"));
         assert_eq!(
-            snapshot_due(&state, &finish_turn, effect),
+            snapshot_due(&state, &finish_turn, effect, never),
             Some(SnapshotReason::AfterTools)
         );
         // An older snapshot does not count; one after the turn's last mutation does (resume).
         state.snapshots.push(snapshot(6));
         assert_eq!(
-            snapshot_due(&state, &finish_turn, effect),
+            snapshot_due(&state, &finish_turn, effect, never),
             Some(SnapshotReason::AfterTools)
         );
         state.snapshots.push(snapshot(14));
-        assert_eq!(snapshot_due(&state, &finish_turn, effect), None);
+        assert_eq!(snapshot_due(&state, &finish_turn, effect, never), None);
         // A turn that ends the run is snapshotted too.
         state.snapshots.pop();
         let finish = NextAction::Finish {
             summary: "done".into(),
         };
         assert_eq!(
-            snapshot_due(&state, &finish, effect),
+            snapshot_due(&state, &finish, effect, never),
             Some(SnapshotReason::AfterTools)
         );
-        assert_eq!(snapshot_due(&state, &NextAction::Nudge, effect), None);
+        assert_eq!(
+            snapshot_due(&state, &NextAction::Nudge, effect, never),
+            None
+        );
     }
 }

@@ -23,6 +23,7 @@ use support::run::{engine, settings};
 on_both_backends!(
     snapshots_follow_the_turns_that_changed_files,
     a_failing_snapshot_does_not_stop_the_run,
+    a_risky_command_is_preceded_by_a_snapshot,
 );
 
 fn write_and_finish() -> Result<ModelReply, ModelError> {
@@ -184,5 +185,88 @@ async fn a_failing_snapshot_does_not_stop_the_run(backend: Backend) {
     assert_eq!(
         std::fs::read_to_string(ws.path().join("new.txt")).unwrap(),
         "v2\n"
+    );
+}
+
+async fn a_risky_command_is_preceded_by_a_snapshot(backend: Backend) {
+    let ws = tempfile::tempdir().unwrap();
+    // `rm -r` is risky in the built-in policy: the state right before it is kept.
+    let provider = FnProvider::new(|_, n| match n {
+        0 => call(
+            "write_file",
+            json!({"path": "build/out.txt", "content": "built\n"}),
+            10,
+        ),
+        1 => call("shell", json!({"command": "rm -r build"}), 10),
+        _ => call("finish", json!({"summary": "done"}), 10),
+    });
+    let events = drive_with(backend, ws.path(), Some(Snapshots::On), provider).await;
+    let kinds = kinds(&events);
+    let taken: Vec<(usize, SnapshotReason, String)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.event {
+            Event::SnapshotTaken {
+                snapshot, reason, ..
+            } => Some((i, *reason, snapshot.clone())),
+            _ => None,
+        })
+        .collect();
+    let reasons: Vec<SnapshotReason> = taken.iter().map(|t| t.1).collect();
+    assert_eq!(
+        reasons,
+        [
+            SnapshotReason::RunStart,
+            SnapshotReason::AfterTools,
+            SnapshotReason::AfterTools,
+        ],
+        "the state before `rm -r` is turn 1's snapshot, not journaled twice: {kinds:?}"
+    );
+    assert!(!ws.path().join("build").exists());
+
+    // Now with a change in the same turn before the risky command: a before_risky snapshot.
+    let ws = tempfile::tempdir().unwrap();
+    let provider = FnProvider::new(|_, n| match n {
+        0 => {
+            let mut reply = call(
+                "write_file",
+                json!({"path": "build/out.txt", "content": "built\n"}),
+                10,
+            )?;
+            reply.message.tool_calls.push(ToolCall {
+                id: String::new(),
+                name: "shell".into(),
+                arguments: json!({"command": "rm -r build"}).to_string(),
+            });
+            Ok(reply)
+        }
+        _ => call("finish", json!({"summary": "done"}), 10),
+    });
+    let events = drive_with(backend, ws.path(), Some(Snapshots::On), provider).await;
+    let kinds = kinds(&events);
+    let risky: Vec<(usize, String)> = events
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match &e.event {
+            Event::SnapshotTaken {
+                snapshot,
+                reason: SnapshotReason::BeforeRisky,
+                ..
+            } => Some((i, snapshot.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(risky.len(), 1, "{kinds:?}");
+    assert!(
+        matches!(&events[risky[0].0 + 1].event, Event::ToolCallStarted { name, .. } if name == "shell"),
+        "{kinds:?}"
+    );
+    let repo = ShadowRepo::open(ws.path()).unwrap();
+    let run = events[0].run_id.to_string();
+    repo.restore(&run, &SnapshotId::parse(&risky[0].1).unwrap())
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("build/out.txt")).unwrap(),
+        "built\n"
     );
 }
