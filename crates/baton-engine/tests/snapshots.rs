@@ -57,8 +57,17 @@ async fn drive(
     ws: &std::path::Path,
     mode: Option<Snapshots>,
 ) -> Vec<EventRecord> {
+    drive_with(backend, ws, mode, script()).await
+}
+
+async fn drive_with(
+    backend: Backend,
+    ws: &std::path::Path,
+    mode: Option<Snapshots>,
+    provider: FnProvider,
+) -> Vec<EventRecord> {
     let (store, _schema) = backend.store(ws).await;
-    let (engine, _observer) = engine(store.clone(), Arc::new(script()));
+    let (engine, _observer) = engine(store.clone(), Arc::new(provider));
     let engine = match mode {
         Some(mode) => engine.with_snapshots(mode),
         None => engine,
@@ -201,7 +210,7 @@ async fn a_risky_command_is_preceded_by_a_snapshot(backend: Backend) {
         _ => call("finish", json!({"summary": "done"}), 10),
     });
     let events = drive_with(backend, ws.path(), Some(Snapshots::On), provider).await;
-    let kinds = kinds(&events);
+    let names = kinds(&events);
     let taken: Vec<(usize, SnapshotReason, String)> = events
         .iter()
         .enumerate()
@@ -220,7 +229,7 @@ async fn a_risky_command_is_preceded_by_a_snapshot(backend: Backend) {
             SnapshotReason::AfterTools,
             SnapshotReason::AfterTools,
         ],
-        "the state before `rm -r` is turn 1's snapshot, not journaled twice: {kinds:?}"
+        "the state before `rm -r` is turn 1's snapshot, not journaled twice: {names:?}"
     );
     assert!(!ws.path().join("build").exists());
 
@@ -243,7 +252,7 @@ async fn a_risky_command_is_preceded_by_a_snapshot(backend: Backend) {
         _ => call("finish", json!({"summary": "done"}), 10),
     });
     let events = drive_with(backend, ws.path(), Some(Snapshots::On), provider).await;
-    let kinds = kinds(&events);
+    let names = kinds(&events);
     let risky: Vec<(usize, String)> = events
         .iter()
         .enumerate()
@@ -256,10 +265,10 @@ async fn a_risky_command_is_preceded_by_a_snapshot(backend: Backend) {
             _ => None,
         })
         .collect();
-    assert_eq!(risky.len(), 1, "{kinds:?}");
+    assert_eq!(risky.len(), 1, "{names:?}");
     assert!(
         matches!(&events[risky[0].0 + 1].event, Event::ToolCallStarted { name, .. } if name == "shell"),
-        "{kinds:?}"
+        "{names:?}"
     );
     let repo = ShadowRepo::open(ws.path()).unwrap();
     let run = events[0].run_id.to_string();
