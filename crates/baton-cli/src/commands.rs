@@ -11,8 +11,8 @@ use baton_core::{
     Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings, ToolChoice, replay,
 };
 use baton_engine::{
-    Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun,
-    StopSignal,
+    Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, Snapshots,
+    StartRun, StopSignal,
 };
 use baton_serve::{RunAggregate, RunView, status_label};
 use baton_store::Store;
@@ -148,8 +148,17 @@ fn build_engine(
     store: Arc<dyn Store>,
     observer: Arc<dyn RunObserver>,
     exec: baton_tools::ExecEnv,
+    no_snapshots: bool,
 ) -> Result<Engine, CliError> {
-    build_engine_with(settings, layer, store, exec, observer, stop_on_signals())
+    let snapshots = match layer.snapshots.as_ref().and_then(|s| s.enabled) {
+        _ if no_snapshots => Snapshots::Off,
+        Some(false) => Snapshots::Off,
+        _ => Snapshots::On,
+    };
+    Ok(
+        build_engine_with(settings, layer, store, exec, observer, stop_on_signals())?
+            .with_snapshots(snapshots),
+    )
 }
 
 /// An engine for `settings` reporting to `observer` and pausing on `stop` (a worker has one
@@ -380,6 +389,7 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
         store.clone(),
         observer(args.json, trace),
         exec,
+        args.no_snapshots,
     )?;
     tracing::info!(run_id = %run_id, "starting the run");
     let result = engine
@@ -565,6 +575,7 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         store.clone(),
         observer(args.json, trace),
         exec,
+        args.no_snapshots,
     )?;
     tracing::info!(run_id = %run_id, events = events.len(), "resuming the run");
     let result = engine.resume(&run_id, &overrides).await;

@@ -53,6 +53,16 @@ pub struct ConfigLayer {
     pub supervise: Option<bool>,
     /// How many times the supervisor restarts a crashed agent process (`--max-restarts`).
     pub max_restarts: Option<u32>,
+    /// `[snapshots]`: workspace snapshots in `.baton/shadow.git`.
+    pub snapshots: Option<SnapshotsConfig>,
+}
+
+/// The `[snapshots]` table.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotsConfig {
+    /// `false`: no workspace snapshots (`--no-snapshots`).
+    pub enabled: Option<bool>,
 }
 
 /// The `[context]` table: every key overrides the model profile's value.
@@ -231,6 +241,7 @@ impl ConfigLayer {
             },
             supervise: over.supervise.or(self.supervise),
             max_restarts: over.max_restarts.or(self.max_restarts),
+            snapshots: over.snapshots.or(self.snapshots),
             context: match (self.context, over.context) {
                 (Some(base), Some(over)) => Some(base.overlay(over)),
                 (base, over) => over.or(base),

@@ -105,7 +105,7 @@ impl Drop for PidFile {
 }
 
 /// The live supervisor of a run, if its pidfile names one.
-fn live_supervisor(workspace: &Path, run_id: &RunId) -> Option<Holder> {
+pub(crate) fn live_supervisor(workspace: &Path, run_id: &RunId) -> Option<Holder> {
     let text = std::fs::read_to_string(pidfile_path(workspace, run_id)).ok()?;
     let mut fields = text.split_whitespace();
     let holder = Holder {

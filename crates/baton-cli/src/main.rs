@@ -14,6 +14,7 @@ mod providers;
 mod queue;
 mod sandbox_cmd;
 mod serve_cmd;
+mod snapshot_cmd;
 mod store;
 mod supervise;
 mod transcript;
@@ -139,6 +140,30 @@ enum Command {
     /// Serve the JSON API, Prometheus metrics (/metrics) and the web dashboard for the store's
     /// runs (default http://127.0.0.1:7878/).
     Serve(serve_cmd::ServeArgs),
+    /// List a run's workspace snapshots (default: the latest run).
+    Snapshots { run: Option<String> },
+    /// Show what a run changed: from its first snapshot (or --from) to the workspace now (or
+    /// --to).
+    Diff {
+        run: Option<String>,
+        /// Snapshot to start from: an id prefix or #N from `baton snapshots`.
+        #[arg(long, value_name = "SNAPSHOT")]
+        from: Option<String>,
+        /// Snapshot to end at (default: the workspace as it is now).
+        #[arg(long, value_name = "SNAPSHOT")]
+        to: Option<String>,
+        /// A line per changed file instead of the patch.
+        #[arg(long)]
+        stat: bool,
+    },
+    /// Restore the workspace to one of a run's snapshots (not while the run is running).
+    Rollback {
+        /// Run id (or a unique prefix of it).
+        run: String,
+        /// The snapshot: an id prefix or #N from `baton snapshots`.
+        #[arg(long, value_name = "SNAPSHOT")]
+        to: String,
+    },
     /// Queue a run for `baton worker` processes (needs a PostgreSQL --store).
     Submit(SubmitArgs),
     /// Claim queued runs from a PostgreSQL --store and drive them until stopped.
@@ -244,6 +269,9 @@ pub struct RunArgs {
     /// The id of the new run (a supervisor chooses it before its agent process creates it).
     #[arg(long, hide = true, value_name = "ID")]
     run_id: Option<String>,
+    /// Take no workspace snapshots (config: [snapshots] enabled = false).
+    #[arg(long)]
+    no_snapshots: bool,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -269,6 +297,9 @@ pub struct ResumeArgs {
     /// task started, e.g. after `run --plan-only`).
     #[arg(long, value_name = "FILE")]
     plan: Option<PathBuf>,
+    /// Take no workspace snapshots (config: [snapshots] enabled = false).
+    #[arg(long)]
+    no_snapshots: bool,
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
@@ -333,6 +364,18 @@ fn main() -> ExitCode {
                 commands::logs(&workspace, store, run.as_deref(), full, json).await
             }
             Command::Serve(args) => serve_cmd::serve(&workspace, store, args).await,
+            Command::Snapshots { run } => {
+                snapshot_cmd::snapshots(&workspace, store, run.as_deref()).await
+            }
+            Command::Diff {
+                run,
+                from,
+                to,
+                stat,
+            } => snapshot_cmd::diff(&workspace, store, run.as_deref(), from, to, stat).await,
+            Command::Rollback { run, to } => {
+                snapshot_cmd::rollback(&workspace, store, &run, &to).await
+            }
             Command::Submit(args) => queue::submit(store, args).await,
             Command::Worker(args) => worker::worker(&workspace, store, args).await,
         }

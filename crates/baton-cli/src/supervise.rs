@@ -75,7 +75,10 @@ pub async fn run(globals: Globals<'_>, args: RunArgs) -> CliResult {
         .clone()
         .map_or_else(RunId::new, RunId::from_string);
     crate::logging::attach_run(&workspace, &run_id);
-    let sandbox_flags = args.sandbox.to_args();
+    let mut sandbox_flags = args.sandbox.to_args();
+    if args.no_snapshots {
+        sandbox_flags.push("--no-snapshots".into());
+    }
     let mut rest = model_args(&args.model);
     rest.extend(sandbox_flags.iter().cloned());
     rest.extend(args.tasks.to_args());
@@ -138,6 +141,9 @@ pub async fn resume(globals: Globals<'_>, args: ResumeArgs) -> CliResult {
         // Every child gets it: once journaled, the same plan again changes nothing.
         let plan = std::path::absolute(plan).unwrap_or_else(|_| plan.clone());
         flags.extend(["--plan".into(), plan.display().to_string()]);
+    }
+    if args.no_snapshots {
+        flags.push("--no-snapshots".into());
     }
     if args.json {
         flags.push("--json".into());

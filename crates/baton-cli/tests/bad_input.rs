@@ -273,22 +273,36 @@ async fn the_api_key_never_reaches_the_journal_or_commands() {
         "{shell}"
     );
     // Everything under .baton/, the log files in .baton/logs/ included.
+    let contains_secret =
+        |bytes: &[u8]| bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
     let mut dirs = vec![ws.path().join(".baton")];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 dirs.push(path);
-                continue;
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !contains_secret(&bytes),
+                    "secret found in {}",
+                    path.display()
+                );
             }
-            let bytes = std::fs::read(&path).unwrap();
-            assert!(
-                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
-                "secret found in {}",
-                path.display()
-            );
         }
     }
+    // Snapshot objects are compressed: read every one of them back through git.
+    let objects = std::process::Command::new("git")
+        .args(["cat-file", "--batch-all-objects", "--batch"])
+        .env("GIT_DIR", ws.path().join(".baton/shadow.git"))
+        .output()
+        .expect("git is needed for this test (apt-get install git)");
+    assert!(objects.status.success());
+    assert!(!objects.stdout.is_empty(), "the run took snapshots");
+    assert!(
+        !contains_secret(&objects.stdout),
+        "secret found in a snapshot"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

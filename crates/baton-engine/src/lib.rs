@@ -15,11 +15,12 @@ mod journal;
 mod memory_search;
 mod memory_tools;
 mod run_loop;
+mod snapshots;
 mod stop;
-mod task_snapshots;
 mod tasks;
 
 pub use api::{EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
 pub use error::EngineError;
 pub use run_loop::Engine;
+pub use snapshots::Snapshots;
 pub use stop::{StopHandle, StopSignal};

@@ -35,6 +35,7 @@ pub struct Engine {
     pub(crate) redactor: Redactor,
     pub(crate) counter: TokenCounter,
     pub(crate) memory: MemoryTools,
+    pub(crate) snapshots: crate::snapshots::SnapshotHook,
 }
 
 /// What the engine remembers between requests within one process (not journaled: it only
@@ -56,6 +57,7 @@ impl Engine {
             redactor,
             counter: TokenCounter::default(),
             memory: MemoryTools::default(),
+            snapshots: Default::default(),
         }
     }
 
@@ -268,6 +270,7 @@ impl Engine {
                     .await?;
             }
             let action = next_action(journal.state());
+            self.snapshot_if_due(journal, &action, &workspace).await?;
             match action {
                 NextAction::Stop => break,
                 NextAction::StartTurn { turn } => {

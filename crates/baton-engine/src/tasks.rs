@@ -13,6 +13,7 @@ use baton_tools::{Tool, ToolContext, Workspace};
 use crate::EngineError;
 use crate::journal::Journal;
 use crate::run_loop::{Engine, elapsed_ms};
+use crate::snapshots::JournalUnchanged;
 
 /// Check output journaled at most (head and tail kept): enough to fix from, bounded for the
 /// journal and the prompt.
@@ -30,8 +31,14 @@ impl Engine {
             TaskAction::ContinueTurns => Ok(()),
             TaskAction::StartTask { task, approach } => {
                 if journal.state().snapshots.is_empty() {
-                    self.snapshot(journal, workspace, SnapshotReason::RunStart, None)
-                        .await?;
+                    self.take_snapshot(
+                        journal,
+                        workspace,
+                        SnapshotReason::RunStart,
+                        None,
+                        JournalUnchanged::Yes,
+                    )
+                    .await?;
                 }
                 journal
                     .record(Event::TaskStarted {
@@ -70,8 +77,14 @@ impl Engine {
                         summary,
                     })
                     .await?;
-                self.snapshot(journal, workspace, SnapshotReason::TaskVerified, Some(task))
-                    .await
+                self.take_snapshot(
+                    journal,
+                    workspace,
+                    SnapshotReason::TaskVerified,
+                    Some(task),
+                    JournalUnchanged::Yes,
+                )
+                .await
             }
             TaskAction::Rollback {
                 task,
@@ -207,7 +220,7 @@ impl Engine {
         task: Option<String>,
         snapshot: String,
     ) -> Result<(), EngineError> {
-        self.restore_snapshot(workspace, &snapshot).await?;
+        self.restore_snapshot(journal, workspace, &snapshot).await?;
         journal
             .record(Event::RollbackFinished { task, snapshot })
             .await

@@ -35,7 +35,7 @@ pub struct Rule {
     pub pattern: String,
     pub action: Action,
     pub reason: String,
-    /// Allowed, but a workspace snapshot should be taken first (once snapshots exist).
+    /// Allowed, but the engine snapshots the workspace right before it (`before_risky`).
     pub risky: bool,
     /// Where the rule came from (`built-in` or a file path).
     pub source: String,

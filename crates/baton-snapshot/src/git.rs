@@ -1,0 +1,162 @@
+//! Running the `git` binary against the shadow repository, insulated from the machine: no
+//! inherited `GIT_*` variables, no system or global configuration, a fixed identity and dates
+//! given by the caller.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use crate::error::{Result, SnapshotError};
+
+/// The author and committer of every snapshot commit (commits must not depend on the machine).
+const IDENTITY_NAME: &str = "baton";
+const IDENTITY_EMAIL: &str = "baton@localhost";
+
+/// How to run git for one shadow repository.
+#[derive(Clone, Debug)]
+pub(crate) struct Git {
+    pub(crate) git_dir: PathBuf,
+    pub(crate) work_tree: PathBuf,
+}
+
+/// One git invocation being built.
+pub(crate) struct Call<'a> {
+    git: &'a Git,
+    args: Vec<String>,
+    index: Option<&'a Path>,
+    date: Option<String>,
+    stdin: Option<&'a [u8]>,
+    /// `git init` makes the repository, so it gets neither GIT_DIR nor GIT_WORK_TREE.
+    repo_env: bool,
+    /// Exit codes that are answers, not failures (`rev-parse --verify --quiet` → 1).
+    ok_codes: &'static [i32],
+}
+
+impl Git {
+    pub(crate) fn call(&self, args: &[&str]) -> Call<'_> {
+        Call {
+            git: self,
+            args: args.iter().map(|a| a.to_string()).collect(),
+            index: None,
+            date: None,
+            stdin: None,
+            repo_env: true,
+            ok_codes: &[0],
+        }
+    }
+}
+
+impl<'a> Call<'a> {
+    pub(crate) fn index(mut self, index: &'a Path) -> Self {
+        self.index = Some(index);
+        self
+    }
+
+    pub(crate) fn date(mut self, at: jiff::Timestamp) -> Self {
+        self.date = Some(format!("@{} +0000", at.as_second()));
+        self
+    }
+
+    pub(crate) fn stdin(mut self, input: &'a [u8]) -> Self {
+        self.stdin = Some(input);
+        self
+    }
+
+    pub(crate) fn without_repository(mut self) -> Self {
+        self.repo_env = false;
+        self
+    }
+
+    pub(crate) fn ok_codes(mut self, codes: &'static [i32]) -> Self {
+        self.ok_codes = codes;
+        self
+    }
+
+    fn command_text(&self) -> String {
+        self.args.join(" ")
+    }
+
+    /// Runs git; a non-accepted exit status is an error carrying git's stderr.
+    pub(crate) fn run(self) -> Result<Output> {
+        let output = self.output()?;
+        let code = output.status.code();
+        if code.is_some_and(|c| self.ok_codes.contains(&c)) {
+            return Ok(output);
+        }
+        Err(self.failure(&output))
+    }
+
+    pub(crate) fn failure(&self, output: &Output) -> SnapshotError {
+        SnapshotError::Git {
+            command: self.command_text(),
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        }
+    }
+
+    /// Runs git and hands back whatever it did (for callers that judge the status themselves).
+    pub(crate) fn output(&self) -> Result<Output> {
+        let mut cmd = Command::new("git");
+        cmd.args(&self.args)
+            .current_dir(&self.git.work_tree)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // Anything inherited could point git elsewhere (a hook's GIT_DIR, GIT_INDEX_FILE, an
+        // object directory, a namespace) or change its output.
+        for (name, _) in std::env::vars_os() {
+            if name.to_string_lossy().starts_with("GIT_") {
+                cmd.env_remove(&name);
+            }
+        }
+        if self.repo_env {
+            cmd.env("GIT_DIR", &self.git.git_dir)
+                .env("GIT_WORK_TREE", &self.git.work_tree);
+        }
+        cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .env("GIT_AUTHOR_NAME", IDENTITY_NAME)
+            .env("GIT_AUTHOR_EMAIL", IDENTITY_EMAIL)
+            .env("GIT_COMMITTER_NAME", IDENTITY_NAME)
+            .env("GIT_COMMITTER_EMAIL", IDENTITY_EMAIL)
+            // Messages in one language, so that errors read the same everywhere.
+            .env("LC_ALL", "C");
+        if let Some(index) = self.index {
+            cmd.env("GIT_INDEX_FILE", index);
+        }
+        if let Some(date) = &self.date {
+            cmd.env("GIT_AUTHOR_DATE", date)
+                .env("GIT_COMMITTER_DATE", date);
+        }
+        cmd.stdin(if self.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        let spawn_error = |e: std::io::Error| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                SnapshotError::GitMissing { source: e }
+            } else {
+                SnapshotError::io("git", e)
+            }
+        };
+        let mut child = cmd.spawn().map_err(spawn_error)?;
+        if let (Some(input), Some(mut pipe)) = (self.stdin, child.stdin.take()) {
+            pipe.write_all(input)
+                .map_err(|e| SnapshotError::io("git stdin", e))?;
+        }
+        child
+            .wait_with_output()
+            .map_err(|e| SnapshotError::io("git", e))
+    }
+
+    /// Runs git and returns its stdout, trimmed of the final newline.
+    pub(crate) fn text(self) -> Result<String> {
+        let output = self.run()?;
+        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+        while text.ends_with('\n') {
+            text.pop();
+        }
+        Ok(text)
+    }
+}
