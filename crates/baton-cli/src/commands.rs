@@ -545,6 +545,15 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
     outln!("events     {}", summary.event_count);
     if opened.is_shared() {
         outln!("holder     {}", crate::worker::lease_text(&summary));
+        if summary.queued {
+            outln!(
+                "queued     yes ({})",
+                match crate::queue::queue_status(&summary) {
+                    "queued" => "waiting for a worker",
+                    _ => "a worker has it",
+                }
+            );
+        }
     }
     outln!(
         "created    {}",

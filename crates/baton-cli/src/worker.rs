@@ -70,7 +70,7 @@ pub async fn worker(
         // Timeouts, retry budget and prices come from this machine's config and environment;
         // the model of each run from its journal.
         layer: file_and_env_layers(workspace)?,
-        holder: Holder::this_process(),
+        holder: Holder::this_process().with_worker_id(worker_id(args.worker_id.as_deref())),
         stop,
     });
     eprintln!(
@@ -177,7 +177,7 @@ async fn drive(shared: &Shared, lease: Lease) {
                 .ok()
                 .flatten()
                 .map_or(u64::MAX / 2, |r| r.event_count);
-            if let Err(e) = shared.artifacts.save(&run_id, seq, &dir) {
+            if let Err(e) = shared.artifacts.save(&run_id, seq, &dir).await {
                 eprintln!("run {run_id}: final snapshot failed: {e:#}");
             }
             println!("run {run_id} finished: {summary}");
@@ -223,9 +223,10 @@ async fn prepare(
         .ok_or_else(|| anyhow!("its journal has no start"))?;
     let snapshot = shared
         .artifacts
-        .latest(run_id)?
+        .latest(run_id)
+        .await?
         .ok_or_else(|| anyhow!("no workspace snapshot of it in the artifact store"))?;
-    Artifacts::restore(&snapshot, dir)?;
+    shared.artifacts.restore(&snapshot, dir).await?;
     Ok(settings)
 }
 
@@ -256,10 +257,19 @@ impl RunObserver for Snapshots {
         match &record.event {
             Event::ToolCallStarted { effect: e, .. } => *effect = Some(*e),
             Event::ToolCallFinished { .. } => {
-                if effect.take() == Some(ToolEffect::Mutating)
-                    && let Err(e) = self.artifacts.save(&record.run_id, record.seq, &self.dir)
-                {
-                    tracing::warn!("run {}: snapshot failed: {e:#}", record.run_id);
+                if effect.take() == Some(ToolEffect::Mutating) {
+                    // The observer is synchronous and the next step must wait for the upload:
+                    // block this worker thread (the runtime is multi-threaded) until it is done.
+                    let saved = tokio::task::block_in_place(|| {
+                        tokio::runtime::Handle::current().block_on(self.artifacts.save(
+                            &record.run_id,
+                            record.seq,
+                            &self.dir,
+                        ))
+                    });
+                    if let Err(e) = saved {
+                        tracing::warn!("run {}: snapshot failed: {e:#}", record.run_id);
+                    }
                 }
             }
             _ => {}
@@ -267,23 +277,108 @@ impl RunObserver for Snapshots {
     }
 }
 
-/// How `ls --all` / `status` describe a run's lease: who holds it and for how much longer.
+/// `--worker-id`, or `HOSTNAME-PID`: unique among processes sharing a store as long as the
+/// hostnames are (which dead-holder detection needs anyway).
+fn worker_id(given: Option<&str>) -> String {
+    match given.map(str::trim) {
+        Some(id) if !id.is_empty() => id.to_owned(),
+        _ => {
+            let me = Holder::this_process();
+            format!("{}-{}", me.host, me.pid)
+        }
+    }
+}
+
+/// How `ls --all` / `status` describe a run's lease: who holds it, how old the lease is (since
+/// it was taken or last renewed) and when it expires.
 pub fn lease_text(summary: &baton_store::RunSummary) -> String {
+    lease_text_at(summary, jiff::Timestamp::now())
+}
+
+/// [`lease_text`] as seen at `now`.
+fn lease_text_at(summary: &baton_store::RunSummary, now: jiff::Timestamp) -> String {
     match &summary.holder {
         None if summary.status == RunStatus::Finished || summary.status == RunStatus::Failed => {
             "-".into()
         }
         None => "free".into(),
         Some(h) => {
-            let left = h
-                .expires_at
-                .duration_since(jiff::Timestamp::now())
-                .as_secs_f64();
+            let age = h
+                .renewed_at
+                .map(|at| {
+                    format!(
+                        "age {:.1}s, ",
+                        now.duration_since(at).as_secs_f64().max(0.0)
+                    )
+                })
+                .unwrap_or_default();
+            let left = h.expires_at.duration_since(now).as_secs_f64();
             if left >= 0.0 {
-                format!("{} (expires in {left:.1}s)", h.holder.describe())
+                format!("{} ({age}expires in {left:.1}s)", h.holder.describe())
             } else {
-                format!("{} (expired {:.1}s ago)", h.holder.describe(), -left)
+                format!("{} ({age}expired {:.1}s ago)", h.holder.describe(), -left)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use baton_store::{HolderInfo, RunSummary};
+
+    fn summary(status: RunStatus, holder: Option<HolderInfo>) -> RunSummary {
+        let at: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        RunSummary {
+            id: RunId::new(),
+            goal: "g".into(),
+            workspace: "/w".into(),
+            status,
+            created_at: at,
+            updated_at: at,
+            event_count: 3,
+            holder,
+            queued: false,
+        }
+    }
+
+    #[test]
+    fn lease_text_names_the_worker_and_the_lease_age_and_expiry() {
+        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let holder = Holder {
+            host: "box".into(),
+            pid: 7,
+            pid_start: None,
+            worker_id: Some("w-1".into()),
+        };
+        let info = HolderInfo {
+            holder,
+            expires_at: "2026-01-01T00:01:40Z".parse().unwrap(),
+            alive: true,
+            renewed_at: Some("2026-01-01T00:00:40Z".parse().unwrap()),
+        };
+        let text = lease_text_at(&summary(RunStatus::Running, Some(info.clone())), now);
+        assert_eq!(text, "w-1 (pid 7 on box) (age 20.0s, expires in 40.0s)");
+        let expired = HolderInfo {
+            expires_at: "2026-01-01T00:00:55Z".parse().unwrap(),
+            renewed_at: None,
+            ..info
+        };
+        let text = lease_text_at(&summary(RunStatus::Running, Some(expired)), now);
+        assert_eq!(text, "w-1 (pid 7 on box) (expired 5.0s ago)");
+        assert_eq!(
+            lease_text_at(&summary(RunStatus::Paused, None), now),
+            "free"
+        );
+        assert_eq!(lease_text_at(&summary(RunStatus::Finished, None), now), "-");
+    }
+
+    #[test]
+    fn the_default_worker_id_is_host_and_pid() {
+        let me = Holder::this_process();
+        assert_eq!(worker_id(None), format!("{}-{}", me.host, me.pid));
+        assert_eq!(worker_id(Some("  ")), format!("{}-{}", me.host, me.pid));
+        assert_eq!(worker_id(Some("gpu-box-3")), "gpu-box-3");
     }
 }

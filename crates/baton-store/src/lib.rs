@@ -92,6 +92,8 @@ pub struct RunSummary {
     pub event_count: u64,
     /// The current lease holder, if the lease has not been released.
     pub holder: Option<HolderInfo>,
+    /// Whether the run is in the worker queue (`baton submit`, or handed back by a worker).
+    pub queued: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -566,13 +566,9 @@ async fn the_holders_worker_id_and_lease_renewal_time_are_recorded(place: Place)
     let first = remote_holder().with_worker_id("builder-1");
     let before = jiff::Timestamp::now();
     let lease = store.create_run(&run, &first).await.unwrap();
-    let info = store
-        .get_run(&run.id)
-        .await
-        .unwrap()
-        .unwrap()
-        .holder
-        .unwrap();
+    let summary = store.get_run(&run.id).await.unwrap().unwrap();
+    assert!(!summary.queued, "only `baton submit` queues a run");
+    let info = summary.holder.unwrap();
     assert_eq!(info.holder, first);
     assert!(
         info.holder.describe().starts_with("builder-1 (pid 4242"),

@@ -14,7 +14,7 @@ use crate::{Holder, HolderInfo, RunSummary, StoreError};
 
 /// Columns of `runs` that [`summary_from_row`] reads, in a form to paste into a SELECT.
 pub(crate) const RUN_COLUMNS: &str = "id, goal, workspace, status, created_at, updated_at, \
-     event_count, lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, lease_worker, lease_renewed_at";
+     event_count, lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, lease_worker, lease_renewed_at, queued";
 
 /// The database server's clock in microseconds since the epoch, as a SELECT expression. Leases
 /// are judged by this one clock, so holders on machines whose clocks disagree still agree on
@@ -129,6 +129,7 @@ pub(crate) fn summary_from_row(
         updated_at: ts_from_text(url, "run update", &updated_at)?,
         event_count: from_db_int(url, "event count", event_count)?,
         holder,
+        queued: get(row, url, "queued")?,
         id: RunId::from_string(id),
     })
 }

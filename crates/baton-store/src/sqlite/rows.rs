@@ -17,7 +17,7 @@ use crate::{Holder, HolderInfo, RunSummary, StoreError};
 
 /// Columns of `runs` that [`summary_from_row`] reads, in a form to paste into a SELECT.
 pub(crate) const RUN_COLUMNS: &str = "id, goal, workspace, status, created_at, updated_at, \
-     event_count, lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, lease_worker, lease_renewed_at";
+     event_count, lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, lease_worker, lease_renewed_at, queued";
 
 pub(crate) fn ts_from_text(path: &Path, what: &str, text: &str) -> Result<Timestamp, StoreError> {
     text.parse()
@@ -116,6 +116,7 @@ pub(crate) fn summary_from_row(
         updated_at: ts_from_text(path, "run update", &updated_at)?,
         event_count: from_db_int(path, "event count", event_count)?,
         holder,
+        queued: get(row, path, "queued")?,
         id: RunId::from_string(id),
     })
 }
