@@ -256,20 +256,18 @@ impl RunObserver for Snapshots {
         };
         match &record.event {
             Event::ToolCallStarted { effect: e, .. } => *effect = Some(*e),
-            Event::ToolCallFinished { .. } => {
-                if effect.take() == Some(ToolEffect::Mutating) {
-                    // The observer is synchronous and the next step must wait for the upload:
-                    // block this worker thread (the runtime is multi-threaded) until it is done.
-                    let saved = tokio::task::block_in_place(|| {
-                        tokio::runtime::Handle::current().block_on(self.artifacts.save(
-                            &record.run_id,
-                            record.seq,
-                            &self.dir,
-                        ))
-                    });
-                    if let Err(e) = saved {
-                        tracing::warn!("run {}: snapshot failed: {e:#}", record.run_id);
-                    }
+            // The observer is synchronous and the next step must wait for the upload: block
+            // this worker thread (the runtime is multi-threaded) until it is done.
+            Event::ToolCallFinished { .. } if effect.take() == Some(ToolEffect::Mutating) => {
+                let saved = tokio::task::block_in_place(|| {
+                    tokio::runtime::Handle::current().block_on(self.artifacts.save(
+                        &record.run_id,
+                        record.seq,
+                        &self.dir,
+                    ))
+                });
+                if let Err(e) = saved {
+                    tracing::warn!("run {}: snapshot failed: {e:#}", record.run_id);
                 }
             }
             _ => {}
