@@ -131,12 +131,20 @@ async fn drive(shared: &Shared, lease: Lease) {
     let dir = shared.workdir.join(run_id.as_str());
     let settings = match prepare(shared, &run_id, &dir).await {
         Ok(settings) => settings,
-        Err(e) => {
+        Err(Unprepared::Never(e)) => {
             // Nothing a retry would fix (no snapshot, an unreadable journal): take the run out
             // of the queue so that workers do not spin on it, and say why.
             eprintln!("run {run_id}: cannot be started here: {e:#}; removed from the queue");
             let _ = shared.store.set_queued(&run_id, false).await;
             let _ = shared.store.release(&lease).await;
+            return;
+        }
+        Err(Unprepared::Later(e)) => {
+            // The store or the artifact store did not answer (a network blip, a bucket being
+            // restarted): the run stays queued for the next claim, here or elsewhere.
+            eprintln!("run {run_id}: cannot be started now: {e:#}; left in the queue");
+            let _ = shared.store.release(&lease).await;
+            tokio::time::sleep(POLL * 5).await;
             return;
         }
     };
@@ -209,24 +217,45 @@ async fn drive(shared: &Shared, lease: Lease) {
     }
 }
 
+/// Why a claimed run could not be set up: for good, or for now.
+enum Unprepared {
+    Never(anyhow::Error),
+    Later(anyhow::Error),
+}
+
 /// Materialises the run's workspace in `dir` from its latest snapshot and returns the settings
 /// it was submitted with.
 async fn prepare(
     shared: &Shared,
     run_id: &RunId,
     dir: &Path,
-) -> anyhow::Result<baton_core::RunSettings> {
-    let events = shared.store.load_events(run_id).await?;
-    let state = replay(&events)?;
+) -> Result<baton_core::RunSettings, Unprepared> {
+    let events = shared.store.load_events(run_id).await.map_err(|e| {
+        if e.is_retryable() {
+            Unprepared::Later(e.into())
+        } else {
+            Unprepared::Never(e.into())
+        }
+    })?;
+    let state = replay(&events).map_err(|e| Unprepared::Never(e.into()))?;
     let settings = state
         .settings
-        .ok_or_else(|| anyhow!("its journal has no start"))?;
+        .ok_or_else(|| Unprepared::Never(anyhow!("its journal has no start")))?;
+    // Listing and downloading fail for reasons that pass (the artifact store is unreachable);
+    // a missing snapshot does not.
     let snapshot = shared
         .artifacts
         .latest(run_id)
-        .await?
-        .ok_or_else(|| anyhow!("no workspace snapshot of it in the artifact store"))?;
-    shared.artifacts.restore(&snapshot, dir).await?;
+        .await
+        .map_err(Unprepared::Later)?
+        .ok_or_else(|| {
+            Unprepared::Never(anyhow!("no workspace snapshot of it in the artifact store"))
+        })?;
+    shared
+        .artifacts
+        .restore(&snapshot, dir)
+        .await
+        .map_err(Unprepared::Later)?;
     Ok(settings)
 }
 
