@@ -687,6 +687,18 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
     rows.push(("events", summary.event_count.to_string()));
     if opened.is_shared() {
         rows.push(("holder", crate::worker::lease_text(&summary)));
+        if summary.queued {
+            rows.push((
+                "queued",
+                format!(
+                    "yes ({})",
+                    match crate::queue::queue_status(&summary) {
+                        "queued" => "waiting for a worker",
+                        _ => "a worker has it",
+                    }
+                ),
+            ));
+        }
     }
     rows.push((
         "created",

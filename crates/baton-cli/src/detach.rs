@@ -112,6 +112,7 @@ pub(crate) fn live_supervisor(workspace: &Path, run_id: &RunId) -> Option<Holder
         pid: fields.next()?.parse().ok()?,
         pid_start: fields.next()?.parse().ok(),
         host: fields.next()?.to_string(),
+        worker_id: None,
     };
     (!holder.is_known_dead()).then_some(holder)
 }

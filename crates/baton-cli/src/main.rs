@@ -177,7 +177,8 @@ pub struct SubmitArgs {
     /// Directory the run starts from: archived into --artifacts now, restored by the worker.
     #[arg(long, value_name = "DIR")]
     workspace_source: PathBuf,
-    /// Where workspace snapshots live: a directory or file:// URL all workers can reach.
+    /// Where workspace snapshots live, reachable by all workers: a directory, file:///DIR or
+    /// s3://BUCKET[/PREFIX] (endpoint and keys from the AWS_* environment).
     #[arg(long, value_name = "URL", env = "BATON_ARTIFACTS")]
     artifacts: String,
     /// What the agent should achieve.
@@ -189,7 +190,8 @@ pub struct WorkerArgs {
     /// Runs driven at once by this process.
     #[arg(long, default_value_t = 1, value_name = "N")]
     concurrency: usize,
-    /// Where workspace snapshots live (as given to `submit`).
+    /// Where workspace snapshots live (as given to `submit`): a directory, file:///DIR or
+    /// s3://BUCKET[/PREFIX].
     #[arg(long, value_name = "URL", env = "BATON_ARTIFACTS")]
     artifacts: String,
     /// This worker's own directory for run workspaces (one subdirectory per run).
@@ -198,6 +200,10 @@ pub struct WorkerArgs {
     /// Seconds a lease lasts without renewal: how long a dead worker's runs wait.
     #[arg(long, value_name = "SECS", default_value_t = 60.0)]
     lease_ttl: f64,
+    /// This worker's name, recorded as the holder of the runs it drives (`ls --all`, `status`);
+    /// default HOSTNAME-PID.
+    #[arg(long, value_name = "ID")]
+    worker_id: Option<String>,
 }
 
 #[derive(Args, Clone, Default)]

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use baton_core::{EventRecord, RunState};
+use baton_core::{EventRecord, RunState, RunStatus};
 use baton_engine::{RunObserver, StartRun, StopSignal};
 use baton_store::{StoreError, StoreLocation, open_store};
 
@@ -61,7 +61,7 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
         })
         .await
         .map_err(|e| anyhow!("{e}"))?;
-    artifacts.save(&run_id, 0, &source)?;
+    artifacts.save(&run_id, 0, &source).await?;
     store.set_queued(&run_id, true).await.map_err(store_error)?;
     store.close().await;
     // The id alone on stdout, for scripts; the explanation on stderr.
@@ -70,23 +70,34 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
     Ok(exit::FINISHED)
 }
 
+/// A run's status for `ls --all`: `queued` while it waits in the queue for a worker (submitted,
+/// or handed back by a stopped worker), else its journal's status.
+pub fn queue_status(run: &baton_store::RunSummary) -> &'static str {
+    let open = !matches!(run.status, RunStatus::Finished | RunStatus::Failed);
+    if run.queued && open && run.holder.as_ref().is_none_or(|h| !h.alive) {
+        "queued"
+    } else {
+        run.status.as_str()
+    }
+}
+
 /// Every run of the store, whatever workspace or worker it belongs to.
 pub async fn ls_all(store: &dyn baton_store::Store) -> Result<u8, CliError> {
     let runs = store.list_runs().await.map_err(store_error)?;
     let mut out = std::io::stdout();
     let _ = writeln!(
         out,
-        "{:<12}  {:<10}  {:>6}  {:<44}  GOAL",
+        "{:<12}  {:<10}  {:>6}  {:<64}  GOAL",
         "RUN", "STATUS", "EVENTS", "HOLDER (LEASE)"
     );
     for run in &runs {
         let _ = writeln!(
             out,
-            "{:<12}  {:<10}  {:>6}  {:<44}  {}",
+            "{:<12}  {:<10}  {:>6}  {:<64}  {}",
             run.id.short(),
-            run.status.as_str(),
+            queue_status(run),
             run.event_count,
-            output::one_line(&lease_text(run), 44),
+            output::one_line(&lease_text(run), 64),
             output::one_line(&run.goal, 60)
         );
     }

@@ -80,7 +80,7 @@ pub async fn worker(
         // Timeouts, retry budget and prices come from this machine's config and environment;
         // the model of each run from its journal.
         layer: file_and_env_layers(workspace)?,
-        holder: Holder::this_process(),
+        holder: Holder::this_process().with_worker_id(worker_id(args.worker_id.as_deref())),
         stop,
         telemetry: baton_telemetry::Telemetry::from_env(),
     });
@@ -145,12 +145,20 @@ async fn drive(shared: &Shared, lease: Lease) {
     let dir = shared.workdir.join(run_id.as_str());
     let (settings, events) = match prepare(shared, &run_id, &dir).await {
         Ok(prepared) => prepared,
-        Err(e) => {
+        Err(Unprepared::Never(e)) => {
             // Nothing a retry would fix (no snapshot, an unreadable journal): take the run out
             // of the queue so that workers do not spin on it, and say why.
             eprintln!("run {run_id}: cannot be started here: {e:#}; removed from the queue");
             let _ = shared.store.set_queued(&run_id, false).await;
             let _ = shared.store.release(&lease).await;
+            return;
+        }
+        Err(Unprepared::Later(e)) => {
+            // The store or the artifact store did not answer (a network blip, a bucket being
+            // restarted): the run stays queued for the next claim, here or elsewhere.
+            eprintln!("run {run_id}: cannot be started now: {e:#}; left in the queue");
+            let _ = shared.store.release(&lease).await;
+            tokio::time::sleep(POLL * 5).await;
             return;
         }
     };
@@ -202,7 +210,7 @@ async fn drive(shared: &Shared, lease: Lease) {
                 .ok()
                 .flatten()
                 .map_or(u64::MAX / 2, |r| r.event_count);
-            if let Err(e) = shared.artifacts.save(&run_id, seq, &dir) {
+            if let Err(e) = shared.artifacts.save(&run_id, seq, &dir).await {
                 eprintln!("run {run_id}: final snapshot failed: {e:#}");
             }
             println!("run {run_id} finished: {summary}");
@@ -234,23 +242,45 @@ async fn drive(shared: &Shared, lease: Lease) {
     }
 }
 
+/// Why a claimed run could not be set up: for good, or for now.
+enum Unprepared {
+    Never(anyhow::Error),
+    Later(anyhow::Error),
+}
+
 /// Materialises the run's workspace in `dir` from its latest snapshot and returns the settings
 /// it was submitted with and its journal so far.
 async fn prepare(
     shared: &Shared,
     run_id: &RunId,
     dir: &Path,
-) -> anyhow::Result<(baton_core::RunSettings, Vec<EventRecord>)> {
-    let events = shared.store.load_events(run_id).await?;
-    let state = replay(&events)?;
+) -> Result<(baton_core::RunSettings, Vec<EventRecord>), Unprepared> {
+    let events = shared.store.load_events(run_id).await.map_err(|e| {
+        if e.is_retryable() {
+            Unprepared::Later(e.into())
+        } else {
+            Unprepared::Never(e.into())
+        }
+    })?;
+    let state = replay(&events).map_err(|e| Unprepared::Never(e.into()))?;
     let settings = state
         .settings
-        .ok_or_else(|| anyhow!("its journal has no start"))?;
+        .ok_or_else(|| Unprepared::Never(anyhow!("its journal has no start")))?;
+    // Listing and downloading fail for reasons that pass (the artifact store is unreachable);
+    // a missing snapshot does not.
     let snapshot = shared
         .artifacts
-        .latest(run_id)?
-        .ok_or_else(|| anyhow!("no workspace snapshot of it in the artifact store"))?;
-    Artifacts::restore(&snapshot, dir)?;
+        .latest(run_id)
+        .await
+        .map_err(Unprepared::Later)?
+        .ok_or_else(|| {
+            Unprepared::Never(anyhow!("no workspace snapshot of it in the artifact store"))
+        })?;
+    shared
+        .artifacts
+        .restore(&snapshot, dir)
+        .await
+        .map_err(Unprepared::Later)?;
     Ok((settings, events))
 }
 
@@ -280,10 +310,17 @@ impl RunObserver for Snapshots {
         };
         match &record.event {
             Event::ToolCallStarted { effect: e, .. } => *effect = Some(*e),
-            Event::ToolCallFinished { .. } => {
-                if effect.take() == Some(ToolEffect::Mutating)
-                    && let Err(e) = self.artifacts.save(&record.run_id, record.seq, &self.dir)
-                {
+            // The observer is synchronous and the next step must wait for the upload: block
+            // this worker thread (the runtime is multi-threaded) until it is done.
+            Event::ToolCallFinished { .. } if effect.take() == Some(ToolEffect::Mutating) => {
+                let saved = tokio::task::block_in_place(|| {
+                    tokio::runtime::Handle::current().block_on(self.artifacts.save(
+                        &record.run_id,
+                        record.seq,
+                        &self.dir,
+                    ))
+                });
+                if let Err(e) = saved {
                     tracing::warn!("run {}: snapshot failed: {e:#}", record.run_id);
                 }
             }
@@ -292,23 +329,108 @@ impl RunObserver for Snapshots {
     }
 }
 
-/// How `ls --all` / `status` describe a run's lease: who holds it and for how much longer.
+/// `--worker-id`, or `HOSTNAME-PID`: unique among processes sharing a store as long as the
+/// hostnames are (which dead-holder detection needs anyway).
+fn worker_id(given: Option<&str>) -> String {
+    match given.map(str::trim) {
+        Some(id) if !id.is_empty() => id.to_owned(),
+        _ => {
+            let me = Holder::this_process();
+            format!("{}-{}", me.host, me.pid)
+        }
+    }
+}
+
+/// How `ls --all` / `status` describe a run's lease: who holds it, how old the lease is (since
+/// it was taken or last renewed) and when it expires.
 pub fn lease_text(summary: &baton_store::RunSummary) -> String {
+    lease_text_at(summary, jiff::Timestamp::now())
+}
+
+/// [`lease_text`] as seen at `now`.
+fn lease_text_at(summary: &baton_store::RunSummary, now: jiff::Timestamp) -> String {
     match &summary.holder {
         None if summary.status == RunStatus::Finished || summary.status == RunStatus::Failed => {
             "-".into()
         }
         None => "free".into(),
         Some(h) => {
-            let left = h
-                .expires_at
-                .duration_since(jiff::Timestamp::now())
-                .as_secs_f64();
+            let age = h
+                .renewed_at
+                .map(|at| {
+                    format!(
+                        "age {:.1}s, ",
+                        now.duration_since(at).as_secs_f64().max(0.0)
+                    )
+                })
+                .unwrap_or_default();
+            let left = h.expires_at.duration_since(now).as_secs_f64();
             if left >= 0.0 {
-                format!("{} (expires in {left:.1}s)", h.holder.describe())
+                format!("{} ({age}expires in {left:.1}s)", h.holder.describe())
             } else {
-                format!("{} (expired {:.1}s ago)", h.holder.describe(), -left)
+                format!("{} ({age}expired {:.1}s ago)", h.holder.describe(), -left)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use baton_store::{HolderInfo, RunSummary};
+
+    fn summary(status: RunStatus, holder: Option<HolderInfo>) -> RunSummary {
+        let at: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
+        RunSummary {
+            id: RunId::new(),
+            goal: "g".into(),
+            workspace: "/w".into(),
+            status,
+            created_at: at,
+            updated_at: at,
+            event_count: 3,
+            holder,
+            queued: false,
+        }
+    }
+
+    #[test]
+    fn lease_text_names_the_worker_and_the_lease_age_and_expiry() {
+        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let holder = Holder {
+            host: "box".into(),
+            pid: 7,
+            pid_start: None,
+            worker_id: Some("w-1".into()),
+        };
+        let info = HolderInfo {
+            holder,
+            expires_at: "2026-01-01T00:01:40Z".parse().unwrap(),
+            alive: true,
+            renewed_at: Some("2026-01-01T00:00:40Z".parse().unwrap()),
+        };
+        let text = lease_text_at(&summary(RunStatus::Running, Some(info.clone())), now);
+        assert_eq!(text, "w-1 (pid 7 on box) (age 20.0s, expires in 40.0s)");
+        let expired = HolderInfo {
+            expires_at: "2026-01-01T00:00:55Z".parse().unwrap(),
+            renewed_at: None,
+            ..info
+        };
+        let text = lease_text_at(&summary(RunStatus::Running, Some(expired)), now);
+        assert_eq!(text, "w-1 (pid 7 on box) (expired 5.0s ago)");
+        assert_eq!(
+            lease_text_at(&summary(RunStatus::Paused, None), now),
+            "free"
+        );
+        assert_eq!(lease_text_at(&summary(RunStatus::Finished, None), now), "-");
+    }
+
+    #[test]
+    fn the_default_worker_id_is_host_and_pid() {
+        let me = Holder::this_process();
+        assert_eq!(worker_id(None), format!("{}-{}", me.host, me.pid));
+        assert_eq!(worker_id(Some("  ")), format!("{}-{}", me.host, me.pid));
+        assert_eq!(worker_id(Some("gpu-box-3")), "gpu-box-3");
     }
 }

@@ -24,6 +24,10 @@ struct Cluster {
     home: tempfile::TempDir,
     source: tempfile::TempDir,
     artifacts: tempfile::TempDir,
+    /// `--artifacts` for submitters and workers: `artifacts`' path unless set otherwise.
+    artifacts_url: String,
+    /// Extra environment of every baton process (the S3 endpoint and keys).
+    env: Vec<(&'static str, String)>,
 }
 
 impl Cluster {
@@ -32,25 +36,36 @@ impl Cluster {
         let url = schema.url();
         let source = tempfile::tempdir().unwrap();
         std::fs::write(source.path().join("README.md"), "the project\n").unwrap();
+        let artifacts = tempfile::tempdir().unwrap();
         Cluster {
+            artifacts_url: artifacts.path().display().to_string(),
+            env: Vec::new(),
             schema,
             url,
             server: ScriptedServer::start(script).await,
             home: tempfile::tempdir().unwrap(),
             source,
-            artifacts: tempfile::tempdir().unwrap(),
+            artifacts,
         }
+    }
+
+    /// A baton command of this cluster: its store, its artifacts' environment.
+    fn baton(&self) -> std::process::Command {
+        let mut cmd = baton(self.source.path(), self.home.path());
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd.args(["--store", &self.url]);
+        cmd
     }
 
     /// `baton submit GOAL` (off the runtime: the scripted server lives on it); returns the id.
     async fn submit(&self, goal: &str) -> RunId {
-        let mut cmd = baton(self.source.path(), self.home.path());
-        cmd.args(["--store", &self.url, "submit", "--base-url"])
+        let mut cmd = self.baton();
+        cmd.args(["submit", "--base-url"])
             .arg(self.server.base_url())
             .args(["--model", "m", "--workspace-source"])
             .arg(self.source.path())
             .arg("--artifacts")
-            .arg(self.artifacts.path())
+            .arg(&self.artifacts_url)
             .arg(goal);
         let out = tokio::task::spawn_blocking(move || cmd.output())
             .await
@@ -71,17 +86,45 @@ impl Cluster {
         concurrency: usize,
         stdout: Stdio,
     ) -> Child {
-        let mut cmd = baton(self.source.path(), self.home.path());
-        cmd.args(["--store", &self.url, "worker", "--lease-ttl", lease_ttl])
+        self.spawn_worker(workdir, lease_ttl, concurrency, None, stdout)
+    }
+
+    /// A one-slot worker named `id` (`--worker-id`).
+    fn named_worker(&self, workdir: &Path, lease_ttl: &str, id: &str) -> Child {
+        self.spawn_worker(workdir, lease_ttl, 1, Some(id), Stdio::null())
+    }
+
+    fn spawn_worker(
+        &self,
+        workdir: &Path,
+        lease_ttl: &str,
+        concurrency: usize,
+        id: Option<&str>,
+        stdout: Stdio,
+    ) -> Child {
+        let mut cmd = self.baton();
+        if let Some(id) = id {
+            cmd.args(["worker", "--worker-id", id]);
+        } else {
+            cmd.arg("worker");
+        }
+        cmd.args(["--lease-ttl", lease_ttl])
             .arg("--concurrency")
             .arg(concurrency.to_string())
             .arg("--artifacts")
-            .arg(self.artifacts.path())
+            .arg(&self.artifacts_url)
             .arg("--workdir")
             .arg(workdir)
             .stdout(stdout)
             .stderr(Stdio::inherit());
         cmd.spawn().unwrap()
+    }
+
+    /// `baton ls --all`'s output.
+    fn ls_all(&self) -> String {
+        let ls = self.baton().args(["ls", "--all"]).output().unwrap();
+        assert_finished(&ls);
+        String::from_utf8(ls.stdout).unwrap()
     }
 
     async fn events(&self, store: &dyn Store, run: &RunId) -> Vec<EventRecord> {
@@ -100,6 +143,14 @@ async fn wait_for(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> b
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     start.elapsed()
+}
+
+/// The line of `run` in `ls --all` output.
+fn run_line<'a>(listing: &'a str, run: &RunId) -> &'a str {
+    listing
+        .lines()
+        .find(|l| l.starts_with(run.short()))
+        .unwrap_or_else(|| panic!("run {run} not listed:\n{listing}"))
 }
 
 fn count(events: &[EventRecord], kind: &str) -> usize {
@@ -204,12 +255,7 @@ async fn twenty_runs_on_two_workers_each_finish_exactly_once() {
     }
     assert_eq!(per_worker.iter().sum::<usize>(), 20);
     // The store lists every run, with no holder left.
-    let ls = baton(cluster.source.path(), cluster.home.path())
-        .args(["--store", &cluster.url, "ls", "--all"])
-        .output()
-        .unwrap();
-    assert_finished(&ls);
-    let text = String::from_utf8(ls.stdout).unwrap();
+    let text = cluster.ls_all();
     assert_eq!(text.lines().count(), 21, "{text}");
     assert_eq!(text.matches("finished").count(), 20, "{text}");
 }
@@ -315,8 +361,17 @@ async fn a_worker_stopped_with_sigterm_hands_its_run_back() {
     let run = cluster.submit("hand back").await;
     let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // A long lease: only a release lets another worker in quickly.
-    let a = cluster.worker(dir_a.path(), "60", 1);
+    let a = cluster.named_worker(dir_a.path(), "60", "worker-a");
     wait_for_shell_started(&store, &run).await;
+    // While A works, the store says so: its name, how old the lease is, when it expires.
+    let listed = cluster.ls_all();
+    let line = run_line(&listed, &run);
+    assert!(line.contains("running"), "{listed}");
+    assert!(line.contains("worker-a (pid"), "{listed}");
+    assert!(
+        line.contains("age ") && line.contains("expires in"),
+        "{listed}"
+    );
     let status = terminate(a).await;
     assert_eq!(status.code(), Some(0));
     let summary = store.get_run(&run).await.unwrap().unwrap();
@@ -328,11 +383,20 @@ async fn a_worker_stopped_with_sigterm_hands_its_run_back() {
         .output()
         .unwrap();
     assert_finished(&status_out);
+    let status_text = String::from_utf8(status_out.stdout).unwrap();
+    assert!(status_text.contains("holder     free"), "{status_text}");
     assert!(
-        String::from_utf8(status_out.stdout)
-            .unwrap()
-            .contains("holder     free")
+        status_text.contains("queued     yes (waiting for a worker)"),
+        "{status_text}"
     );
+    // Handed back: waiting in the queue again, held by nobody.
+    let listed = cluster.ls_all();
+    let line = run_line(&listed, &run);
+    assert!(
+        line.contains(" queued ") && line.contains(" free "),
+        "{listed}"
+    );
+    assert!(!line.contains("worker-a"), "{listed}");
 
     let b = cluster.worker(dir_b.path(), "60", 1);
     let took = wait_for(Duration::from_secs(30), "B to finish the run", async || {
@@ -432,4 +496,167 @@ async fn a_frozen_worker_that_lost_its_lease_cannot_append() {
     assert_eq!(count(&after, "run_finished"), 1);
     let summary = store.get_run(&run).await.unwrap().unwrap();
     assert_eq!(summary.status, RunStatus::Finished);
+}
+
+/// moto's S3-compatible server on a free 127.0.0.1 port, installed by
+/// `scripts/s3-test-server.sh` (never by the test itself); killed when dropped.
+struct S3Server {
+    child: Child,
+    port: u16,
+}
+
+/// A secret that must never show up in any output.
+const S3_SECRET: &str = "baton-test-secret-7f3a9c";
+
+impl S3Server {
+    async fn start() -> S3Server {
+        let cache = std::env::var("BATON_S3_CACHE").unwrap_or_else(|_| {
+            format!(
+                "{}/.cache/baton-s3",
+                std::env::var("HOME").unwrap_or_default()
+            )
+        });
+        let server = Path::new(&cache).join("venv/bin/moto_server");
+        assert!(
+            server.exists(),
+            "the S3 test server is not installed ({} is missing): run scripts/s3-test-server.sh, \
+             which installs moto[server] from PyPI into {cache}",
+            server.display()
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = std::process::Command::new(&server)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let s3 = S3Server { child, port };
+        wait_for(
+            Duration::from_secs(30),
+            "moto_server to listen",
+            async || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        )
+        .await;
+        s3
+    }
+
+    /// One plain HTTP request (moto takes unsigned ones); the response as text.
+    fn request(&self, method: &str, target: &str) -> String {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            conn,
+            "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\n\
+             Connection: close\r\n\r\n",
+            self.port
+        )
+        .unwrap();
+        let mut response = String::new();
+        conn.read_to_string(&mut response).unwrap();
+        response
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            (
+                "AWS_ENDPOINT_URL",
+                format!("http://127.0.0.1:{}", self.port),
+            ),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ACCESS_KEY_ID", "baton-test-key".into()),
+            ("AWS_SECRET_ACCESS_KEY", S3_SECRET.into()),
+        ]
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The whole scale-out path through an S3-compatible bucket instead of a directory: `submit`
+/// uploads the first snapshot, a worker restores it and uploads its own, and after that worker is
+/// SIGKILLed mid-command another worker (with an empty workdir) restores the latest snapshot from
+/// the bucket and finishes the run. No credential ever reaches any output.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workspaces_travel_through_an_s3_bucket_across_a_takeover() {
+    let s3 = S3Server::start().await;
+    assert!(
+        s3.request("PUT", "/baton-artifacts")
+            .starts_with("HTTP/1.1 200")
+    );
+    let mut cluster = Cluster::new(takeover_script()).await;
+    cluster.artifacts_url = "s3://baton-artifacts/team/a".into();
+    cluster.env = s3.env();
+    let store = cluster.schema.store().await;
+    let run = cluster.submit("through s3").await;
+    let listing = s3.request("GET", "/baton-artifacts?list-type=2&prefix=team/a/");
+    assert!(
+        listing.contains(&format!("team/a/{run}/workspace-000000000000.tar")),
+        "{listing}"
+    );
+
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut a = cluster.worker(dir_a.path(), "2", 1);
+    wait_for_shell_started(&store, &run).await;
+    a.kill().unwrap();
+    let _ = a.wait();
+    // a.txt exists only in A's snapshot after its write_file: B can only get it from the bucket.
+    let b = cluster.worker(dir_b.path(), "2", 1);
+    wait_for(Duration::from_secs(60), "B to finish the run", async || {
+        store.get_run(&run).await.unwrap().unwrap().status == RunStatus::Finished
+    })
+    .await;
+    assert_eq!(terminate(b).await.code(), Some(0));
+    let events = cluster.events(&store, &run).await;
+    assert_journal_sound(&run, &events);
+    assert_eq!(count(&events, "run_resumed"), 2);
+    assert_eq!(
+        snapshot_files(&dir_b.path().join(run.as_str())),
+        vec![
+            ("README.md".to_string(), b"the project\n".to_vec()),
+            ("a.txt".to_string(), b"first\n".to_vec()),
+            ("c.txt".to_string(), b"after the command\n".to_vec()),
+        ]
+    );
+    // Nothing went to the local artifact directory; the bucket has the final snapshot.
+    assert_eq!(
+        std::fs::read_dir(cluster.artifacts.path()).unwrap().count(),
+        0
+    );
+    let listing = s3.request("GET", "/baton-artifacts?list-type=2&prefix=team/a/");
+    let final_key = format!("team/a/{run}/workspace-{:012}.tar", events.len());
+    assert!(listing.contains(&final_key), "{final_key} not in {listing}");
+
+    // A bucket that does not exist: an error naming it, with the credentials scrubbed.
+    let mut cmd = cluster.baton();
+    cmd.args(["submit", "--base-url"])
+        .arg(cluster.server.base_url())
+        .args(["--model", "m", "--workspace-source"])
+        .arg(cluster.source.path())
+        .args(["--artifacts", "s3://no-such-bucket/x", "a goal"]);
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("s3://no-such-bucket/x"), "{stderr}");
+    assert!(!stderr.contains(S3_SECRET), "{stderr}");
+    // An unknown scheme is a usage error.
+    let out = cluster
+        .baton()
+        .args(["worker", "--artifacts", "gs://bucket/x"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("s3://BUCKET"), "{stderr}");
 }

@@ -244,6 +244,7 @@ mod tests {
             updated_at: jiff::Timestamp::UNIX_EPOCH,
             event_count: records.len() as u64,
             holder: None,
+            queued: false,
         };
         let detail = RunDetail::new(&row, &agg);
         assert!(detail.calls.len() <= CHART_POINTS, "{}", detail.calls.len());

@@ -30,6 +30,9 @@ pub struct Holder {
     pub pid: u32,
     /// Process start time (Linux: field 22 of /proc/PID/stat); guards against PID reuse.
     pub pid_start: Option<u64>,
+    /// The name an operator gave this process (`baton worker --worker-id`): a label for
+    /// `baton ls --all` / `baton status` only; liveness is judged by host, pid and start time.
+    pub worker_id: Option<String>,
 }
 
 impl Holder {
@@ -44,8 +47,19 @@ impl Holder {
         process::holder_is_dead(self, &process::local_hostname())
     }
 
+    /// The same process, named `worker_id`.
+    pub fn with_worker_id(self, worker_id: impl Into<String>) -> Holder {
+        Holder {
+            worker_id: Some(worker_id.into()),
+            ..self
+        }
+    }
+
     pub fn describe(&self) -> String {
-        format!("pid {} on {}", self.pid, self.host)
+        match &self.worker_id {
+            Some(id) => format!("{id} (pid {} on {})", self.pid, self.host),
+            None => format!("pid {} on {}", self.pid, self.host),
+        }
     }
 }
 
@@ -78,6 +92,8 @@ pub struct RunSummary {
     pub event_count: u64,
     /// The current lease holder, if the lease has not been released.
     pub holder: Option<HolderInfo>,
+    /// Whether the run is in the worker queue (`baton submit`, or handed back by a worker).
+    pub queued: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,6 +102,9 @@ pub struct HolderInfo {
     pub expires_at: jiff::Timestamp,
     /// False when the holder is known to be dead (same host, process gone) or the lease expired.
     pub alive: bool,
+    /// When the lease was last taken or renewed (the store's clock: the server's for
+    /// PostgreSQL); `None` for a lease written by a baton from before this was recorded.
+    pub renewed_at: Option<jiff::Timestamp>,
 }
 
 #[async_trait]

@@ -185,8 +185,9 @@ impl Store for PostgresStore {
         // One statement: the run and its lease appear together or not at all.
         let inserted = sqlx::query(
             "INSERT INTO runs (id, goal, workspace, status, created_at, updated_at, event_count, \
-             lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at) \
-             VALUES ($1, $2, $3, $4, $5, $5, 0, $6, $7, $8, $9, $10)",
+             lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, lease_worker, \
+             lease_renewed_at) \
+             VALUES ($1, $2, $3, $4, $5, $5, 0, $6, $7, $8, $9, $10, $11, $5)",
         )
         .bind(run.id.as_str())
         .bind(&run.goal)
@@ -198,6 +199,7 @@ impl Store for PostgresStore {
         .bind(i64::from(holder.pid))
         .bind(holder.pid_start.map(to_db_int))
         .bind(ts_to_text(self.expiry(now)))
+        .bind(holder.worker_id.as_deref())
         .execute(&self.pool)
         .await;
         match inserted {
@@ -217,7 +219,7 @@ impl Store for PostgresStore {
         // the lease the first one wrote.
         let row = sqlx::query(sqlx::AssertSqlSafe(format!(
             "SELECT lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, \
-             {SERVER_NOW} AS server_now FROM runs WHERE id = $1 FOR UPDATE"
+             lease_worker, {SERVER_NOW} AS server_now FROM runs WHERE id = $1 FOR UPDATE"
         )))
         .bind(run_id.as_str())
         .fetch_optional(&mut *tx)
@@ -244,7 +246,8 @@ impl Store for PostgresStore {
         let token = new_token();
         sqlx::query(
             "UPDATE runs SET lease_token = $1, lease_host = $2, lease_pid = $3, \
-             lease_pid_start = $4, lease_expires_at = $5 WHERE id = $6",
+             lease_pid_start = $4, lease_expires_at = $5, lease_worker = $7, \
+             lease_renewed_at = $8 WHERE id = $6",
         )
         .bind(&token)
         .bind(&holder.host)
@@ -252,6 +255,8 @@ impl Store for PostgresStore {
         .bind(holder.pid_start.map(to_db_int))
         .bind(ts_to_text(self.expiry(now)))
         .bind(run_id.as_str())
+        .bind(holder.worker_id.as_deref())
+        .bind(ts_to_text(now))
         .execute(&mut *tx)
         .await
         .map_err(self.db("recording the lease"))?;
@@ -260,15 +265,19 @@ impl Store for PostgresStore {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        let expires_at = self.expiry(self.server_now().await?);
-        let done =
-            sqlx::query("UPDATE runs SET lease_expires_at = $1 WHERE id = $2 AND lease_token = $3")
-                .bind(ts_to_text(expires_at))
-                .bind(lease.run_id.as_str())
-                .bind(&lease.token)
-                .execute(&self.pool)
-                .await
-                .map_err(self.db("renewing a lease"))?;
+        let now = self.server_now().await?;
+        let expires_at = self.expiry(now);
+        let done = sqlx::query(
+            "UPDATE runs SET lease_expires_at = $1, lease_renewed_at = $4 \
+             WHERE id = $2 AND lease_token = $3",
+        )
+        .bind(ts_to_text(expires_at))
+        .bind(lease.run_id.as_str())
+        .bind(&lease.token)
+        .bind(ts_to_text(now))
+        .execute(&self.pool)
+        .await
+        .map_err(self.db("renewing a lease"))?;
         if done.rows_affected() == 0 {
             return Err(self.lease_failure(&lease.run_id).await);
         }
@@ -278,7 +287,8 @@ impl Store for PostgresStore {
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE runs SET lease_token = NULL, lease_host = NULL, lease_pid = NULL, \
-             lease_pid_start = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_token = $2",
+             lease_pid_start = NULL, lease_expires_at = NULL, lease_worker = NULL, \
+             lease_renewed_at = NULL WHERE id = $1 AND lease_token = $2",
         )
         .bind(lease.run_id.as_str())
         .bind(&lease.token)
@@ -466,7 +476,8 @@ impl Store for PostgresStore {
         let token = new_token();
         sqlx::query(
             "UPDATE runs SET lease_token = $1, lease_host = $2, lease_pid = $3, \
-             lease_pid_start = $4, lease_expires_at = $5 WHERE id = $6",
+             lease_pid_start = $4, lease_expires_at = $5, lease_worker = $7, \
+             lease_renewed_at = $8 WHERE id = $6",
         )
         .bind(&token)
         .bind(&holder.host)
@@ -474,6 +485,8 @@ impl Store for PostgresStore {
         .bind(holder.pid_start.map(to_db_int))
         .bind(ts_to_text(self.expiry(now)))
         .bind(run_id.as_str())
+        .bind(holder.worker_id.as_deref())
+        .bind(ts_to_text(now))
         .execute(&mut *tx)
         .await
         .map_err(self.db("recording the claimed lease"))?;

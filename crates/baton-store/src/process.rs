@@ -16,6 +16,7 @@ pub(crate) fn this_process_holder() -> Holder {
         host: local_hostname(),
         pid: std::process::id(),
         pid_start: read_stat("self").map(|s| s.start_time),
+        worker_id: None,
     })
     .clone()
 }

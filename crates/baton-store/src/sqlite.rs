@@ -169,13 +169,15 @@ impl SqliteStore {
         };
         sqlx::query(
             "UPDATE runs SET lease_token = ?, lease_host = ?, lease_pid = ?, lease_pid_start = ?, \
-             lease_expires_at = ? WHERE id = ?",
+             lease_expires_at = ?, lease_worker = ?, lease_renewed_at = ? WHERE id = ?",
         )
         .bind(&lease.token)
         .bind(&holder.host)
         .bind(i64::from(holder.pid))
         .bind(holder.pid_start.map(to_db_int))
         .bind(ts_to_text(lease.expires_at))
+        .bind(holder.worker_id.as_deref())
+        .bind(ts_to_text(now))
         .bind(run_id.as_str())
         .execute(&mut **tx)
         .await
@@ -252,8 +254,8 @@ impl Store for SqliteStore {
     async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
         let mut tx = self.begin_write("taking a lease").await?;
         let row = sqlx::query(
-            "SELECT lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at \
-             FROM runs WHERE id = ?",
+            "SELECT lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, \
+             lease_worker FROM runs WHERE id = ?",
         )
         .bind(run_id.as_str())
         .fetch_optional(&mut *tx)
@@ -284,15 +286,19 @@ impl Store for SqliteStore {
     }
 
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        let expires_at = self.expiry(Timestamp::now());
-        let done =
-            sqlx::query("UPDATE runs SET lease_expires_at = ? WHERE id = ? AND lease_token = ?")
-                .bind(ts_to_text(expires_at))
-                .bind(lease.run_id.as_str())
-                .bind(&lease.token)
-                .execute(&self.pool)
-                .await
-                .map_err(self.db("renewing a lease"))?;
+        let now = Timestamp::now();
+        let expires_at = self.expiry(now);
+        let done = sqlx::query(
+            "UPDATE runs SET lease_expires_at = ?, lease_renewed_at = ? \
+             WHERE id = ? AND lease_token = ?",
+        )
+        .bind(ts_to_text(expires_at))
+        .bind(ts_to_text(now))
+        .bind(lease.run_id.as_str())
+        .bind(&lease.token)
+        .execute(&self.pool)
+        .await
+        .map_err(self.db("renewing a lease"))?;
         if done.rows_affected() == 0 {
             return Err(self.lease_failure(&lease.run_id).await);
         }
@@ -305,7 +311,8 @@ impl Store for SqliteStore {
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE runs SET lease_token = NULL, lease_host = NULL, lease_pid = NULL, \
-             lease_pid_start = NULL, lease_expires_at = NULL WHERE id = ? AND lease_token = ?",
+             lease_pid_start = NULL, lease_expires_at = NULL, lease_worker = NULL, \
+             lease_renewed_at = NULL WHERE id = ? AND lease_token = ?",
         )
         .bind(lease.run_id.as_str())
         .bind(&lease.token)

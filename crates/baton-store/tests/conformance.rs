@@ -31,6 +31,7 @@ on_both_backends!(
     a_dead_holder_on_this_host_is_taken_over_at_once,
     a_reused_pid_does_not_keep_a_dead_holders_lease,
     runs_and_leases_survive_reopening_and_list_agrees_with_get,
+    the_holders_worker_id_and_lease_renewal_time_are_recorded,
     unknown_runs_are_reported_as_not_found,
 );
 
@@ -48,6 +49,7 @@ fn remote_holder() -> Holder {
         host: "worker-7.example".into(),
         pid: 4242,
         pid_start: Some(99),
+        worker_id: None,
     }
 }
 
@@ -365,6 +367,7 @@ async fn a_stale_holders_append_at_the_right_seq_is_still_refused(place: Place) 
         host: "worker-8.example".into(),
         pid: 77,
         pid_start: None,
+        worker_id: Some("worker-8".into()),
     };
     let fresh = other_store.acquire(&run.id, &worker).await.unwrap();
 
@@ -401,6 +404,7 @@ async fn concurrent_takeovers_of_an_expired_lease_have_exactly_one_winner(place:
                 host: format!("worker-{}.example", 100 + worker),
                 pid: 1000 + worker,
                 pid_start: None,
+                worker_id: None,
             };
             barrier.wait().await;
             let result = store.acquire(&run_id, &holder).await;
@@ -453,6 +457,7 @@ async fn a_dead_holder_on_this_host_is_taken_over_at_once(place: Place) {
         host: Holder::this_process().host,
         pid: child.id(),
         pid_start: Some(proc_start_time(child.id())),
+        worker_id: None,
     };
     let run = new_run("goal");
     store.create_run(&run, &sleeper).await.unwrap();
@@ -550,6 +555,81 @@ async fn runs_and_leases_survive_reopening_and_list_agrees_with_get(place: Place
         store.append(&lease, &journal.take(1)).await,
         Err(StoreError::LeaseLost { .. })
     ));
+}
+
+/// `baton ls --all` / `status` show who holds a run by its worker id and how old the lease is:
+/// the id is stored with every way of taking a lease, the renewal time moves with `renew`, and
+/// both are cleared by `release`.
+async fn the_holders_worker_id_and_lease_renewal_time_are_recorded(place: Place) {
+    let store = place.store_with_ttl(Duration::from_millis(200)).await;
+    let run = new_run("goal");
+    let first = remote_holder().with_worker_id("builder-1");
+    let before = jiff::Timestamp::now();
+    let lease = store.create_run(&run, &first).await.unwrap();
+    let summary = store.get_run(&run.id).await.unwrap().unwrap();
+    assert!(!summary.queued, "only `baton submit` queues a run");
+    let info = summary.holder.unwrap();
+    assert_eq!(info.holder, first);
+    assert!(
+        info.holder.describe().starts_with("builder-1 (pid 4242"),
+        "{}",
+        info.holder.describe()
+    );
+    let taken = info
+        .renewed_at
+        .expect("a new lease records when it was taken");
+    // PostgreSQL judges by the server's clock (same machine here): allow a little skew.
+    assert!(
+        taken >= before - Duration::from_secs(1),
+        "{taken} vs {before}"
+    );
+    assert!(taken < info.expires_at);
+
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let renewed = store.renew(&lease).await.unwrap();
+    let info = store
+        .get_run(&run.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .holder
+        .unwrap();
+    let again = info.renewed_at.unwrap();
+    assert!(
+        again > taken,
+        "renewing moves the renewal time: {again} vs {taken}"
+    );
+    // The listing carries the same.
+    let listed = store.list_runs().await.unwrap();
+    let row = listed.iter().find(|r| r.id == run.id).unwrap();
+    assert_eq!(row.holder.as_ref().unwrap().renewed_at, Some(again));
+    assert_eq!(
+        row.holder.as_ref().unwrap().holder.worker_id.as_deref(),
+        Some("builder-1")
+    );
+
+    store.release(&renewed).await.unwrap();
+    assert!(
+        store
+            .get_run(&run.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .holder
+            .is_none()
+    );
+    // A holder without a worker id (a plain `baton run`) takes it: no stale id is left over.
+    let plain = remote_holder();
+    store.acquire(&run.id, &plain).await.unwrap();
+    let info = store
+        .get_run(&run.id)
+        .await
+        .unwrap()
+        .unwrap()
+        .holder
+        .unwrap();
+    assert_eq!(info.holder.worker_id, None);
+    assert!(info.renewed_at.unwrap() >= again);
 }
 
 async fn unknown_runs_are_reported_as_not_found(place: Place) {

@@ -23,6 +23,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "run queue",
         include_str!("../../migrations/postgres/0002_run_queue.sql"),
     ),
+    (
+        3,
+        "lease worker and renewal time",
+        include_str!("../../migrations/postgres/0003_lease_worker.sql"),
+    ),
 ];
 
 /// SQLSTATEs of a server that answered but will not let us in as configured: wrong password or

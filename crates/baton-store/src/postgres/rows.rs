@@ -14,7 +14,7 @@ use crate::{Holder, HolderInfo, RunSummary, StoreError};
 
 /// Columns of `runs` that [`summary_from_row`] reads, in a form to paste into a SELECT.
 pub(crate) const RUN_COLUMNS: &str = "id, goal, workspace, status, created_at, updated_at, \
-     event_count, lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at";
+     event_count, lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, lease_worker, lease_renewed_at, queued";
 
 /// The database server's clock in microseconds since the epoch, as a SELECT expression. Leases
 /// are judged by this one clock, so holders on machines whose clocks disagree still agree on
@@ -67,6 +67,7 @@ pub(crate) fn lease_from_row(
     let pid: Option<i64> = get(row, url, "lease_pid")?;
     let pid_start: Option<i64> = get(row, url, "lease_pid_start")?;
     let expires: Option<String> = get(row, url, "lease_expires_at")?;
+    let worker_id: Option<String> = get(row, url, "lease_worker")?;
     let (Some(host), Some(pid), Some(expires)) = (host, pid, expires) else {
         return Err(corrupt(
             url,
@@ -85,6 +86,7 @@ pub(crate) fn lease_from_row(
             host,
             pid,
             pid_start,
+            worker_id,
         },
         expires_at,
     )))
@@ -109,10 +111,15 @@ pub(crate) fn summary_from_row(
     let created_at: String = get(row, url, "created_at")?;
     let updated_at: String = get(row, url, "updated_at")?;
     let event_count: i64 = get(row, url, "event_count")?;
+    let renewed: Option<String> = get(row, url, "lease_renewed_at")?;
+    let renewed_at = renewed
+        .map(|t| ts_from_text(url, "lease renewal", &t))
+        .transpose()?;
     let holder = lease_from_row(row, url)?.map(|(_, holder, expires_at)| HolderInfo {
         alive: expires_at > now && !holder_is_dead(&holder, local_host),
         holder,
         expires_at,
+        renewed_at,
     });
     Ok(RunSummary {
         goal: get(row, url, "goal")?,
@@ -122,6 +129,7 @@ pub(crate) fn summary_from_row(
         updated_at: ts_from_text(url, "run update", &updated_at)?,
         event_count: from_db_int(url, "event count", event_count)?,
         holder,
+        queued: get(row, url, "queued")?,
         id: RunId::from_string(id),
     })
 }

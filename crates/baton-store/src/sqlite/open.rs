@@ -27,6 +27,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "run queue",
         include_str!("../../migrations/sqlite/0002_run_queue.sql"),
     ),
+    (
+        3,
+        "lease worker and renewal time",
+        include_str!("../../migrations/sqlite/0003_lease_worker.sql"),
+    ),
 ];
 
 /// sqlx's bookkeeping table; its presence marks a database as one of ours.

@@ -17,7 +17,7 @@ use crate::{Holder, HolderInfo, RunSummary, StoreError};
 
 /// Columns of `runs` that [`summary_from_row`] reads, in a form to paste into a SELECT.
 pub(crate) const RUN_COLUMNS: &str = "id, goal, workspace, status, created_at, updated_at, \
-     event_count, lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at";
+     event_count, lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, lease_worker, lease_renewed_at, queued";
 
 pub(crate) fn ts_from_text(path: &Path, what: &str, text: &str) -> Result<Timestamp, StoreError> {
     text.parse()
@@ -55,6 +55,7 @@ pub(crate) fn lease_from_row(
     let pid: Option<i64> = get(row, path, "lease_pid")?;
     let pid_start: Option<i64> = get(row, path, "lease_pid_start")?;
     let expires: Option<String> = get(row, path, "lease_expires_at")?;
+    let worker_id: Option<String> = get(row, path, "lease_worker")?;
     let (Some(host), Some(pid), Some(expires)) = (host, pid, expires) else {
         return Err(corrupt(
             path,
@@ -73,6 +74,7 @@ pub(crate) fn lease_from_row(
             host,
             pid,
             pid_start,
+            worker_id,
         },
         expires_at,
     )))
@@ -96,10 +98,15 @@ pub(crate) fn summary_from_row(
     let created_at: String = get(row, path, "created_at")?;
     let updated_at: String = get(row, path, "updated_at")?;
     let event_count: i64 = get(row, path, "event_count")?;
+    let renewed: Option<String> = get(row, path, "lease_renewed_at")?;
+    let renewed_at = renewed
+        .map(|t| ts_from_text(path, "lease renewal", &t))
+        .transpose()?;
     let holder = lease_from_row(row, path)?.map(|(_, holder, expires_at)| HolderInfo {
         alive: expires_at > now && !holder_is_dead(&holder, local_host),
         holder,
         expires_at,
+        renewed_at,
     });
     Ok(RunSummary {
         goal: get(row, path, "goal")?,
@@ -109,6 +116,7 @@ pub(crate) fn summary_from_row(
         updated_at: ts_from_text(path, "run update", &updated_at)?,
         event_count: from_db_int(path, "event count", event_count)?,
         holder,
+        queued: get(row, path, "queued")?,
         id: RunId::from_string(id),
     })
 }
