@@ -534,3 +534,40 @@ async fn a_task_budget_pauses_the_run_and_resume_raises_it() {
     assert_eq!(resumed[0]["settings"]["tasks"]["budget"]["usd"], 20.0);
     assert_eq!(of_type(&events, "task_finished").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_risky_task_snapshots_the_workspace_before_each_changing_call() {
+    let server = ScriptedServer::start_by_task(&[(
+        "wild",
+        vec![turn(&[
+            ("write_file", json!({"path": "a.txt", "content": "A"})),
+            ("shell", json!({"command": "cp a.txt b.txt"})),
+            ("finish", json!({"summary": "copied"})),
+        ])],
+    )])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = plan_file(
+        dir.path(),
+        "[[task]]\nid = \"wild\"\ninstructions = \"i\"\ncheck = \"test -f b.txt\"\nrisky = true\n",
+    );
+    let out = run_against(&server, ws.path(), home.path(), &["--plan", &plan, "goal"]).await;
+    assert_finished(&out);
+    let events = journal(ws.path(), home.path());
+    // The snapshot right before the shell call holds a.txt (written by the call before it).
+    let shell_start = events
+        .iter()
+        .position(|e| e["type"] == "tool_call_started" && e["name"] == "shell")
+        .unwrap();
+    let before = &events[shell_start - 1];
+    assert_eq!(before["type"], "snapshot_taken", "{before}");
+    assert_eq!(before["reason"], "before_risky");
+    let reasons: Vec<&str> = of_type(&events, "snapshot_taken")
+        .iter()
+        .map(|e| e["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons.first(), Some(&"run_start"));
+    assert_eq!(reasons.last(), Some(&"task_verified"));
+}

@@ -64,7 +64,11 @@ impl Engine {
             journal.state(),
             action,
             |name| self.parts.tools.effect_of(name),
-            |call| self.is_risky(call),
+            |call| {
+                self.is_risky(call)
+                    || (in_risky_task(journal.state())
+                        && self.parts.tools.effect_of(&call.name) == Some(ToolEffect::Mutating))
+            },
         ) else {
             return Ok(());
         };
@@ -192,6 +196,16 @@ impl Engine {
     }
 }
 
+/// Whether the run is working on a task its plan marks `risky = true`: each of its mutating
+/// calls gets a snapshot first.
+pub(crate) fn in_risky_task(state: &RunState) -> bool {
+    state
+        .board
+        .as_ref()
+        .and_then(|board| board.current_entry())
+        .is_some_and(|task| task.spec.risky)
+}
+
 /// Whether `action` calls for a snapshot first, and why (pure: decided from the journal).
 pub(crate) fn snapshot_due(
     state: &RunState,
@@ -256,6 +270,46 @@ mod tests {
 
     fn never(_: &ToolCall) -> bool {
         false
+    }
+
+    #[test]
+    fn only_a_task_marked_risky_makes_its_calls_risky() {
+        use baton_core::board::{TaskBoard, TaskEntry, TaskStatus};
+        use baton_core::task::TaskSpec;
+        let entry = |id: &str, risky: bool| TaskEntry {
+            spec: TaskSpec {
+                id: id.into(),
+                title: id.into(),
+                instructions: "i".into(),
+                deps: vec![],
+                check: "true".into(),
+                risky,
+            },
+            status: TaskStatus::Running,
+            approach: 1,
+            attempt: 1,
+            claimed_done: None,
+            check_passed: false,
+            last_failure: None,
+            failed_approaches: vec![],
+            start_snapshot: None,
+            summary: None,
+            reason: None,
+            cost_usd: 0.0,
+            tokens: 0,
+        };
+        let state = |current: Option<&str>| RunState {
+            board: Some(TaskBoard {
+                tasks: vec![entry("safe", false), entry("wild", true)],
+                current: current.map(str::to_string),
+                ..TaskBoard::default()
+            }),
+            ..RunState::default()
+        };
+        assert!(in_risky_task(&state(Some("wild"))));
+        assert!(!in_risky_task(&state(Some("safe"))));
+        assert!(!in_risky_task(&state(None)));
+        assert!(!in_risky_task(&RunState::default()));
     }
 
     #[test]

@@ -176,9 +176,11 @@ impl TaskFold {
                         if let Some(t) = self.task_mut(task) {
                             t.checks += 1;
                             t.last_check = Some(outcome);
-                            // A failed check sends the agent back to work on the task.
+                            // A failed check sends the agent back to work on the task, in
+                            // its next fix attempt.
                             if t.state == TaskState::Checking && !passed {
                                 t.state = TaskState::Running;
+                                t.attempt += 1;
                             }
                         }
                     }
