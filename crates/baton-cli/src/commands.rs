@@ -98,10 +98,16 @@ fn task_budget_from(layer: &ConfigLayer) -> Result<Budget, CliError> {
             "task_budget_usd = {usd}: use a positive amount of USD"
         )));
     }
+    let wall_time_secs = layer
+        .task_max_time
+        .as_deref()
+        .map(config::parse_duration_secs)
+        .transpose()
+        .map_err(CliError::usage)?;
     Ok(Budget {
         usd: layer.task_budget_usd,
         tokens: layer.task_budget_tokens,
-        wall_time_secs: None,
+        wall_time_secs,
     })
 }
 
@@ -118,6 +124,8 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         max_time: flags.max_time.clone(),
         task_budget_usd: flags.task_budget_usd,
         task_budget_tokens: flags.task_budget_tokens,
+        task_max_turns: flags.task_max_turns,
+        task_max_time: flags.task_max_time.clone(),
         context: flags.context_window.map(|window| ContextConfig {
             window: Some(window),
             ..ContextConfig::default()
@@ -326,6 +334,7 @@ pub(crate) fn resolve_settings(
     let settings = RunSettings {
         tasks: baton_core::TaskSettings {
             budget: task_budget_from(&layer)?,
+            max_turns: layer.task_max_turns,
             ..Default::default()
         },
         model: ModelSettings {
@@ -552,6 +561,7 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
             let flags = task_budget_from(&flags_layer(&args.model))?;
             (!flags.is_unlimited()).then_some(flags)
         },
+        task_max_turns: args.model.task_max_turns,
     };
     if let Some(window) = overrides.context_window {
         // The same rule a new run's configuration is held to.

@@ -47,6 +47,10 @@ pub struct ConfigLayer {
     pub task_budget_usd: Option<f64>,
     /// Pause when the current task's prompt + completion tokens reach this many.
     pub task_budget_tokens: Option<u64>,
+    /// Pause when the current task has worked this many turns.
+    pub task_max_turns: Option<u32>,
+    /// Pause when the current task has run this long (`45m`, `2h`, …).
+    pub task_max_time: Option<String>,
     /// `[sandbox]`: how commands are isolated and which may run.
     pub sandbox: Option<SandboxLayer>,
     /// `false`: `run` / `resume` work in-process instead of in a supervised child process.
@@ -235,6 +239,8 @@ impl ConfigLayer {
             max_time: over.max_time.or(self.max_time),
             task_budget_usd: over.task_budget_usd.or(self.task_budget_usd),
             task_budget_tokens: over.task_budget_tokens.or(self.task_budget_tokens),
+            task_max_turns: over.task_max_turns.or(self.task_max_turns),
+            task_max_time: over.task_max_time.or(self.task_max_time),
             sandbox: match (self.sandbox, over.sandbox) {
                 (Some(base), Some(over)) => Some(base.overlay(over)),
                 (base, over) => over.or(base),

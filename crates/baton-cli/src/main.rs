@@ -245,6 +245,12 @@ pub struct ModelFlags {
     /// With a task graph: pause when the current task's tokens reach this many.
     #[arg(long, value_name = "N")]
     task_budget_tokens: Option<u64>,
+    /// With a task graph: pause when the current task has worked this many turns.
+    #[arg(long, value_name = "N")]
+    task_max_turns: Option<u32>,
+    /// With a task graph: pause when the current task has run this long, e.g. 20m.
+    #[arg(long, value_name = "DURATION")]
+    task_max_time: Option<String>,
 }
 
 /// How `run` / `resume` keep the agent process (see `supervise.rs`).

@@ -199,6 +199,11 @@ fn model_args(flags: &ModelFlags) -> Vec<String> {
         flags.task_budget_tokens.map(|n| n.to_string()),
     );
     pair(
+        "--task-max-turns",
+        flags.task_max_turns.map(|n| n.to_string()),
+    );
+    pair("--task-max-time", flags.task_max_time.clone());
+    pair(
         "--budget-tokens",
         flags.budget_tokens.map(|n| n.to_string()),
     );

@@ -571,3 +571,64 @@ async fn a_risky_task_snapshots_the_workspace_before_each_changing_call() {
     assert_eq!(reasons.first(), Some(&"run_start"));
     assert_eq!(reasons.last(), Some(&"task_verified"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_turn_limit_pauses_the_run_and_resume_raises_it() {
+    let server = ScriptedServer::start_by_task(&[(
+        "long",
+        vec![
+            turn(&[("write_file", json!({"path": "a.txt", "content": "A"}))]),
+            turn(&[("write_file", json!({"path": "b.txt", "content": "B"}))]),
+            turn(&[("finish", json!({"summary": "both written"}))]),
+        ],
+    )])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = plan_file(
+        dir.path(),
+        "[[task]]\nid = \"long\"\ninstructions = \"i\"\ncheck = \"test -f b.txt\"\n",
+    );
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--plan", &plan, "--task-max-turns", "2", "goal"],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = journal(ws.path(), home.path());
+    assert_eq!(of_type(&events, "turn_started").len(), 2);
+    let paused = of_type(&events, "run_paused");
+    assert_eq!(paused[0]["reason"], "max_turns");
+    let detail = paused[0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("task `long`") && detail.contains("--task-max-turns 4"),
+        "{detail}"
+    );
+
+    let out = tokio::task::spawn_blocking({
+        let (ws, home) = (ws.path().to_owned(), home.path().to_owned());
+        move || {
+            baton(&ws, &home)
+                .args(["resume", "--last", "--task-max-turns", "4"])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert_finished(&out);
+    let events = journal(ws.path(), home.path());
+    assert_eq!(of_type(&events, "turn_started").len(), 3);
+    assert_eq!(
+        of_type(&events, "run_resumed")[0]["settings"]["tasks"]["max_turns"],
+        4
+    );
+}

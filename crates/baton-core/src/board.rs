@@ -70,6 +70,12 @@ pub struct TaskEntry {
     /// Prompt plus completion tokens of the task's model calls.
     #[serde(default)]
     pub tokens: u64,
+    /// Turns worked on the task (all approaches).
+    #[serde(default)]
+    pub turns: u32,
+    /// Milliseconds the run spent on the task while running (all approaches).
+    #[serde(default)]
+    pub running_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -203,6 +209,8 @@ impl TaskBoard {
             reason: None,
             cost_usd: 0.0,
             tokens: 0,
+            turns: 0,
+            running_ms: 0,
         }));
         if let Some(check) = final_check {
             self.final_check = Some(check.clone());
@@ -236,6 +244,20 @@ impl TaskBoard {
         entry.start_snapshot = snapshot;
         self.current = Some(task.to_string());
         Ok(())
+    }
+
+    pub(crate) fn count_turn(&mut self) {
+        if let Some(id) = self.current.clone()
+            && let Ok(entry) = self.entry_mut(&id)
+        {
+            entry.turns = entry.turns.saturating_add(1);
+        }
+    }
+
+    pub(crate) fn add_running_time(&mut self, task: &str, ms: u64) {
+        if let Ok(entry) = self.entry_mut(task) {
+            entry.running_ms = entry.running_ms.saturating_add(ms);
+        }
     }
 
     /// Charges a finished model call to the current task, if any.

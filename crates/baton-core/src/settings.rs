@@ -34,10 +34,14 @@ pub struct TaskSettings {
     /// Rounds of fix tasks after a failed final check.
     pub final_fix_rounds: u32,
     pub on_failure: OnTaskFailure,
-    /// Ceilings for each task (USD and tokens; wall time is the run's): a task that reaches
-    /// one pauses the run (`budget`), and `resume --task-budget-*` raises it.
+    /// Ceilings for each task (USD, tokens, running time, over all its approaches): a task
+    /// that reaches one pauses the run (`budget`), and `resume --task-budget-*` /
+    /// `--task-max-time` raise it.
     #[serde(default, skip_serializing_if = "Budget::is_unlimited")]
     pub budget: Budget,
+    /// Turns per task; a task that reaches it pauses the run (`max_turns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
 }
 
 impl Default for TaskSettings {
@@ -49,6 +53,7 @@ impl Default for TaskSettings {
             final_fix_rounds: 2,
             on_failure: OnTaskFailure::Continue,
             budget: Budget::default(),
+            max_turns: None,
         }
     }
 }

@@ -233,9 +233,11 @@ impl RunState {
             return Err(fail(format!("the run already {}", self.status.as_str())));
         }
         let was_running = self.status == RunStatus::Running;
+        // Time up to this event belongs to the task that was current before it.
+        let task_before = self.board.as_ref().and_then(|b| b.current.clone());
         self.apply_event(&record.event, &record.run_id, record.seq)
             .map_err(fail)?;
-        self.count_running_time(&record.event, record.at, was_running);
+        self.count_running_time(&record.event, record.at, was_running, task_before);
         if let Some(status) = record.event.status_change() {
             self.status = status;
         }
@@ -287,6 +289,9 @@ impl RunState {
                     return Err(format!("expected turn {}", self.turns_started + 1));
                 }
                 self.turns_started = *turn;
+                if let Some(board) = &mut self.board {
+                    board.count_turn();
+                }
                 self.phase = Phase::AwaitingModel {
                     turn: *turn,
                     call: None,
@@ -719,12 +724,22 @@ impl RunState {
         Ok(())
     }
 
-    fn count_running_time(&mut self, event: &Event, at: jiff::Timestamp, was_running: bool) {
+    fn count_running_time(
+        &mut self,
+        event: &Event,
+        at: jiff::Timestamp,
+        was_running: bool,
+        task: Option<String>,
+    ) {
         let restart = matches!(event, Event::RunStarted { .. } | Event::RunResumed { .. });
         if let (false, true, Some(last)) = (restart, was_running, self.last_event_at) {
             let ms = at.as_millisecond().saturating_sub(last.as_millisecond());
             // A clock that went backwards adds nothing rather than subtracting.
-            self.running_ms = self.running_ms.saturating_add(ms.max(0) as u64);
+            let ms = ms.max(0) as u64;
+            self.running_ms = self.running_ms.saturating_add(ms);
+            if let (Some(task), Some(board)) = (task, &mut self.board) {
+                board.add_running_time(&task, ms);
+            }
         }
         self.last_event_at = Some(at);
     }

@@ -69,6 +69,7 @@ pub struct SettingsOverride {
     pub plan: Option<baton_core::task::Plan>,
     /// Per-task budgets given on resume; each set field replaces the recorded one.
     pub task_budget: Option<baton_core::governance::Budget>,
+    pub task_max_turns: Option<u32>,
 }
 
 impl SettingsOverride {
@@ -92,6 +93,10 @@ impl SettingsOverride {
             let current = &mut settings.tasks.budget;
             current.usd = budget.usd.or(current.usd);
             current.tokens = budget.tokens.or(current.tokens);
+            current.wall_time_secs = budget.wall_time_secs.or(current.wall_time_secs);
+        }
+        if let Some(v) = self.task_max_turns {
+            settings.tasks.max_turns = Some(v);
         }
         if let Some(v) = self.context_window {
             settings.context.window_tokens = v;

@@ -25,14 +25,24 @@ fn running_secs(state: &RunState) -> f64 {
 fn task_used_up(state: &RunState) -> Option<(String, Vec<BudgetUse>)> {
     let settings = state.settings.as_ref()?;
     let task = state.board.as_ref()?.current_entry()?;
-    let budget = baton_core::governance::Budget {
-        wall_time_secs: None,
-        ..settings.tasks.budget
+    let since_last = match (state.status, state.last_event_at) {
+        (RunStatus::Running, Some(at)) => {
+            (jiff::Timestamp::now().as_millisecond() - at.as_millisecond()).max(0) as u64
+        }
+        _ => 0,
     };
+    let secs = (task.running_ms + since_last) as f64 / 1000.0;
     Some((
         task.spec.id.clone(),
-        budget_uses(&budget, task.cost_usd, task.tokens, 0.0),
+        budget_uses(&settings.tasks.budget, task.cost_usd, task.tokens, secs),
     ))
+}
+
+/// The current task, its turns and its turn limit, when it has used them all.
+fn task_turns_used_up(state: &RunState) -> Option<(String, u32, u32)> {
+    let limit = state.settings.as_ref()?.tasks.max_turns?;
+    let task = state.board.as_ref()?.current_entry()?;
+    (task.turns >= limit).then(|| (task.spec.id.clone(), task.turns, limit))
 }
 
 fn used_up(state: &RunState) -> Vec<BudgetUse> {
@@ -70,8 +80,7 @@ fn raise_task_hint(resource: BudgetResource, limit: f64) -> String {
     let flag = match resource {
         BudgetResource::Usd => "--task-budget-usd",
         BudgetResource::Tokens => "--task-budget-tokens",
-        // Tasks have no wall-time budget of their own.
-        BudgetResource::WallTime => "--max-time",
+        BudgetResource::WallTime => "--task-max-time",
     };
     format!(
         "`baton resume {flag} {}` raises it",
@@ -114,6 +123,19 @@ impl Engine {
                 .record(Event::RunPaused {
                     reason: PauseReason::Budget,
                     detail,
+                })
+                .await?;
+            return Ok(true);
+        }
+        if let Some((task, turns, limit)) = task_turns_used_up(state) {
+            journal
+                .record(Event::RunPaused {
+                    reason: PauseReason::MaxTurns,
+                    detail: format!(
+                        "task `{task}` reached its limit of {limit} turns ({turns} worked) — \
+                         `baton resume --task-max-turns {}` raises it",
+                        limit.saturating_mul(2).max(1)
+                    ),
                 })
                 .await?;
             return Ok(true);

@@ -297,6 +297,8 @@ mod tests {
             reason: None,
             cost_usd: 0.0,
             tokens: 0,
+            turns: 0,
+            running_ms: 0,
         };
         let state = |current: Option<&str>| RunState {
             board: Some(TaskBoard {
