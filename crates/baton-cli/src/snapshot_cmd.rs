@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
-use baton_core::{EventRecord, RunId, RunState, SnapshotRecord, replay};
+use baton_core::{Event, EventRecord, RunId, RunState, SnapshotRecord, replay};
 use baton_snapshot::{DiffFormat, RestoreReport, ShadowRepo, SnapshotError, SnapshotId};
 use baton_store::{Holder, Lease, Store};
 
@@ -257,7 +257,9 @@ async fn restore(
     let repo = blocking(move || ShadowRepo::open(&root)).await?;
     let snapshot = select(run, &repo, selector)?;
     let journal = RollbackJournal { store, lease };
-    journal.started(&snapshot).await?;
+    journal
+        .started(&snapshot, &format!("`baton rollback --to {selector}`"))
+        .await?;
     let run_id = run.id.to_string();
     let target = snapshot.clone();
     let report = blocking(move || repo.restore(&run_id, &target)).await?;
@@ -265,23 +267,54 @@ async fn restore(
     Ok((snapshot, report))
 }
 
-/// Where a person's rollback is journaled (`rollback_started` before the restore,
-/// `rollback_finished` after it, `task` absent). The reducer does not accept these events yet,
-/// so for now they are not written — a journal the reducer refuses could not be replayed. Once
-/// it does, each method appends its event under `lease` at the run's next sequence number.
+/// Where a person's rollback is journaled: `rollback_started` before the restore,
+/// `rollback_finished` after it (`task` absent), appended under `lease` at the run's next
+/// sequence number. A resumed run redoes a restore whose finish is missing and tells the model.
+/// A finished or failed run's journal is closed: its rollback is only done, not journaled.
 struct RollbackJournal<'a> {
-    #[allow(dead_code)]
     store: &'a dyn Store,
-    #[allow(dead_code)]
     lease: &'a Lease,
 }
 
 impl RollbackJournal<'_> {
-    async fn started(&self, _snapshot: &SnapshotId) -> Result<(), CliError> {
-        Ok(())
+    async fn started(&self, snapshot: &SnapshotId, reason: &str) -> Result<(), CliError> {
+        self.append(Event::RollbackStarted {
+            task: None,
+            snapshot: snapshot.to_string(),
+            reason: reason.to_string(),
+        })
+        .await
     }
 
-    async fn finished(&self, _snapshot: &SnapshotId) -> Result<(), CliError> {
+    async fn finished(&self, snapshot: &SnapshotId) -> Result<(), CliError> {
+        self.append(Event::RollbackFinished {
+            task: None,
+            snapshot: snapshot.to_string(),
+        })
+        .await
+    }
+
+    async fn append(&self, event: Event) -> Result<(), CliError> {
+        let run_id = &self.lease.run_id;
+        let events = self.store.load_events(run_id).await.map_err(store_error)?;
+        let mut state = replay(&events)
+            .map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
+        if state.status.is_terminal() {
+            return Ok(());
+        }
+        let record = EventRecord {
+            run_id: run_id.clone(),
+            seq: state.next_seq,
+            at: jiff::Timestamp::now(),
+            event,
+        };
+        state
+            .apply(&record)
+            .map_err(|e| anyhow!("cannot journal the rollback: {e}"))?;
+        self.store
+            .append(self.lease, std::slice::from_ref(&record))
+            .await
+            .map_err(store_error)?;
         Ok(())
     }
 }

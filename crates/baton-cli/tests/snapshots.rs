@@ -268,3 +268,47 @@ async fn no_snapshots_flag_and_missing_git_leave_the_run_alone() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("install git"), "{}", stderr(&out));
 }
+
+/// A person's rollback of a paused run is journaled, and the resumed agent is told about it.
+#[tokio::test]
+async fn a_rollback_of_a_paused_run_is_journaled_and_the_model_is_told() {
+    let server = ScriptedServer::start(script()).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (ws, home) = (ws.path(), home.path());
+    let out = run_against(&server, ws, home, &["--max-turns", "2", "make files"]).await;
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let run = journal(ws, home)[0]["run_id"].as_str().unwrap().to_string();
+
+    let out = baton_out(ws, home, &["rollback", &run[..8], "--to", "#2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "v1\n");
+    assert!(!ws.join("dir/b.txt").exists());
+    let events = journal(ws, home);
+    let started = of_type(&events, "rollback_started");
+    assert_eq!(started.len(), 1);
+    assert!(started[0].get("task").is_none());
+    assert_eq!(of_type(&events, "rollback_finished").len(), 1);
+
+    let requests_before = server.received().len();
+    let out = tokio::task::spawn_blocking({
+        let (ws, home) = (ws.to_owned(), home.to_owned());
+        move || {
+            baton(&ws, &home)
+                .args(["resume", "--last", "--max-turns", "10"])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert_finished(&out);
+    let next = &server.received()[requests_before];
+    assert!(
+        next.body
+            .to_string()
+            .contains("A person restored the workspace to snapshot"),
+        "{}",
+        next.body
+    );
+}

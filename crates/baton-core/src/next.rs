@@ -59,6 +59,12 @@ pub fn next_action(state: &RunState) -> NextAction {
     if state.status != RunStatus::Running {
         return NextAction::Stop;
     }
+    if let Some(snapshot) = &state.user_rollback {
+        return NextAction::Task(TaskAction::FinishRollback {
+            task: None,
+            snapshot: snapshot.clone(),
+        });
+    }
     if let Some(summary) = &state.finish_summary {
         return NextAction::Finish {
             summary: summary.clone(),

@@ -78,6 +78,9 @@ pub struct RunState {
     /// The task graph and where each task stands; `None` for a run without a plan.
     #[serde(default)]
     pub board: Option<TaskBoard>,
+    /// A person's rollback that started and has not finished (redone on resume).
+    #[serde(default)]
+    pub user_rollback: Option<String>,
 }
 
 /// A journaled workspace snapshot (a commit in the run's shadow git repository).
@@ -672,27 +675,55 @@ impl RunState {
                     .task_ended(task, TaskStatus::Skipped, reason)?;
             }
             Event::RollbackStarted {
-                task,
+                task: Some(task),
                 snapshot,
                 reason,
             } => {
+                require_running(running)?;
                 self.require_idle()?;
-                if task.is_some() {
-                    require_running(running)?;
-                    self.board_mut()?
-                        .rollback_started(task.as_ref(), snapshot, reason)?;
-                } else if let Some(board) = &mut self.board {
-                    board.rollback_started(None, snapshot, reason)?;
-                }
+                self.board_mut()?
+                    .rollback_started(Some(task), snapshot, reason)?;
             }
-            Event::RollbackFinished { task, snapshot } => {
-                if task.is_some() {
-                    self.board_mut()?
-                        .rollback_finished(task.as_ref(), snapshot)?;
-                } else if let Some(board) = &mut self.board
-                    && board.open_rollback.is_some()
-                {
-                    board.rollback_finished(None, snapshot)?;
+            Event::RollbackFinished {
+                task: Some(task),
+                snapshot,
+            } => {
+                self.board_mut()?.rollback_finished(Some(task), snapshot)?;
+            }
+            // A person's rollback (`baton rollback`), journaled by the CLI holding the lease,
+            // whatever the run was doing when it stopped.
+            Event::RollbackStarted {
+                task: None,
+                snapshot,
+                ..
+            } => {
+                if self.user_rollback.is_some() {
+                    return Err("another rollback is in progress".into());
+                }
+                self.user_rollback = Some(snapshot.clone());
+            }
+            Event::RollbackFinished {
+                task: None,
+                snapshot,
+            } => {
+                if self.user_rollback.as_deref() != Some(snapshot.as_str()) {
+                    return Err(format!("no rollback to {snapshot} is in progress"));
+                }
+                self.user_rollback = None;
+                // Between turns the model is told; inside a turn a message would split a tool
+                // call from its result, so the restored files speak for themselves.
+                if self.phase == Phase::Idle {
+                    self.push_history(
+                        seq,
+                        self.turns_started,
+                        Message::User {
+                            content: format!(
+                                "A person restored the workspace to snapshot {}: files may \
+                                 differ from what you saw before. Check before relying on them.",
+                                snapshot.get(..12).unwrap_or(snapshot)
+                            ),
+                        },
+                    );
                 }
             }
             // A record: the commit already exists in the shadow repository when it is journaled.

@@ -115,3 +115,77 @@ fn task_turns_and_running_time_count_only_while_the_task_is_current() {
     );
     assert_eq!(state.running_ms, 34_000);
 }
+
+#[test]
+fn a_persons_rollback_cut_short_is_redone_first_then_the_model_is_told() {
+    let run = RunId::from_string("r");
+    let mut state = RunState::default();
+    let mut seq = 0;
+    let mut push = |event: Event, state: &mut RunState| {
+        let record = EventRecord {
+            run_id: run.clone(),
+            seq,
+            at: jiff::Timestamp::from_second(1_700_000_000 + seq as i64).unwrap(),
+            event,
+        };
+        seq += 1;
+        state.apply(&record)
+    };
+    push(
+        Event::RunStarted {
+            goal: "g".into(),
+            workspace: "/w".into(),
+            settings: settings(),
+            system_prompt: "s".into(),
+            project_instructions: None,
+            tools: vec![],
+        },
+        &mut state,
+    )
+    .unwrap();
+    let snap = "a".repeat(40);
+    push(
+        Event::RollbackStarted {
+            task: None,
+            snapshot: snap.clone(),
+            reason: "asked".into(),
+        },
+        &mut state,
+    )
+    .unwrap();
+    let again = EventRecord {
+        run_id: RunId::from_string("r"),
+        seq: state.next_seq,
+        at: jiff::Timestamp::from_second(1_700_000_100).unwrap(),
+        event: Event::RollbackStarted {
+            task: None,
+            snapshot: snap.clone(),
+            reason: "again".into(),
+        },
+    };
+    assert!(
+        state.clone().apply(&again).is_err(),
+        "one rollback at a time"
+    );
+    assert_eq!(
+        next_action(&state),
+        NextAction::Task(board::TaskAction::FinishRollback {
+            task: None,
+            snapshot: snap.clone(),
+        })
+    );
+    push(
+        Event::RollbackFinished {
+            task: None,
+            snapshot: snap,
+        },
+        &mut state,
+    )
+    .unwrap();
+    assert_eq!(state.user_rollback, None);
+    assert_eq!(next_action(&state), NextAction::StartTurn { turn: 1 });
+    assert!(matches!(
+        &state.history.last().unwrap().message,
+        Message::User { content } if content.contains("A person restored the workspace")
+    ));
+}
