@@ -69,44 +69,45 @@ fn engine_error(e: EngineError) -> CliError {
 
 /// The budget a configuration layer sets; bad values are usage errors naming the key.
 fn budget_from(layer: &ConfigLayer) -> Result<Budget, CliError> {
-    if let Some(usd) = layer.budget_usd
-        && !(usd.is_finite() && usd > 0.0)
-    {
-        return Err(CliError::usage(anyhow!(
-            "budget_usd = {usd}: use a positive amount of USD"
-        )));
-    }
-    let wall_time_secs = layer
-        .max_time
-        .as_deref()
-        .map(config::parse_duration_secs)
-        .transpose()
-        .map_err(CliError::usage)?;
-    Ok(Budget {
-        usd: layer.budget_usd,
-        tokens: layer.budget_tokens,
-        wall_time_secs,
-    })
+    budget_of(
+        "",
+        layer.budget_usd,
+        layer.budget_tokens,
+        layer.max_time.as_deref(),
+    )
 }
 
 /// The per-task budget a configuration layer sets.
 fn task_budget_from(layer: &ConfigLayer) -> Result<Budget, CliError> {
-    if let Some(usd) = layer.task_budget_usd
+    budget_of(
+        "task_",
+        layer.task_budget_usd,
+        layer.task_budget_tokens,
+        layer.task_max_time.as_deref(),
+    )
+}
+
+/// A budget from its keys (`prefix` names them in errors: `budget_usd`, `task_budget_usd`).
+fn budget_of(
+    prefix: &str,
+    usd: Option<f64>,
+    tokens: Option<u64>,
+    time: Option<&str>,
+) -> Result<Budget, CliError> {
+    if let Some(usd) = usd
         && !(usd.is_finite() && usd > 0.0)
     {
         return Err(CliError::usage(anyhow!(
-            "task_budget_usd = {usd}: use a positive amount of USD"
+            "{prefix}budget_usd = {usd}: use a positive amount of USD"
         )));
     }
-    let wall_time_secs = layer
-        .task_max_time
-        .as_deref()
+    let wall_time_secs = time
         .map(config::parse_duration_secs)
         .transpose()
         .map_err(CliError::usage)?;
     Ok(Budget {
-        usd: layer.task_budget_usd,
-        tokens: layer.task_budget_tokens,
+        usd,
+        tokens,
         wall_time_secs,
     })
 }

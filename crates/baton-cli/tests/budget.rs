@@ -54,17 +54,12 @@ async fn a_run_pauses_at_its_usd_budget_and_resumes_with_a_raised_one() {
         .unwrap();
     assert!(String::from_utf8_lossy(&status.stdout).contains("Budget"));
 
-    let out = tokio::task::spawn_blocking({
-        let (ws, home) = (ws.path().to_owned(), home.path().to_owned());
-        move || {
-            baton(&ws, &home)
-                .args(["resume", "--last", "--budget-usd", "20"])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--budget-usd", "20"],
+    )
+    .await;
     assert_finished(&out);
     let journal = journal(ws.path(), home.path());
     assert_eq!(of_type(&journal, "model_call_finished").len(), 5);

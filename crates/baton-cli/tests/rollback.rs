@@ -158,17 +158,12 @@ async fn kill_9_during_a_rollback_then_resume_restores_and_goes_on() {
     child.wait().unwrap();
     drop(seen);
 
-    let out = tokio::task::spawn_blocking({
-        let (ws, home) = (ws.path().to_owned(), home.path().to_owned());
-        move || {
-            baton(&ws, &home)
-                .args(["resume", "--last", "--no-supervise"])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--no-supervise"],
+    )
+    .await;
     assert_finished(&out);
     assert_rolled_back_and_solved(ws.path(), &initial);
     let events = journal(ws.path(), home.path());

@@ -291,17 +291,7 @@ async fn a_rollback_of_a_paused_run_is_journaled_and_the_model_is_told() {
     assert_eq!(of_type(&events, "rollback_finished").len(), 1);
 
     let requests_before = server.received().len();
-    let out = tokio::task::spawn_blocking({
-        let (ws, home) = (ws.to_owned(), home.to_owned());
-        move || {
-            baton(&ws, &home)
-                .args(["resume", "--last", "--max-turns", "10"])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let out = baton_blocking(ws, home, &["resume", "--last", "--max-turns", "10"]).await;
     assert_finished(&out);
     let next = &server.received()[requests_before];
     assert!(

@@ -290,18 +290,13 @@ async fn the_planner_plans_pauses_for_review_and_an_edited_plan_replaces_it() {
         .replace("two.txt", "three.txt")
         .replace("Second", "Third");
     std::fs::write(&review, edited).unwrap();
-    let out = tokio::task::spawn_blocking({
-        let (ws, home, review) = (ws.path().to_owned(), home.path().to_owned(), review.clone());
-        move || {
-            baton(&ws, &home)
-                .args(["resume", "--last", "--plan"])
-                .arg(review)
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let review_arg = review.display().to_string();
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--plan", &review_arg],
+    )
+    .await;
     assert_finished(&out);
     let events = journal(ws.path(), home.path());
     let sources: Vec<&str> = of_type(&events, "plan_set")
@@ -439,17 +434,12 @@ check = "if [ -f .check-ran ]; then test -f done.txt; else touch .check-ran; sle
     drop(started);
 
     let requests_before = server.received().len();
-    let out = tokio::task::spawn_blocking({
-        let (ws, home) = (ws.path().to_owned(), home.path().to_owned());
-        move || {
-            baton(&ws, &home)
-                .args(["resume", "--last", "--no-supervise"])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--no-supervise"],
+    )
+    .await;
     assert_finished(&out);
     assert_eq!(
         server.received().len(),
@@ -517,17 +507,12 @@ async fn a_task_budget_pauses_the_run_and_resume_raises_it() {
     );
     assert_eq!(of_type(&events, "model_call_finished").len(), 1);
 
-    let out = tokio::task::spawn_blocking({
-        let (ws, home) = (ws.path().to_owned(), home.path().to_owned());
-        move || {
-            baton(&ws, &home)
-                .args(["resume", "--last", "--task-budget-usd", "20"])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--task-budget-usd", "20"],
+    )
+    .await;
     assert_finished(&out);
     let events = journal(ws.path(), home.path());
     let resumed = of_type(&events, "run_resumed");
@@ -613,17 +598,12 @@ async fn a_task_turn_limit_pauses_the_run_and_resume_raises_it() {
         "{detail}"
     );
 
-    let out = tokio::task::spawn_blocking({
-        let (ws, home) = (ws.path().to_owned(), home.path().to_owned());
-        move || {
-            baton(&ws, &home)
-                .args(["resume", "--last", "--task-max-turns", "4"])
-                .output()
-                .unwrap()
-        }
-    })
-    .await
-    .unwrap();
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--task-max-turns", "4"],
+    )
+    .await;
     assert_finished(&out);
     let events = journal(ws.path(), home.path());
     assert_eq!(of_type(&events, "turn_started").len(), 3);

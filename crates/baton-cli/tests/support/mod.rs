@@ -424,6 +424,17 @@ pub async fn run_against(
         .unwrap()
 }
 
+/// Runs `baton ARGS…` in `workspace` off the async runtime (a scripted server may live on it)
+/// and returns its output, e.g. `baton_blocking(ws, home, &["resume", "--last"])`.
+pub async fn baton_blocking(workspace: &Path, home: &Path, args: &[&str]) -> std::process::Output {
+    let mut cmd = baton(workspace, home);
+    cmd.args(args);
+    tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// Asserts exit code 0, showing stderr otherwise.
 pub fn assert_finished(out: &std::process::Output) {
     assert_eq!(
