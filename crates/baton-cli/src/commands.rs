@@ -22,8 +22,8 @@ use crate::config::{self, ConfigLayer, ContextConfig};
 use crate::output::{self, Human, JsonLines};
 use crate::plan_cmd::{self, PlanRequest};
 use crate::store::{
-    latest_resumable_run, open_existing_store, open_store_for_run, resolve_run, store_error,
-    summary_for,
+    latest_resumable_run, open_existing_store, open_store_for_run, resolve_run, run_journal,
+    store_error,
 };
 use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, client, exit, providers, transcript};
 use baton_context::profile::profile_for;
@@ -462,12 +462,7 @@ async fn after_run(
 pub async fn plan(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
-    let summary = summary_for(&opened, run).await?;
-    let events = opened
-        .store
-        .load_events(&summary.id)
-        .await
-        .map_err(store_error)?;
+    let (summary, events) = run_journal(&opened, run).await?;
     let state = replay(&events)
         .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
     outln!("run {}", summary.id);
@@ -478,12 +473,7 @@ pub async fn plan(workspace: &Path, store: Option<&str>, run: Option<&str>) -> C
 pub async fn cost(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
-    let summary = summary_for(&opened, run).await?;
-    let events = opened
-        .store
-        .load_events(&summary.id)
-        .await
-        .map_err(store_error)?;
+    let (summary, events) = run_journal(&opened, run).await?;
     outln!("run {}", summary.id);
     out!(
         "{}",
@@ -623,12 +613,7 @@ fn report(outcome: &RunOutcome, json: bool) -> u8 {
 pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
-    let summary = summary_for(&opened, run).await?;
-    let events = opened
-        .store
-        .load_events(&summary.id)
-        .await
-        .map_err(store_error)?;
+    let (summary, events) = run_journal(&opened, run).await?;
     // The numbers come from the aggregation the dashboard and `baton cost` use too.
     let agg = RunAggregate::from_events(&events);
     let view = RunView::new(&summary, &agg);
@@ -783,12 +768,7 @@ pub async fn logs(
 ) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
-    let summary = summary_for(&opened, run).await?;
-    let events = opened
-        .store
-        .load_events(&summary.id)
-        .await
-        .map_err(store_error)?;
+    let (_, events) = run_journal(&opened, run).await?;
     if json {
         for record in &events {
             outln!("{}", output::json_line(record));

@@ -295,26 +295,7 @@ impl RollbackJournal<'_> {
     }
 
     async fn append(&self, event: Event) -> Result<(), CliError> {
-        let run_id = &self.lease.run_id;
-        let events = self.store.load_events(run_id).await.map_err(store_error)?;
-        let mut state = replay(&events)
-            .map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
-        if state.status.is_terminal() {
-            return Ok(());
-        }
-        let record = EventRecord {
-            run_id: run_id.clone(),
-            seq: state.next_seq,
-            at: jiff::Timestamp::now(),
-            event,
-        };
-        state
-            .apply(&record)
-            .map_err(|e| anyhow!("cannot journal the rollback: {e}"))?;
-        self.store
-            .append(self.lease, std::slice::from_ref(&record))
-            .await
-            .map_err(store_error)?;
+        crate::store::append_checked(self.store, self.lease, event).await?;
         Ok(())
     }
 }

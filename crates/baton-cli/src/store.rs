@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use baton_core::RunId;
-use baton_store::{RunSummary, Store, StoreError, StoreLocation, open_store};
+use baton_core::{Event, EventRecord, RunId, replay};
+use baton_store::{Lease, RunSummary, Store, StoreError, StoreLocation, open_store};
 
 use crate::{CliError, exit};
 
@@ -146,4 +146,49 @@ pub(crate) async fn summary_for(
         }
         None => latest_run(opened).await,
     }
+}
+
+/// The run a read-only command is about (`run` prefix, or the latest) and its journal.
+pub(crate) async fn run_journal(
+    opened: &Opened,
+    run: Option<&str>,
+) -> Result<(RunSummary, Vec<EventRecord>), CliError> {
+    let summary = summary_for(opened, run).await?;
+    let events = opened
+        .store
+        .load_events(&summary.id)
+        .await
+        .map_err(store_error)?;
+    Ok((summary, events))
+}
+
+/// Appends `event` to the leased run at its next sequence number, after checking it against
+/// the replayed journal (so nothing the reducer would refuse is ever written). `None` when
+/// the run has already finished or failed: its journal is closed.
+pub(crate) async fn append_checked(
+    store: &dyn Store,
+    lease: &Lease,
+    event: Event,
+) -> Result<Option<EventRecord>, CliError> {
+    let run_id = &lease.run_id;
+    let events = store.load_events(run_id).await.map_err(store_error)?;
+    let mut state = replay(&events)
+        .map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
+    if state.status.is_terminal() {
+        return Ok(None);
+    }
+    let record = EventRecord {
+        run_id: run_id.clone(),
+        seq: state.next_seq,
+        at: jiff::Timestamp::now(),
+        event,
+    };
+    state
+        .apply(&record)
+        .map_err(|e| anyhow!("cannot journal {}: {e}", record.event.kind()))?;
+    store
+        .append(lease, std::slice::from_ref(&record))
+        .await
+        .map_err(store_error)?;
+    Ok(Some(record))
 }

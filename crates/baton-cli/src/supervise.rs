@@ -10,7 +10,7 @@ use std::process::ExitStatus;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use baton_core::{Event, EventRecord, PauseReason, RunId, RunStatus, replay};
+use baton_core::{Event, EventRecord, PauseReason, RunId, RunStatus};
 use baton_store::{Holder, RunSummary};
 use rustix::process::{Pid, Signal};
 use tokio::process::Command;
@@ -407,28 +407,13 @@ impl Supervisor {
             .acquire(&self.run_id, &Holder::this_process())
             .await
             .map_err(store_error)?;
-        let appended = async {
-            let events = store.load_events(&self.run_id).await.map_err(store_error)?;
-            let mut state = replay(&events).map_err(|e| {
-                anyhow!("the journal of run {} cannot be replayed: {e}", self.run_id)
-            })?;
-            let record = EventRecord {
-                run_id: self.run_id.clone(),
-                seq: state.next_seq,
-                at: jiff::Timestamp::now(),
-                event,
-            };
-            state.apply(&record).map_err(|e| anyhow!("{e}"))?;
-            store
-                .append(&lease, std::slice::from_ref(&record))
-                .await
-                .map_err(store_error)?;
-            Ok::<_, CliError>(record)
-        }
-        .await;
+        let appended = crate::store::append_checked(store.as_ref(), &lease, event).await;
         let _ = store.release(&lease).await;
         store.close().await;
-        self.show(&appended?);
+        // A run that ended meanwhile has a closed journal: nothing to record or show.
+        if let Some(record) = appended? {
+            self.show(&record);
+        }
         Ok(())
     }
 
