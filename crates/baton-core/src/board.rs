@@ -1,7 +1,11 @@
 //! The task board: where each task of a run's plan stands, folded from the task events, and what
 //! the run does next about tasks. Pure, like the rest of the reducer.
 
+mod delegation;
+
 use serde::{Deserialize, Serialize};
+
+pub use delegation::{DelegatedTask, Delegation, OpenMerge};
 
 use crate::settings::{OnTaskFailure, Planning, TaskSettings};
 use crate::task::{TaskSpec, validate_tasks};
@@ -29,6 +33,9 @@ pub struct TaskBoard {
     pub fix_rounds: u32,
     /// The run paused once for a person to review the plan (`--plan-only`).
     pub plan_reviewed: bool,
+    /// A parallel task's merge whose workspace restore has not finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_merge: Option<OpenMerge>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +83,9 @@ pub struct TaskEntry {
     /// Milliseconds the run spent on the task while running (all approaches).
     #[serde(default)]
     pub running_ms: u64,
+    /// `--parallel`: the child run working on the task in its own worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delegation: Option<Delegation>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -144,6 +154,26 @@ pub enum TaskAction {
         task: String,
         reason: String,
     },
+    /// `--parallel`: hand these ready tasks to child runs in their own worktrees.
+    Delegate {
+        tasks: Vec<String>,
+    },
+    /// Run (or resume) the child runs of these delegated tasks until they end.
+    AwaitDelegated {
+        tasks: Vec<DelegatedTask>,
+    },
+    /// Merge a delegated task's verified work (snapshot `theirs`, made from `base`).
+    Merge {
+        task: String,
+        base: String,
+        theirs: String,
+        summary: String,
+    },
+    /// Redo a merge's workspace restore that started but did not finish.
+    FinishMerge {
+        task: String,
+        snapshot: String,
+    },
     /// The final check failed: add a task that fixes it.
     AddFixTask {
         task: TaskSpec,
@@ -211,6 +241,7 @@ impl TaskBoard {
             tokens: 0,
             turns: 0,
             running_ms: 0,
+            delegation: None,
         }));
         if let Some(check) = final_check {
             self.final_check = Some(check.clone());
@@ -366,6 +397,7 @@ impl TaskBoard {
         }
         entry.status = TaskStatus::Verified;
         entry.summary = Some(summary.to_string());
+        self.finish_merge(task)?;
         self.current = None;
         Ok(())
     }
@@ -462,6 +494,9 @@ impl TaskBoard {
         if let Some(entry) = self.current_entry() {
             return current_task_action(entry, settings);
         }
+        if let Some(action) = self.delegated_action() {
+            return action;
+        }
         for entry in self
             .tasks
             .iter()
@@ -478,14 +513,26 @@ impl TaskBoard {
                 };
             }
         }
-        let ready = self.tasks.iter().find(|t| {
+        let mut ready = self.tasks.iter().filter(|t| {
             t.status == TaskStatus::Pending
                 && t.spec.deps.iter().all(|dep| {
                     self.entry(dep)
                         .is_some_and(|d| d.status == TaskStatus::Verified)
                 })
         });
-        if let Some(entry) = ready {
+        let parallel = usize::try_from(settings.parallel).unwrap_or(usize::MAX);
+        if parallel > 1 {
+            let wave: Vec<String> = ready
+                .clone()
+                .take(parallel)
+                .map(|t| t.spec.id.clone())
+                .collect();
+            // One ready task gains nothing from a worktree: it runs in the workspace.
+            if wave.len() > 1 {
+                return TaskAction::Delegate { tasks: wave };
+            }
+        }
+        if let Some(entry) = ready.next() {
             return TaskAction::StartTask {
                 task: entry.spec.id.clone(),
                 approach: entry.approach + 1,
@@ -577,30 +624,40 @@ impl TaskBoard {
         text
     }
 
-    /// What a task's fresh context starts with: the handoff of the work so far and the task.
-    pub fn brief(&self, task: &str) -> Option<String> {
-        let entry = self.entry(task)?;
-        let mut text = String::from("You are working through the goal as a list of tasks.");
+    /// The summaries of settled tasks, handed to the tasks after them (`None` before any).
+    pub fn handoff(&self) -> Option<String> {
         let done: Vec<&TaskEntry> = self
             .tasks
             .iter()
             .filter(|t| t.status.is_terminal())
             .collect();
-        if !done.is_empty() {
-            text.push_str("\n\nHandoff from earlier tasks:");
-            for t in done {
-                let detail = match t.status {
-                    TaskStatus::Verified => t.summary.clone(),
-                    _ => t.reason.clone(),
-                };
-                text.push_str(&format!(
-                    "\n- {} [{}] {}: {}",
-                    t.spec.id,
-                    t.status.as_str(),
-                    t.spec.title,
-                    detail.unwrap_or_default().trim()
-                ));
-            }
+        if done.is_empty() {
+            return None;
+        }
+        let mut text = String::from("Handoff from earlier tasks:");
+        for t in done {
+            let detail = match t.status {
+                TaskStatus::Verified => t.summary.clone(),
+                _ => t.reason.clone(),
+            };
+            text.push_str(&format!(
+                "\n- {} [{}] {}: {}",
+                t.spec.id,
+                t.status.as_str(),
+                t.spec.title,
+                detail.unwrap_or_default().trim()
+            ));
+        }
+        Some(text)
+    }
+
+    /// What a task's fresh context starts with: the handoff of the work so far and the task.
+    pub fn brief(&self, task: &str) -> Option<String> {
+        let entry = self.entry(task)?;
+        let mut text = String::from("You are working through the goal as a list of tasks.");
+        if let Some(handoff) = self.handoff() {
+            text.push_str("\n\n");
+            text.push_str(&handoff);
         }
         text.push_str(&format!(
             "\n\nYour current task is `{}`: {}\n\n{}\n\nIt is done when this check passes (exit \

@@ -195,6 +195,38 @@ pub enum Event {
         task: String,
         reason: String,
     },
+    /// `--parallel`: the task is worked on by run `child_run` in a worktree made from
+    /// `base_snapshot` (under `.baton/worktrees/CHILD_RUN`), at the same time as others.
+    TaskDelegated {
+        task: String,
+        child_run: String,
+        base_snapshot: String,
+    },
+    /// The child run of a delegated task ended; what it cost is added to this run's.
+    TaskReturned {
+        task: String,
+        child_run: String,
+        result: DelegatedResult,
+        cost_usd: f64,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        turns: u32,
+    },
+    /// A returned task's work merges into the workspace: `snapshot` is the merge commit
+    /// (already in the shadow repository); the workspace is being made that snapshot (redone on
+    /// resume). `task_finished` follows once it is.
+    MergeStarted {
+        task: String,
+        snapshot: String,
+    },
+    /// Merging a returned task's work conflicted with work merged before it: the workspace is
+    /// unchanged, and `follow_up` (a new task, which the task's dependents now wait for too)
+    /// redoes the change on the merged workspace.
+    MergeConflicted {
+        task: String,
+        conflicts: Vec<String>,
+        follow_up: TaskSpec,
+    },
     /// A snapshot of the workspace was committed to the run's shadow git repository.
     SnapshotTaken {
         snapshot: String,
@@ -256,6 +288,10 @@ impl Event {
             Event::TaskFinished { .. } => "task_finished",
             Event::TaskFailed { .. } => "task_failed",
             Event::TaskSkipped { .. } => "task_skipped",
+            Event::TaskDelegated { .. } => "task_delegated",
+            Event::TaskReturned { .. } => "task_returned",
+            Event::MergeStarted { .. } => "merge_started",
+            Event::MergeConflicted { .. } => "merge_conflicted",
             Event::SnapshotTaken { .. } => "snapshot_taken",
             Event::RollbackStarted { .. } => "rollback_started",
             Event::RollbackFinished { .. } => "rollback_finished",
@@ -275,6 +311,16 @@ impl Event {
             _ => None,
         }
     }
+}
+
+/// How the child run of a delegated task ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum DelegatedResult {
+    /// Its check passed in the worktree; `snapshot` holds the worktree's final state.
+    Verified { summary: String, snapshot: String },
+    /// It used up its approaches (or its run failed).
+    Failed { reason: String },
 }
 
 /// Why a compaction started.

@@ -18,8 +18,8 @@ mod state;
 pub mod task;
 
 pub use event::{
-    CompactionTrigger, ErrorClass, Event, EventRecord, LoopResponse, PauseReason, RequestMetrics,
-    RunStatus,
+    CompactionTrigger, DelegatedResult, ErrorClass, Event, EventRecord, LoopResponse, PauseReason,
+    RequestMetrics, RunStatus,
 };
 pub use ids::RunId;
 pub use message::{

@@ -42,6 +42,13 @@ pub struct TaskSettings {
     /// Turns per task; a task that reaches it pauses the run (`max_turns`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u32>,
+    /// Independent tasks worked on at once, each in its own worktree (`--parallel`).
+    #[serde(default = "one")]
+    pub parallel: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Default for TaskSettings {
@@ -54,6 +61,7 @@ impl Default for TaskSettings {
             on_failure: OnTaskFailure::Continue,
             budget: Budget::default(),
             max_turns: None,
+            parallel: 1,
         }
     }
 }

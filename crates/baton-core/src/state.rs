@@ -726,6 +726,60 @@ impl RunState {
                     );
                 }
             }
+            Event::TaskDelegated {
+                task,
+                child_run,
+                base_snapshot,
+            } => {
+                require_running(running)?;
+                self.require_idle()?;
+                self.board_mut()?.delegate(task, child_run, base_snapshot)?;
+            }
+            Event::TaskReturned {
+                task,
+                child_run,
+                result,
+                cost_usd,
+                prompt_tokens,
+                completion_tokens,
+                turns,
+            } => {
+                require_running(running)?;
+                let tokens = prompt_tokens.saturating_add(*completion_tokens);
+                self.board_mut()?
+                    .returned(task, child_run, result, tokens, *cost_usd, *turns)?;
+                // The run's budgets cover the work of its parallel tasks too.
+                self.usage.prompt_tokens = self.usage.prompt_tokens.saturating_add(*prompt_tokens);
+                self.usage.completion_tokens = self
+                    .usage
+                    .completion_tokens
+                    .saturating_add(*completion_tokens);
+                if cost_usd.is_finite() {
+                    self.usage.cost_usd += cost_usd;
+                }
+            }
+            Event::MergeStarted { task, snapshot } => {
+                require_running(running)?;
+                self.require_idle()?;
+                self.board_mut()?.merge_started(task, snapshot)?;
+                // The merge commit is the state later tasks start from (and roll back to).
+                self.snapshots.push(SnapshotRecord {
+                    seq,
+                    snapshot: snapshot.clone(),
+                    reason: crate::task::SnapshotReason::TaskMerged,
+                    task: Some(task.clone()),
+                });
+            }
+            Event::MergeConflicted {
+                task,
+                conflicts,
+                follow_up,
+            } => {
+                require_running(running)?;
+                self.require_idle()?;
+                self.board_mut()?
+                    .merge_conflicted(task, conflicts, follow_up)?;
+            }
             // A record: the commit already exists in the shadow repository when it is journaled.
             Event::SnapshotTaken {
                 snapshot,

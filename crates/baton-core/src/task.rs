@@ -53,6 +53,10 @@ pub enum SnapshotReason {
     TaskVerified,
     /// Before a command of a risky task.
     BeforeRisky,
+    /// Before tasks are handed to parallel worktrees: the state they all start from.
+    WaveStart,
+    /// A parallel task's verified work merged into the workspace (a merge commit).
+    TaskMerged,
 }
 
 /// A plan as written in a plan file (`[[task]]` tables) or submitted by the planner.

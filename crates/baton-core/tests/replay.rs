@@ -73,6 +73,13 @@ fn drive(bytes: &[u8]) -> Driver {
         states: vec![],
     };
     let max_turns = 1 + u32::from(c.pick(4));
+    // Some runs work on up to 3 independent tasks at once (`--parallel`).
+    let parallel = 1 + u32::from(c.pick(3));
+    let settings = |max_turns| {
+        let mut s = settings(max_turns);
+        s.tasks.parallel = parallel;
+        s
+    };
     d.push(Event::RunStarted {
         goal: "goal".into(),
         workspace: "/w".into(),
@@ -389,6 +396,93 @@ fn drive_task(d: &mut Driver, c: &mut Choices, action: board::TaskAction) {
             tasks: vec![task],
             final_check: None,
         }),
+        TaskAction::Delegate { tasks } => {
+            if c.pick(2) == 0 {
+                d.push(Event::SnapshotTaken {
+                    snapshot: format!("snap-{}", d.records.len()),
+                    reason: task::SnapshotReason::WaveStart,
+                    task: None,
+                });
+            }
+            let base = d
+                .state
+                .snapshots
+                .last()
+                .map_or("snap-none".to_string(), |s| s.snapshot.clone());
+            for task in tasks {
+                d.push(Event::TaskDelegated {
+                    child_run: format!("child-{task}-{}", d.records.len()),
+                    task,
+                    base_snapshot: base.clone(),
+                });
+                if c.pick(6) == 0 {
+                    break; // crashed between delegations
+                }
+            }
+        }
+        TaskAction::AwaitDelegated { tasks } => {
+            for delegated in tasks {
+                // A child verified, failed, or still working when this process died.
+                let result = match c.pick(4) {
+                    0 => continue,
+                    1 => DelegatedResult::Failed {
+                        reason: "no luck".into(),
+                    },
+                    _ => DelegatedResult::Verified {
+                        summary: format!("{} done", delegated.task),
+                        snapshot: format!("theirs-{}", d.records.len()),
+                    },
+                };
+                d.push(Event::TaskReturned {
+                    task: delegated.task,
+                    child_run: delegated.child_run,
+                    result,
+                    cost_usd: 0.25,
+                    prompt_tokens: 10,
+                    completion_tokens: 5,
+                    turns: 2,
+                });
+            }
+        }
+        TaskAction::Merge {
+            task,
+            base: _,
+            theirs: _,
+            summary,
+        } => {
+            if c.pick(3) == 0 {
+                let follow_up = d
+                    .state
+                    .board
+                    .as_ref()
+                    .unwrap()
+                    .unused_id(&format!("{task}-merge"));
+                d.push(Event::MergeConflicted {
+                    task,
+                    conflicts: vec!["a.txt".into()],
+                    follow_up: task::TaskSpec {
+                        id: follow_up,
+                        title: "redo".into(),
+                        instructions: "redo it".into(),
+                        deps: vec![],
+                        check: "true".into(),
+                        risky: false,
+                    },
+                });
+            } else {
+                d.push(Event::MergeStarted {
+                    task: task.clone(),
+                    snapshot: format!("merge-{}", d.records.len()),
+                });
+                if c.pick(3) != 0 {
+                    d.push(Event::TaskFinished { task, summary });
+                } // else: crashed during the restore
+            }
+        }
+        TaskAction::FinishMerge { task, .. } => d.push(Event::TaskFinished {
+            task,
+            summary: "merged".into(),
+        }),
         TaskAction::PauseForReview => d.push(Event::RunPaused {
             reason: PauseReason::PlanReview,
             detail: "review".into(),
@@ -423,6 +517,33 @@ proptest! {
         }
     }
 
+    /// `--parallel N`: never more than N tasks out in worktrees, never one of them also worked
+    /// on in the workspace, and a merge only of a verified child's work.
+    #[test]
+    fn parallel_waves_stay_within_bounds(bytes in proptest::collection::vec(any::<u8>(), 0..800)) {
+        let d = drive(&bytes);
+        for state in &d.states {
+            let (Some(board), Some(settings)) = (&state.board, &state.settings) else { continue };
+            let out: Vec<&board::TaskEntry> = board
+                .tasks
+                .iter()
+                .filter(|t| t.status == board::TaskStatus::Running && t.delegation.is_some())
+                .collect();
+            prop_assert!(out.len() <= settings.tasks.parallel.max(1) as usize);
+            if !out.is_empty() {
+                prop_assert!(board.current.is_none(), "a wave runs while no task is current");
+            }
+            if let Some(merge) = &board.open_merge {
+                let entry = board.entry(&merge.task).unwrap();
+                let verified = matches!(
+                    entry.delegation.as_ref().and_then(|d| d.result.as_ref()),
+                    Some(DelegatedResult::Verified { .. })
+                );
+                prop_assert!(verified);
+            }
+        }
+    }
+
     /// Task graphs always settle consistently: a verified task's dependencies are verified,
     /// a finished run verified every task, and no task is worked on before its dependencies.
     #[test]
@@ -449,6 +570,11 @@ proptest! {
         let d = drive(&bytes);
         let (mut p, mut c, mut unreported) = (0, 0, 0);
         for r in &d.records {
+            // Parallel tasks' child runs count towards the run's totals.
+            if let Event::TaskReturned { prompt_tokens, completion_tokens, .. } = &r.event {
+                p += prompt_tokens;
+                c += completion_tokens;
+            }
             if let Event::ModelCallFinished { usage, .. } | Event::CompactionFinished { usage, .. } = &r.event {
                 match usage {
                     Some(usage) => {

@@ -14,6 +14,7 @@ mod governance;
 mod journal;
 mod memory_search;
 mod memory_tools;
+mod parallel;
 mod run_loop;
 mod snapshots;
 mod stop;

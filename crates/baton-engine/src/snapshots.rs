@@ -81,6 +81,18 @@ impl Engine {
             .await
     }
 
+    /// Whether snapshots are on and git was not found missing.
+    pub(crate) fn snapshots_available(&self) -> bool {
+        self.snapshots.mode == Snapshots::On && !self.snapshots.git_missing.load(Ordering::Relaxed)
+    }
+
+    /// Remembers a missing git, so that it is not tried again in this process.
+    pub(crate) fn note_snapshot_error(&self, error: &SnapshotError) {
+        if matches!(error, SnapshotError::GitMissing { .. }) {
+            self.snapshots.git_missing.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Snapshots the workspace now and journals it (`task` names the task it belongs to). A
     /// failure is logged and journals nothing: the run goes on without that snapshot.
     pub(crate) async fn take_snapshot(
@@ -91,9 +103,7 @@ impl Engine {
         task: Option<String>,
         journal_unchanged: JournalUnchanged,
     ) -> Result<(), EngineError> {
-        if self.snapshots.mode == Snapshots::Off
-            || self.snapshots.git_missing.load(Ordering::Relaxed)
-        {
+        if !self.snapshots_available() {
             return Ok(());
         }
         let root = workspace.root().to_path_buf();
@@ -112,9 +122,7 @@ impl Engine {
         let snapshot = match taken {
             Ok(snapshot) => snapshot,
             Err(e) => {
-                if matches!(e, SnapshotError::GitMissing { .. }) {
-                    self.snapshots.git_missing.store(true, Ordering::Relaxed);
-                }
+                self.note_snapshot_error(&e);
                 tracing::warn!("workspace snapshot failed; the run goes on without it: {e}");
                 return Ok(());
             }
@@ -250,6 +258,8 @@ fn reason_name(reason: SnapshotReason) -> &'static str {
         SnapshotReason::AfterTools => "after_tools",
         SnapshotReason::TaskVerified => "task_verified",
         SnapshotReason::BeforeRisky => "before_risky",
+        SnapshotReason::WaveStart => "wave_start",
+        SnapshotReason::TaskMerged => "task_merged",
     }
 }
 
@@ -299,6 +309,7 @@ mod tests {
             tokens: 0,
             turns: 0,
             running_ms: 0,
+            delegation: None,
         };
         let state = |current: Option<&str>| RunState {
             board: Some(TaskBoard {

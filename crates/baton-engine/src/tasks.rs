@@ -30,22 +30,23 @@ impl Engine {
             // Handled by the turn logic (`next_action` never returns it).
             TaskAction::ContinueTurns => Ok(()),
             TaskAction::StartTask { task, approach } => {
-                if journal.state().snapshots.is_empty() {
-                    self.take_snapshot(
-                        journal,
-                        workspace,
-                        SnapshotReason::RunStart,
-                        None,
-                        JournalUnchanged::Yes,
-                    )
-                    .await?;
-                }
-                journal
-                    .record(Event::TaskStarted {
-                        task,
-                        approach,
-                        attempt: 1,
-                    })
+                self.start_task(journal, workspace, task, approach).await
+            }
+            TaskAction::Delegate { tasks } => self.delegate(journal, workspace, tasks).await,
+            TaskAction::AwaitDelegated { tasks } => {
+                self.await_delegated(journal, workspace, tasks).await
+            }
+            TaskAction::Merge {
+                task,
+                base,
+                theirs,
+                summary,
+            } => {
+                self.merge_task(journal, workspace, task, base, theirs, summary)
+                    .await
+            }
+            TaskAction::FinishMerge { task, snapshot } => {
+                self.finish_merge(journal, workspace, task, snapshot, None)
                     .await
             }
             TaskAction::RunCheck {
@@ -163,6 +164,33 @@ impl Engine {
                 }
             },
         }
+    }
+
+    /// Begins an approach to a task in a fresh context, from a journaled snapshot.
+    pub(crate) async fn start_task(
+        &self,
+        journal: &mut Journal,
+        workspace: &Workspace,
+        task: String,
+        approach: u32,
+    ) -> Result<(), EngineError> {
+        if journal.state().snapshots.is_empty() {
+            self.take_snapshot(
+                journal,
+                workspace,
+                SnapshotReason::RunStart,
+                None,
+                JournalUnchanged::Yes,
+            )
+            .await?;
+        }
+        journal
+            .record(Event::TaskStarted {
+                task,
+                approach,
+                attempt: 1,
+            })
+            .await
     }
 
     /// Runs a check like the agent's commands run (sandbox, policy, timeout, redaction) and

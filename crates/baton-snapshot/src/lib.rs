@@ -24,6 +24,7 @@ mod error;
 mod git;
 mod init;
 mod parse;
+mod worktree;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use std::time::Duration;
 pub use error::{Result, SnapshotError};
 use git::Git;
 use parse::Status;
+pub use worktree::MergeOutcome;
 
 /// Per-run index files live here, inside the shadow git directory.
 const INDEX_DIR: &str = "baton-index";
@@ -147,8 +149,15 @@ impl ShadowRepo {
             return Err(SnapshotError::NotADirectory { path: workspace });
         }
         let state_dir = workspace.join(".baton");
-        let git_dir = state_dir.join("shadow.git");
-        init::ensure(&state_dir, &git_dir)?;
+        // A worktree of `--parallel` work shares its parent workspace's repository.
+        let git_dir = match ShadowRepo::linked_git_dir(&state_dir)? {
+            Some(git_dir) => git_dir,
+            None => {
+                let git_dir = state_dir.join("shadow.git");
+                init::ensure(&state_dir, &git_dir)?;
+                git_dir
+            }
+        };
         let repo = ShadowRepo {
             git: Git {
                 git_dir,

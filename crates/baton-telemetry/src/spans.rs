@@ -183,6 +183,8 @@ pub struct SpanBuilder {
     /// By task (`None`: the run's final check).
     checks: HashMap<Option<String>, Open>,
     rollbacks: HashMap<Option<String>, Open>,
+    /// Tasks worked on by parallel child runs (each child run exports its own spans).
+    delegated: HashMap<String, Open>,
     /// Totals for the run span.
     usage: Usage,
     cost_usd: f64,
@@ -295,6 +297,7 @@ impl SpanBuilder {
             tools: BTreeMap::new(),
             checks: HashMap::new(),
             rollbacks: HashMap::new(),
+            delegated: HashMap::new(),
             usage: Usage::default(),
             cost_usd: 0.0,
             turns: 0,
@@ -630,11 +633,33 @@ impl SpanBuilder {
                         .attr("baton.task.attempt", *attempt),
                 );
             }
-            Event::TaskFinished { .. } => {
-                self.end_task(at, "finished", Status::Ok, &mut out);
+            Event::TaskFinished { task, .. } => match self.delegated.remove(task) {
+                Some(open) => out.push(open.end(at, Status::Ok, outcome("finished"))),
+                None => self.end_task(at, "finished", Status::Ok, &mut out),
+            },
+            Event::TaskFailed { task, reason } => match self.delegated.remove(task) {
+                Some(open) => {
+                    out.push(open.end(at, Status::Error(reason.clone()), outcome("failed")))
+                }
+                None => self.end_task(at, "failed", Status::Error(reason.clone()), &mut out),
+            },
+            Event::TaskDelegated {
+                task, child_run, ..
+            } => {
+                let parent = self.run_span();
+                let open = Open::new(&run, record, parent, format!("task {task}"), Kind::Internal)
+                    .attr("baton.task.id", task.as_str())
+                    .attr("baton.task.child_run", child_run.as_str());
+                self.delegated.insert(task.clone(), open);
             }
-            Event::TaskFailed { reason, .. } => {
-                self.end_task(at, "failed", Status::Error(reason.clone()), &mut out);
+            Event::TaskReturned { cost_usd, .. } => {
+                self.cost_usd += cost_usd;
+            }
+            Event::MergeStarted { .. } => {}
+            Event::MergeConflicted { task, .. } => {
+                if let Some(open) = self.delegated.remove(task) {
+                    out.push(open.end(at, Status::Unset, outcome("merge_conflicted")));
+                }
             }
             Event::TaskSkipped { task, reason } => {
                 let parent = self.run_span();
@@ -738,6 +763,9 @@ impl SpanBuilder {
         for open in std::mem::take(&mut self.rollbacks).into_values() {
             out.push(open.end(at, Status::Unset, Vec::new()));
         }
+        for open in std::mem::take(&mut self.delegated).into_values() {
+            out.push(open.end(at, Status::Unset, outcome("interrupted")));
+        }
         let task_status = match &status {
             Status::Ok => Status::Unset,
             other => other.clone(),
@@ -773,3 +801,7 @@ pub fn spans(run_id: &RunId, events: &[EventRecord]) -> Vec<SpanRecord> {
 #[cfg(test)]
 #[path = "spans_tests.rs"]
 mod tests;
+
+fn outcome(outcome: &'static str) -> Attrs {
+    vec![("baton.task.outcome", outcome.into())]
+}

@@ -1,0 +1,520 @@
+//! `--parallel N`: a wave of up to N ready tasks, each worked on by a child run (its own journal
+//! in the same store, its own fresh context, verify-and-fix and rollbacks as any task) in a
+//! worktree under `.baton/worktrees/CHILD_RUN` made from one snapshot of the workspace. When the
+//! wave has ended, each verified task is merged back in plan order with a three-way merge in
+//! the shadow repository; a conflict leaves the workspace alone and becomes a follow-up task.
+//!
+//! Crash safety comes from the journal order: `snapshot_taken` (wave start) → `task_delegated`
+//! (the child's id is fixed before the child exists) → the child runs (resumed, not restarted,
+//! by a resumed parent) → `task_returned` → `merge_started` (the merge commit exists) → restore
+//! of the workspace (redone on resume) → `task_finished`.
+
+use std::path::{Path, PathBuf};
+
+use baton_core::board::DelegatedTask;
+use baton_core::governance::Budget;
+use baton_core::task::{Plan, SnapshotReason, TaskSpec};
+use baton_core::{
+    DelegatedResult, Event, PauseReason, RunId, RunSettings, RunState, RunStatus, replay,
+};
+use baton_snapshot::{Change, MergeOutcome, ShadowRepo, SnapshotId};
+use baton_tools::Workspace;
+
+use crate::EngineError;
+use crate::api::{RunOutcome, SettingsOverride, StartRun};
+use crate::journal::Journal;
+use crate::run_loop::Engine;
+
+/// The diff a conflicted task's follow-up gets, at most.
+const MAX_FOLLOW_UP_DIFF: usize = 24 * 1024;
+
+/// Where the worktrees of a workspace's parallel tasks live.
+pub fn worktree_dir(workspace: &Path, child_run: &str) -> PathBuf {
+    workspace.join(".baton").join("worktrees").join(child_run)
+}
+
+/// How a child run ended, as the parent records it.
+enum ChildEnd {
+    Returned {
+        result: DelegatedResult,
+        cost_usd: f64,
+        prompt_tokens: u64,
+        completion_tokens: u64,
+        turns: u32,
+    },
+    Paused {
+        reason: PauseReason,
+        detail: String,
+    },
+}
+
+/// What a child run is started with (taken from the parent's state before the wave runs).
+struct ChildJob {
+    delegated: DelegatedTask,
+    spec: TaskSpec,
+    goal: String,
+    settings: RunSettings,
+}
+
+impl Engine {
+    /// Snapshots the workspace as the wave's base and journals a child run for each task. Without
+    /// snapshots (turned off, or git missing) there are no worktrees: the first task runs in the
+    /// workspace instead.
+    pub(crate) async fn delegate(
+        &self,
+        journal: &mut Journal,
+        workspace: &Workspace,
+        tasks: Vec<String>,
+    ) -> Result<(), EngineError> {
+        let base = match self.wave_base(journal, workspace).await {
+            Ok(base) => base,
+            Err(why) => {
+                tracing::warn!("tasks run one at a time: {why}");
+                let Some(task) = tasks.into_iter().next() else {
+                    return Ok(());
+                };
+                return self.start_task(journal, workspace, task, 1).await;
+            }
+        };
+        for task in tasks {
+            journal
+                .record(Event::TaskDelegated {
+                    task,
+                    child_run: RunId::new().to_string(),
+                    base_snapshot: base.to_string(),
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// The snapshot the wave starts from (journaled unless it is the last one journaled).
+    async fn wave_base(
+        &self,
+        journal: &mut Journal,
+        workspace: &Workspace,
+    ) -> Result<SnapshotId, String> {
+        if !self.snapshots_available() {
+            return Err("parallel tasks need workspace snapshots, which are off".into());
+        }
+        let root = workspace.root().to_path_buf();
+        let run = journal.run_id().to_string();
+        let message = format!("wave_start turn {}", journal.state().turns_started);
+        let at = jiff::Timestamp::now();
+        let snapshot = tokio::task::spawn_blocking(move || {
+            ShadowRepo::open(&root)?.snapshot(&run, &message, at)
+        })
+        .await
+        .map_err(|e| format!("the snapshot task failed: {e}"))?
+        .map_err(|e| {
+            self.note_snapshot_error(&e);
+            format!("cannot snapshot the workspace: {e}")
+        })?;
+        let known = journal
+            .state()
+            .snapshots
+            .last()
+            .is_some_and(|s| s.snapshot == snapshot.id.as_str());
+        if snapshot.change == Change::Created || !known {
+            journal
+                .record(Event::SnapshotTaken {
+                    snapshot: snapshot.id.to_string(),
+                    reason: SnapshotReason::WaveStart,
+                    task: None,
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(snapshot.id)
+    }
+
+    /// Runs (or resumes) the wave's child runs at once and journals how each ended, in plan
+    /// order. A child that paused pauses this run too (after the others ended).
+    pub(crate) async fn await_delegated(
+        &self,
+        journal: &mut Journal,
+        workspace: &Workspace,
+        tasks: Vec<DelegatedTask>,
+    ) -> Result<(), EngineError> {
+        let jobs = tasks
+            .into_iter()
+            .map(|delegated| child_job(journal.state(), delegated))
+            .collect::<Result<Vec<_>, _>>()?;
+        let root = workspace.root().to_path_buf();
+        let ends =
+            futures::future::join_all(jobs.iter().map(|job| self.drive_child(&root, job))).await;
+        let mut paused = None;
+        for (job, end) in jobs.iter().zip(ends) {
+            match end? {
+                ChildEnd::Returned {
+                    result,
+                    cost_usd,
+                    prompt_tokens,
+                    completion_tokens,
+                    turns,
+                } => {
+                    journal
+                        .record(Event::TaskReturned {
+                            task: job.delegated.task.clone(),
+                            child_run: job.delegated.child_run.clone(),
+                            result,
+                            cost_usd,
+                            prompt_tokens,
+                            completion_tokens,
+                            turns,
+                        })
+                        .await?
+                }
+                ChildEnd::Paused { reason, detail } => {
+                    paused.get_or_insert((job, reason, detail));
+                }
+            }
+        }
+        // A stop request pauses this run at the top of the loop, with the usual message.
+        if let Some((job, reason, detail)) = paused
+            && !self.parts.stop.is_stopped()
+        {
+            journal
+                .record(Event::RunPaused {
+                    reason,
+                    detail: format!(
+                        "task `{}` (parallel run {}) paused: {detail}; `baton resume` resumes it",
+                        job.delegated.task, job.delegated.child_run
+                    ),
+                })
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Starts or resumes one child run in its worktree and reports how it ended. Boxed as a
+    /// `Send` future: a child is driven by the same loop that drives its parent, and the
+    /// compiler needs the recursion cut at a named type.
+    fn drive_child<'a>(
+        &'a self,
+        root: &'a Path,
+        job: &'a ChildJob,
+    ) -> futures::future::BoxFuture<'a, Result<ChildEnd, EngineError>> {
+        Box::pin(self.drive_child_now(root, job))
+    }
+
+    async fn drive_child_now(&self, root: &Path, job: &ChildJob) -> Result<ChildEnd, EngineError> {
+        let child = RunId::from_string(job.delegated.child_run.clone());
+        let dir = worktree_dir(root, child.as_str());
+        let exists = self.parts.store.get_run(&child).await?.is_some();
+        let parent_root = root.to_path_buf();
+        let (target, run, base) = (
+            dir.clone(),
+            child.to_string(),
+            job.delegated.base_snapshot.clone(),
+        );
+        // Idempotent: a worktree whose run went on is left as it is.
+        tokio::task::spawn_blocking(move || {
+            let base = SnapshotId::parse(&base)?;
+            ShadowRepo::open(&parent_root)?.create_worktree(&target, &run, &base)
+        })
+        .await
+        .map_err(|e| EngineError::Internal(format!("the worktree task failed: {e}")))?
+        .map_err(|e| EngineError::Workspace {
+            path: dir.display().to_string(),
+            detail: format!("cannot make the worktree of a parallel task: {e}"),
+        })?;
+        let outcome = if exists {
+            let overrides = child_overrides(&job.settings);
+            self.resume(&child, &overrides).await
+        } else {
+            let request = StartRun {
+                goal: job.goal.clone(),
+                workspace: dir.clone(),
+                settings: job.settings.clone(),
+                plan: Some(Plan {
+                    tasks: vec![job.spec.clone()],
+                    final_check: None,
+                }),
+            };
+            self.start_with_id(child.clone(), request).await
+        };
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            // The child's process died between creating its run and journaling its start.
+            Err(EngineError::EmptyRun(_)) => {
+                return Ok(returned_failure(
+                    "its run was created but never started (the process died)".into(),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        let error = match outcome {
+            RunOutcome::Paused { reason, detail, .. } => {
+                return Ok(ChildEnd::Paused { reason, detail });
+            }
+            RunOutcome::Finished { .. } => None,
+            RunOutcome::Failed { error, .. } => Some(error),
+        };
+        let state = replay(&self.parts.store.load_events(&child).await?).map_err(|source| {
+            EngineError::Replay {
+                run_id: child.clone(),
+                source,
+            }
+        })?;
+        let entry = state
+            .board
+            .as_ref()
+            .and_then(|b| b.entry(&job.delegated.task));
+        let verified = state.status == RunStatus::Finished
+            && entry.is_some_and(|e| e.status == baton_core::board::TaskStatus::Verified);
+        let result = if verified {
+            let (target, run) = (dir.clone(), child.to_string());
+            let at = jiff::Timestamp::now();
+            // The worktree as the child left it (its verified snapshot, unless a snapshot failed).
+            let theirs = tokio::task::spawn_blocking(move || {
+                ShadowRepo::open(&target)?.snapshot(&run, "returned", at)
+            })
+            .await
+            .map_err(|e| EngineError::Internal(format!("the snapshot task failed: {e}")))?
+            .map_err(|e| EngineError::Workspace {
+                path: dir.display().to_string(),
+                detail: format!("cannot snapshot a parallel task's worktree: {e}"),
+            })?;
+            DelegatedResult::Verified {
+                summary: entry.and_then(|e| e.summary.clone()).unwrap_or_default(),
+                snapshot: theirs.id.to_string(),
+            }
+        } else {
+            DelegatedResult::Failed {
+                reason: entry
+                    .and_then(|e| e.reason.clone())
+                    .or(error)
+                    .unwrap_or_else(|| "its run ended without verifying the task".into()),
+            }
+        };
+        Ok(ChildEnd::Returned {
+            result,
+            cost_usd: state.usage.cost_usd,
+            prompt_tokens: state.usage.prompt_tokens,
+            completion_tokens: state.usage.completion_tokens,
+            turns: state.turns_finished,
+        })
+    }
+
+    /// Three-way merges a returned task's work into the workspace's latest snapshot. Clean: the
+    /// merge commit is journaled and the workspace restored to it. Conflicted: a follow-up task
+    /// is added and the workspace stays as it is.
+    pub(crate) async fn merge_task(
+        &self,
+        journal: &mut Journal,
+        workspace: &Workspace,
+        task: String,
+        base: String,
+        theirs: String,
+        summary: String,
+    ) -> Result<(), EngineError> {
+        let state = journal.state();
+        let ours = state
+            .snapshots
+            .last()
+            .map(|s| s.snapshot.clone())
+            .unwrap_or_else(|| base.clone());
+        let spec = state
+            .board
+            .as_ref()
+            .and_then(|b| b.entry(&task))
+            .map(|e| e.spec.clone())
+            .ok_or_else(|| EngineError::Internal(format!("no task `{task}` to merge")))?;
+        let follow_up_id = state
+            .board
+            .as_ref()
+            .map_or_else(String::new, |b| b.unused_id(&format!("{task}-merge")));
+        let root = workspace.root().to_path_buf();
+        let run = journal.run_id().to_string();
+        let message = format!("merge task {task}");
+        let at = jiff::Timestamp::now();
+        let merged = tokio::task::spawn_blocking(move || {
+            let (base, ours, theirs) = (
+                SnapshotId::parse(&base)?,
+                SnapshotId::parse(&ours)?,
+                SnapshotId::parse(&theirs)?,
+            );
+            let repo = ShadowRepo::open(&root)?;
+            match repo.merge(&run, &base, &ours, &theirs, &message, at)? {
+                MergeOutcome::Merged(id) => Ok((MergeOutcome::Merged(id), String::new())),
+                conflict => Ok((conflict, repo.diff_snapshots(&base, &theirs)?)),
+            }
+        })
+        .await
+        .map_err(|e| EngineError::Internal(format!("the merge task failed: {e}")))?
+        .map_err(|e: baton_snapshot::SnapshotError| EngineError::Workspace {
+            path: workspace.root().display().to_string(),
+            detail: format!("cannot merge task `{task}`: {e}"),
+        })?;
+        match merged {
+            (MergeOutcome::Merged(id), _) => {
+                journal
+                    .record(Event::MergeStarted {
+                        task: task.clone(),
+                        snapshot: id.to_string(),
+                    })
+                    .await?;
+                self.finish_merge(journal, workspace, task, id.to_string(), Some(summary))
+                    .await
+            }
+            (MergeOutcome::Conflict(conflicts), diff) => {
+                let follow_up = TaskSpec {
+                    id: follow_up_id,
+                    title: format!("Redo `{task}` on the merged workspace"),
+                    instructions: follow_up_instructions(&spec, &summary, &conflicts, &diff),
+                    deps: Vec::new(),
+                    check: spec.check.clone(),
+                    risky: spec.risky,
+                };
+                journal
+                    .record(Event::MergeConflicted {
+                        task,
+                        conflicts,
+                        follow_up,
+                    })
+                    .await
+            }
+        }
+    }
+
+    /// Makes the workspace the merge commit (idempotent), records the task verified and removes
+    /// its worktree.
+    pub(crate) async fn finish_merge(
+        &self,
+        journal: &mut Journal,
+        workspace: &Workspace,
+        task: String,
+        snapshot: String,
+        summary: Option<String>,
+    ) -> Result<(), EngineError> {
+        self.restore_snapshot(journal, workspace, &snapshot).await?;
+        let entry = journal.state().board.as_ref().and_then(|b| b.entry(&task));
+        let summary = summary
+            .or_else(|| entry.and_then(|e| e.claimed_done.clone()))
+            .unwrap_or_default();
+        let child = entry
+            .and_then(|e| e.delegation.as_ref())
+            .map(|d| d.child_run.clone());
+        journal
+            .record(Event::TaskFinished { task, summary })
+            .await?;
+        if let Some(child) = child {
+            let dir = worktree_dir(workspace.root(), &child);
+            let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;
+            if let Ok(Err(e)) = removed
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!("cannot remove the worktree of merged run {child}: {e}");
+            }
+        }
+        Ok(())
+    }
+}
+
+fn returned_failure(reason: String) -> ChildEnd {
+    ChildEnd::Returned {
+        result: DelegatedResult::Failed { reason },
+        cost_usd: 0.0,
+        prompt_tokens: 0,
+        completion_tokens: 0,
+        turns: 0,
+    }
+}
+
+/// The child's goal, task and settings, from the parent's state now.
+fn child_job(state: &RunState, delegated: DelegatedTask) -> Result<ChildJob, EngineError> {
+    let board = state
+        .board
+        .as_ref()
+        .ok_or_else(|| EngineError::Internal("a delegated task without a plan".into()))?;
+    let spec = board
+        .entry(&delegated.task)
+        .map(|e| e.spec.clone())
+        .ok_or_else(|| EngineError::Internal(format!("no task `{}`", delegated.task)))?;
+    let settings = state
+        .settings
+        .as_ref()
+        .ok_or_else(|| EngineError::Internal("a run without settings".into()))?;
+    let mut goal = format!(
+        "{}\n\nThis run works on one task of a larger plan, in its own copy of the workspace; \
+         other tasks are worked on at the same time and all changes are merged afterwards. \
+         Change only what this task needs.",
+        state.goal.trim()
+    );
+    if let Some(handoff) = board.handoff() {
+        goal.push_str("\n\n");
+        goal.push_str(&handoff);
+    }
+    Ok(ChildJob {
+        delegated,
+        spec,
+        goal,
+        settings: child_settings(settings, state),
+    })
+}
+
+/// A child works on one task: no planning, no waves of its own, no pause for a failed task
+/// (the parent decides), and at most what is left of the parent's budget.
+fn child_settings(parent: &RunSettings, state: &RunState) -> RunSettings {
+    let mut settings = parent.clone();
+    settings.tasks.parallel = 1;
+    settings.tasks.planning = baton_core::Planning::None;
+    settings.tasks.on_failure = baton_core::OnTaskFailure::Continue;
+    settings.budget = remaining(&parent.budget, state);
+    settings
+}
+
+fn remaining(budget: &Budget, state: &RunState) -> Budget {
+    let tokens = state.usage.prompt_tokens + state.usage.completion_tokens;
+    Budget {
+        usd: budget
+            .usd
+            .map(|limit| (limit - state.usage.cost_usd).max(0.0)),
+        tokens: budget.tokens.map(|limit| limit.saturating_sub(tokens)),
+        wall_time_secs: budget.wall_time_secs,
+    }
+}
+
+/// A resumed parent hands its (possibly raised) limits and model to its children.
+fn child_overrides(settings: &RunSettings) -> SettingsOverride {
+    SettingsOverride {
+        provider: Some(settings.model.provider),
+        base_url: Some(settings.model.base_url.clone()),
+        model: Some(settings.model.model.clone()),
+        max_turns: Some(settings.limits.max_turns),
+        budget: Some(settings.budget),
+        task_budget: Some(settings.tasks.budget),
+        task_max_turns: settings.tasks.max_turns,
+        ..SettingsOverride::default()
+    }
+}
+
+fn follow_up_instructions(
+    spec: &TaskSpec,
+    summary: &str,
+    conflicts: &[String],
+    diff: &str,
+) -> String {
+    let mut diff = diff.to_string();
+    if diff.len() > MAX_FOLLOW_UP_DIFF {
+        let mut end = MAX_FOLLOW_UP_DIFF;
+        while !diff.is_char_boundary(end) {
+            end -= 1;
+        }
+        diff.truncate(end);
+        diff.push_str("\n[... diff cut ...]\n");
+    }
+    format!(
+        "Task `{id}` ({title}) was done and verified in a separate worktree, at the same time as \
+         other tasks, but its changes conflict with theirs in: {files}. The workspace has the \
+         other tasks' changes and none of `{id}`'s. Make the change `{id}` made again, on top of \
+         the current files, keeping the other tasks' work.\n\nThe task's instructions:\n{instructions}\n\n\
+         Its summary: {summary}\n\nIts changes, as a diff against the workspace it started from:\n{diff}",
+        id = spec.id,
+        title = spec.title,
+        files = conflicts.join(", "),
+        instructions = spec.instructions.trim(),
+        summary = summary.trim(),
+    )
+}

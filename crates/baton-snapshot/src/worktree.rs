@@ -1,0 +1,204 @@
+//! Worktrees and merges for tasks worked on at the same time (`--parallel`).
+//!
+//! A worktree is a plain directory holding a snapshot's files. Its `.baton/shadow.git` is a
+//! *file* naming the parent workspace's shadow git directory (like git's own `.git` files), so
+//! [`ShadowRepo::open`] on the worktree shares the parent's object store: the worktree's run
+//! starts its chain at the snapshot it was made from, and merging it back needs no copying.
+//! Merges are three-way merges of trees (`git merge-tree --write-tree`): nothing is checked
+//! out for them and the workspace is changed only by the [`ShadowRepo::restore`] that follows.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Result, SnapshotError};
+use crate::git::Git;
+use crate::{ShadowRepo, SnapshotId, init, run_ref};
+
+/// What a `.baton/shadow.git` file starts with.
+const GITDIR_PREFIX: &str = "gitdir: ";
+
+/// The result of [`ShadowRepo::merge`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MergeOutcome {
+    /// The merge commit, now the tip of the run's chain (the workspace is not touched).
+    Merged(SnapshotId),
+    /// Both sides changed the same lines (or one deleted what the other changed): the paths in
+    /// conflict. Nothing was changed.
+    Conflict(Vec<String>),
+}
+
+impl ShadowRepo {
+    /// The shadow git directory a worktree's `.baton/shadow.git` file names, if it is one.
+    pub(crate) fn linked_git_dir(state_dir: &Path) -> Result<Option<PathBuf>> {
+        let pointer = state_dir.join("shadow.git");
+        if !pointer.is_file() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&pointer).map_err(|e| SnapshotError::io(&pointer, e))?;
+        let target = text
+            .strip_prefix(GITDIR_PREFIX)
+            .map(|rest| PathBuf::from(rest.trim_end_matches('\n')))
+            .filter(|path| path.is_absolute())
+            .ok_or_else(|| SnapshotError::Unexpected {
+                command: "open".into(),
+                detail: format!(
+                    "{} is neither a shadow repository nor a `{GITDIR_PREFIX}/absolute/path` \
+                     file",
+                    pointer.display()
+                ),
+            })?;
+        if !target.join(init::MARKER).is_file() {
+            return Err(SnapshotError::Unexpected {
+                command: "open".into(),
+                detail: format!(
+                    "{} names {}, which is not a shadow repository (was the parent workspace \
+                     moved or its .baton removed?)",
+                    pointer.display(),
+                    target.display()
+                ),
+            });
+        }
+        Ok(Some(target))
+    }
+
+    /// Makes `dir` a worktree holding snapshot `base`, for run `run` whose chain starts there.
+    /// Idempotent: a worktree whose creation was cut short is completed, and one whose run
+    /// already went on is left alone (its chain no longer ends at `base`: call
+    /// [`ShadowRepo::restore`] with the run's latest snapshot to repair its files).
+    pub fn create_worktree(&self, dir: &Path, run: &str, base: &SnapshotId) -> Result<ShadowRepo> {
+        let run_ref = run_ref(run)?;
+        let state_dir = dir.join(".baton");
+        std::fs::create_dir_all(&state_dir).map_err(|e| SnapshotError::io(&state_dir, e))?;
+        let pointer = state_dir.join("shadow.git");
+        let content = format!("{GITDIR_PREFIX}{}\n", self.git.git_dir.display());
+        write_atomically(&pointer, content.as_bytes())?;
+        let dir = dir.canonicalize().map_err(|e| SnapshotError::io(dir, e))?;
+        let worktree = ShadowRepo {
+            git: Git {
+                git_dir: self.git.git_dir.clone(),
+                work_tree: dir,
+            },
+        };
+        match worktree.tip(&run_ref)? {
+            None => {
+                worktree
+                    .git
+                    .call(&[
+                        "update-ref",
+                        run_ref.as_str(),
+                        base.as_str(),
+                        crate::ZERO_ID,
+                    ])
+                    .run()?;
+                worktree.restore(run, base)?;
+            }
+            Some((tip, _)) if tip == *base => {
+                worktree.restore(run, base)?;
+            }
+            Some(_) => {}
+        }
+        Ok(worktree)
+    }
+
+    /// Three-way merges snapshot `theirs` into `ours` (both descendants of `base`) and, if no
+    /// file conflicts, commits the result (parents `ours` and `theirs`, dated `at`) as the tip
+    /// of run `run`'s chain. The workspace is not touched: restore the returned snapshot.
+    pub fn merge(
+        &self,
+        run: &str,
+        base: &SnapshotId,
+        ours: &SnapshotId,
+        theirs: &SnapshotId,
+        message: &str,
+        at: jiff::Timestamp,
+    ) -> Result<MergeOutcome> {
+        let run_ref = run_ref(run)?;
+        let merge_base = format!("--merge-base={base}");
+        // Exit 0: clean, 1: conflicts; the first line is the tree either way, then (with
+        // --name-only) the conflicted paths, a blank line and messages.
+        let output = self
+            .git
+            .call(&[
+                "merge-tree",
+                "--write-tree",
+                "--name-only",
+                "--no-messages",
+                "-z",
+                merge_base.as_str(),
+                ours.as_str(),
+                theirs.as_str(),
+            ])
+            .ok_codes(&[0, 1])
+            .run()?;
+        let mut fields = output.stdout.split(|b| *b == 0);
+        let tree = fields
+            .next()
+            .map(|t| String::from_utf8_lossy(t).trim().to_string())
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| SnapshotError::Unexpected {
+                command: "merge-tree".into(),
+                detail: "no tree in its output".into(),
+            })?;
+        if output.status.code() == Some(1) {
+            let mut paths: Vec<String> = fields
+                .take_while(|f| !f.is_empty())
+                .map(|f| String::from_utf8_lossy(f).into_owned())
+                .collect();
+            paths.dedup();
+            return Ok(MergeOutcome::Conflict(paths));
+        }
+        let id = self
+            .git
+            .call(&[
+                "commit-tree",
+                tree.as_str(),
+                "-p",
+                ours.as_str(),
+                "-p",
+                theirs.as_str(),
+                "-F",
+                "-",
+            ])
+            .date(at)
+            .stdin(message.as_bytes())
+            .text()?;
+        let id = SnapshotId::parse(&id).map_err(|_| SnapshotError::Unexpected {
+            command: "commit-tree".into(),
+            detail: format!("not a commit id: {id:?}"),
+        })?;
+        self.clear_stale_ref_lock(&run_ref);
+        // No old-value check: a merge computed before a crash and never journaled is simply
+        // replaced (the caller holds the run's lease).
+        self.git
+            .call(&["update-ref", run_ref.as_str(), id.as_str()])
+            .run()?;
+        Ok(MergeOutcome::Merged(id))
+    }
+
+    /// The unified diff from snapshot `from` to snapshot `to` (any runs).
+    pub fn diff_snapshots(&self, from: &SnapshotId, to: &SnapshotId) -> Result<String> {
+        let output = self
+            .git
+            .call(&[
+                "diff",
+                "--no-color",
+                "--no-ext-diff",
+                "--no-textconv",
+                from.as_str(),
+                to.as_str(),
+                "--",
+            ])
+            .run()?;
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+}
+
+fn write_atomically(path: &Path, content: &[u8]) -> Result<()> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp-{}", init::unique()));
+    let tmp = path.with_file_name(name);
+    std::fs::write(&tmp, content).map_err(|e| SnapshotError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        SnapshotError::io(path, e)
+    })
+}
