@@ -324,6 +324,35 @@ pub fn task_line(event: &Event) -> Option<String> {
         Event::RollbackFinished { snapshot, .. } => {
             format!("  ↶ workspace restored to {}", short_id(snapshot))
         }
+        Event::TaskDelegated {
+            task, child_run, ..
+        } => format!(
+            "▶ task {task} in parallel run {} (.baton/worktrees/{child_run})",
+            short_id(child_run)
+        ),
+        Event::TaskReturned { task, result, .. } => match result {
+            baton_core::DelegatedResult::Verified { .. } => {
+                format!("  ⇠ task {task} verified in its worktree; merging")
+            }
+            baton_core::DelegatedResult::Failed { reason } => {
+                format!(
+                    "  ⇠ task {task} failed in its worktree: {}",
+                    one_line(reason, 160)
+                )
+            }
+        },
+        Event::MergeStarted { task, snapshot } => {
+            format!("  ⇄ merging task {task} ({})", short_id(snapshot))
+        }
+        Event::MergeConflicted {
+            task,
+            conflicts,
+            follow_up,
+        } => format!(
+            "  ⚠ task {task} conflicts with merged work in {}: follow-up task {} redoes it",
+            one_line(&conflicts.join(", "), 160),
+            follow_up.id
+        ),
         _ => return None,
     })
 }

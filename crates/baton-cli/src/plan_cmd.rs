@@ -10,6 +10,9 @@ use clap::{Args, ValueEnum};
 
 use crate::CliError;
 
+/// Tasks at once, at most: each is a run with its own model calls and a copy of the workspace.
+const MAX_PARALLEL: u32 = 16;
+
 /// How `run` gets and works through a task graph.
 #[derive(Args, Clone, Default)]
 pub struct TaskFlags {
@@ -31,6 +34,11 @@ pub struct TaskFlags {
     /// Approaches per task, each after rolling the workspace back (default 2).
     #[arg(long, value_name = "N")]
     approaches: Option<u32>,
+    /// Independent tasks worked on at once (default 1), each by its own run in its own
+    /// worktree (`.baton/worktrees/RUN`), merged back when verified; a merge conflict becomes a
+    /// follow-up task.
+    #[arg(long, value_name = "N")]
+    parallel: Option<u32>,
     /// When a task fails for good: go on with the tasks that do not need it (`continue`,
     /// default) or pause for a person (`pause`).
     #[arg(long, value_name = "WHAT")]
@@ -65,6 +73,15 @@ impl TaskFlags {
         }
         if let Some(n) = self.approaches {
             tasks.approaches = positive(n, "--approaches")?;
+        }
+        if let Some(n) = self.parallel {
+            let n = positive(n, "--parallel")?;
+            if n > MAX_PARALLEL {
+                return Err(CliError::usage(anyhow!(
+                    "--parallel {n} is more than {MAX_PARALLEL} tasks at once"
+                )));
+            }
+            tasks.parallel = n;
         }
         if let Some(policy) = self.on_task_failure {
             tasks.on_failure = match policy {
@@ -146,6 +163,7 @@ impl TaskFlags {
         pair("--check", self.check.clone());
         pair("--fix-attempts", self.fix_attempts.map(|n| n.to_string()));
         pair("--approaches", self.approaches.map(|n| n.to_string()));
+        pair("--parallel", self.parallel.map(|n| n.to_string()));
         pair(
             "--on-task-failure",
             self.on_task_failure.map(|p| {
@@ -225,6 +243,16 @@ pub fn render(state: &RunState) -> String {
         let current = board.current.as_deref() == Some(entry.spec.id.as_str());
         let state = if current && entry.status == TaskStatus::Running {
             format!("running (attempt {})", entry.attempt)
+        } else if let Some(d) = entry
+            .delegation
+            .as_ref()
+            .filter(|_| entry.status == TaskStatus::Running)
+        {
+            let short = d.child_run.get(..12).unwrap_or(&d.child_run);
+            match d.result {
+                None => format!("running in run {short}"),
+                Some(_) => format!("merging run {short}"),
+            }
         } else {
             entry.status.as_str().to_string()
         };

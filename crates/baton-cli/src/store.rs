@@ -107,12 +107,23 @@ pub(crate) async fn resolve_run(opened: &Opened, prefix: &str) -> Result<RunId, 
     }
 }
 
+/// A run that works on one task of another run (`--parallel`), in a worktree under the
+/// workspace's `.baton/worktrees/`: never "the latest run" (its parent is).
+fn is_parallel_child(run: &RunSummary) -> bool {
+    Path::new(&run.workspace)
+        .parent()
+        .is_some_and(|dir| dir.ends_with(".baton/worktrees"))
+}
+
 pub(crate) async fn latest_run(opened: &Opened) -> Result<RunSummary, CliError> {
-    opened.runs_here().await?.into_iter().next().ok_or_else(|| {
-        CliError::usage(anyhow!(
-            "there are no runs yet; start one with `baton run \"GOAL\"`"
-        ))
-    })
+    let runs = opened.runs_here().await?;
+    runs.into_iter()
+        .find(|r| !is_parallel_child(r))
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "there are no runs yet; start one with `baton run \"GOAL\"`"
+            ))
+        })
 }
 
 /// The newest run that got as far as journaling its start (a process killed between creating a
@@ -122,7 +133,7 @@ pub(crate) async fn latest_resumable_run(opened: &Opened) -> Result<RunSummary, 
         .runs_here()
         .await?
         .into_iter()
-        .find(|r| r.event_count > 0)
+        .find(|r| r.event_count > 0 && !is_parallel_child(r))
         .ok_or_else(|| {
             CliError::usage(anyhow!(
                 "there is no run to resume; start one with `baton run \"GOAL\"`"

@@ -208,10 +208,15 @@ impl Engine {
             child.to_string(),
             job.delegated.base_snapshot.clone(),
         );
-        // Idempotent: a worktree whose run went on is left as it is.
+        // A child that has started keeps its files (also work it has not snapshotted yet); one
+        // that has not gets the base, again if a crash cut the first creation short.
         tokio::task::spawn_blocking(move || {
-            let base = SnapshotId::parse(&base)?;
-            ShadowRepo::open(&parent_root)?.create_worktree(&target, &run, &base)
+            let repo = ShadowRepo::open(&parent_root)?;
+            if exists {
+                repo.attach_worktree(&target, &run)
+            } else {
+                repo.create_worktree(&target, &run, &SnapshotId::parse(&base)?)
+            }
         })
         .await
         .map_err(|e| EngineError::Internal(format!("the worktree task failed: {e}")))?

@@ -205,6 +205,32 @@ impl TaskFold {
                     t.reason = Some(reason.clone());
                 }
             }
+            Event::TaskDelegated { task, .. } => {
+                if let Some(t) = self.task_mut(task) {
+                    t.state = TaskState::Running;
+                    t.approach += 1;
+                    t.attempt = 1;
+                }
+            }
+            Event::MergeConflicted {
+                task,
+                conflicts,
+                follow_up,
+            } => {
+                if let Some(t) = self.task_mut(task) {
+                    t.state = TaskState::Verified;
+                    t.summary = Some(format!(
+                        "verified in its worktree; merging conflicted in {}: follow-up {}",
+                        conflicts.join(", "),
+                        follow_up.id
+                    ));
+                }
+                self.apply(&Event::PlanSet {
+                    source: baton_core::task::PlanSource::Baton,
+                    tasks: vec![follow_up.clone()],
+                    final_check: None,
+                });
+            }
             Event::ToolCallStarted {
                 call_id,
                 name,

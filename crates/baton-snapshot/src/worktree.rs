@@ -60,43 +60,48 @@ impl ShadowRepo {
         Ok(Some(target))
     }
 
-    /// Makes `dir` a worktree holding snapshot `base`, for run `run` whose chain starts there.
-    /// Idempotent: a worktree whose creation was cut short is completed, and one whose run
-    /// already went on is left alone (its chain no longer ends at `base`: call
-    /// [`ShadowRepo::restore`] with the run's latest snapshot to repair its files).
+    /// Makes `dir` a worktree holding snapshot `base`, for run `run` whose chain starts there
+    /// (reset to `base` if it exists: call this only before the run has started). Idempotent:
+    /// a creation cut short is completed by calling it again.
     pub fn create_worktree(&self, dir: &Path, run: &str, base: &SnapshotId) -> Result<ShadowRepo> {
         let run_ref = run_ref(run)?;
+        let worktree = self.link_worktree(dir)?;
+        worktree.clear_stale_ref_lock(&run_ref);
+        worktree
+            .git
+            .call(&["update-ref", run_ref.as_str(), base.as_str()])
+            .run()?;
+        worktree.restore(run, base)?;
+        Ok(worktree)
+    }
+
+    /// The worktree of run `run`, which has started: its files are left as they are. If the
+    /// directory is gone, it is made again from the run's latest snapshot.
+    pub fn attach_worktree(&self, dir: &Path, run: &str) -> Result<ShadowRepo> {
+        let missing = !dir.exists();
+        let worktree = self.link_worktree(dir)?;
+        if missing && let Some(latest) = worktree.latest(run)? {
+            worktree.restore(run, &latest)?;
+        }
+        Ok(worktree)
+    }
+
+    /// Creates `dir` and its `.baton/shadow.git` pointer to this repository.
+    fn link_worktree(&self, dir: &Path) -> Result<ShadowRepo> {
         let state_dir = dir.join(".baton");
         std::fs::create_dir_all(&state_dir).map_err(|e| SnapshotError::io(&state_dir, e))?;
         let pointer = state_dir.join("shadow.git");
         let content = format!("{GITDIR_PREFIX}{}\n", self.git.git_dir.display());
-        write_atomically(&pointer, content.as_bytes())?;
+        if std::fs::read(&pointer).ok().as_deref() != Some(content.as_bytes()) {
+            write_atomically(&pointer, content.as_bytes())?;
+        }
         let dir = dir.canonicalize().map_err(|e| SnapshotError::io(dir, e))?;
-        let worktree = ShadowRepo {
+        Ok(ShadowRepo {
             git: Git {
                 git_dir: self.git.git_dir.clone(),
                 work_tree: dir,
             },
-        };
-        match worktree.tip(&run_ref)? {
-            None => {
-                worktree
-                    .git
-                    .call(&[
-                        "update-ref",
-                        run_ref.as_str(),
-                        base.as_str(),
-                        crate::ZERO_ID,
-                    ])
-                    .run()?;
-                worktree.restore(run, base)?;
-            }
-            Some((tip, _)) if tip == *base => {
-                worktree.restore(run, base)?;
-            }
-            Some(_) => {}
-        }
-        Ok(worktree)
+        })
     }
 
     /// Three-way merges snapshot `theirs` into `ours` (both descendants of `base`) and, if no

@@ -35,9 +35,16 @@ fn a_worktree_holds_the_snapshot_and_shares_the_parents_repository() {
     assert_eq!(read(root, "a.txt"), "one\n");
     assert_eq!(repo.latest("parent").unwrap(), Some(base.clone()));
 
-    // Creating it again (a resumed parent) leaves the child's work alone.
-    repo.create_worktree(&dir, "child", &base).unwrap();
+    // Attaching to it (a resumed parent) leaves the child's work alone, also unsnapshotted work.
+    write(&dir, "unsaved.txt", b"not snapshotted yet\n");
+    repo.attach_worktree(&dir, "child").unwrap();
     assert_eq!(read(&dir, "a.txt"), "one, changed by the child\n");
+    assert_eq!(read(&dir, "unsaved.txt"), "not snapshotted yet\n");
+    // A worktree that is gone is made again from the child's latest snapshot.
+    std::fs::remove_dir_all(&dir).unwrap();
+    repo.attach_worktree(&dir, "child").unwrap();
+    assert_eq!(read(&dir, "a.txt"), "one, changed by the child\n");
+    assert!(!dir.join("unsaved.txt").exists());
 }
 
 #[test]

@@ -1,0 +1,340 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `--parallel` with the real binary: independent tasks worked on at once in their own
+//! worktrees and merged back; a merge conflict becomes a follow-up task; kill -9 while the
+//! children work and during a merge, then resume, ends in the same workspace without asking the
+//! model again for work already done.
+
+mod support;
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use support::*;
+
+const BASE: &str = "line 1\nline 2\nline 3\n";
+
+/// `a` and `b` are independent; `c` needs both.
+fn plan(dir: &Path) -> String {
+    let text = r#"
+[[task]]
+id = "a"
+title = "Add a"
+instructions = "Create a.txt and mark line 1 of shared.txt."
+check = "grep -q 'from a' a.txt && grep -q 'line 1 by a' shared.txt"
+
+[[task]]
+id = "b"
+title = "Add b"
+instructions = "Create b.txt and mark a line of shared.txt."
+check = "grep -q 'from b' b.txt && grep -q 'by b' shared.txt"
+
+[[task]]
+id = "c"
+title = "Add c"
+deps = ["a", "b"]
+instructions = "Create c.txt listing what a and b did."
+check = "test -f a.txt && test -f b.txt && grep -q 'by a' shared.txt && grep -q 'by b' shared.txt && test -f c.txt"
+"#;
+    let path = dir.join("plan.toml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn write(path: &str, content: &str) -> (&'static str, Value) {
+    ("write_file", json!({"path": path, "content": content}))
+}
+
+fn finish(summary: &str) -> (&'static str, Value) {
+    ("finish", json!({"summary": summary}))
+}
+
+fn a_turn() -> Turn {
+    turn(&[
+        write("a.txt", "from a\n"),
+        write("shared.txt", "line 1 by a\nline 2\nline 3\n"),
+        finish("added a.txt, marked line 1"),
+    ])
+}
+
+/// `b` marks line 3 (merges cleanly with `a`) or line 1 (conflicts with `a`).
+async fn server(b_shared: &str, follow_up: Option<Vec<Turn>>) -> ScriptedServer {
+    let mut script = vec![
+        (
+            "a",
+            // A second answer for a run killed in the middle of the first turn's tool calls.
+            vec![a_turn(), a_turn()],
+        ),
+        (
+            "b",
+            vec![turn(&[
+                write("b.txt", "from b\n"),
+                write("shared.txt", b_shared),
+                finish("added b.txt, marked shared.txt"),
+            ])],
+        ),
+        (
+            "c",
+            vec![turn(&[write("c.txt", "a and b\n"), finish("added c.txt")])],
+        ),
+    ];
+    if let Some(turns) = follow_up {
+        script.push(("b-merge", turns));
+    }
+    ScriptedServer::start_by_task(&script).await
+}
+
+fn seed(ws: &Path) {
+    std::fs::write(ws.join("shared.txt"), BASE).unwrap();
+    std::fs::write(ws.join("README"), "a workspace\n").unwrap();
+}
+
+fn index_of(events: &[Value], pred: impl Fn(&Value) -> bool) -> usize {
+    events
+        .iter()
+        .position(pred)
+        .unwrap_or_else(|| panic!("no such event"))
+}
+
+fn task_event(events: &[Value], kind: &str, task: &str) -> usize {
+    index_of(events, |e| e["type"] == kind && e["task"] == task)
+}
+
+/// Model requests per task context.
+fn asked(server: &ScriptedServer, key: &str) -> usize {
+    server
+        .received()
+        .iter()
+        .filter(|r| task_key(&r.body) == key)
+        .count()
+}
+
+fn assert_merged_workspace(ws: &Path) {
+    let files = snapshot_files(ws);
+    let names: Vec<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        ["README", "a.txt", "b.txt", "c.txt", "shared.txt"],
+        "{files:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("shared.txt")).unwrap(),
+        "line 1 by a\nline 2\nline 3 by b\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_independent_tasks_run_at_once_and_are_merged() {
+    let server = server("line 1\nline 2\nline 3 by b\n", None).await;
+    let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
+    seed(ws.path());
+    let plan = plan(dir.path());
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--plan", &plan, "--parallel", "2", "goal"],
+    )
+    .await;
+    assert_finished(&out);
+    assert_merged_workspace(ws.path());
+
+    // `baton logs` shows the parent run (children are never "the latest run").
+    let events = journal(ws.path(), home.path());
+    let delegated = of_type(&events, "task_delegated");
+    let tasks: Vec<&str> = delegated
+        .iter()
+        .map(|e| e["task"].as_str().unwrap())
+        .collect();
+    assert_eq!(tasks, ["a", "b"]);
+    assert_eq!(delegated[0]["base_snapshot"], delegated[1]["base_snapshot"]);
+    assert_ne!(delegated[0]["child_run"], delegated[1]["child_run"]);
+    // Both were handed out before either came back, merged in plan order, and `c` started in
+    // the workspace only after both merges.
+    let last_delegated = task_event(&events, "task_delegated", "b");
+    assert!(last_delegated < index_of(&events, |e| e["type"] == "task_returned"));
+    let merged_a = task_event(&events, "task_finished", "a");
+    let merged_b = task_event(&events, "task_finished", "b");
+    assert!(task_event(&events, "merge_started", "a") < merged_a);
+    assert!(merged_a < merged_b);
+    assert!(merged_b < task_event(&events, "task_started", "c"));
+    assert_eq!(of_type(&events, "merge_conflicted").len(), 0);
+    // The merge commits are the parent's snapshots from then on.
+    let merges: Vec<&str> = of_type(&events, "merge_started")
+        .iter()
+        .map(|e| e["snapshot"].as_str().unwrap())
+        .collect();
+    assert_eq!(merges.len(), 2);
+    // Each child worked in its own fresh context, told about the other tasks running.
+    for key in ["a", "b", "c"] {
+        assert_eq!(asked(&server, key), 1, "task {key}");
+    }
+    let a_request = server
+        .received()
+        .into_iter()
+        .find(|r| task_key(&r.body) == "a")
+        .unwrap();
+    assert!(
+        a_request
+            .body
+            .to_string()
+            .contains("in its own copy of the workspace"),
+        "the child's goal says it works in a worktree"
+    );
+    // Merged worktrees are removed; the children's runs are listed with their own journals.
+    let worktrees = ws.path().join(".baton/worktrees");
+    let left: Vec<_> = std::fs::read_dir(&worktrees)
+        .map(|d| d.flatten().collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    let child = delegated[0]["child_run"].as_str().unwrap();
+    let out = baton_blocking(ws.path(), home.path(), &["logs", child, "--json"]).await;
+    let child_log = String::from_utf8_lossy(&out.stdout);
+    assert!(child_log.contains("\"check_finished\""), "{child_log}");
+    // The plan view shows every task verified.
+    let out = baton_blocking(ws.path(), home.path(), &["plan"]).await;
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("verified").count(), 3, "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_conflict_becomes_a_follow_up_task_that_dependents_wait_for() {
+    // `b` changes line 1 too: its merge conflicts with `a`'s. The follow-up redoes `b` on the
+    // merged workspace (line 3 this time, which the check accepts).
+    let follow_up = vec![turn(&[
+        write("b.txt", "from b\n"),
+        write("shared.txt", "line 1 by a\nline 2\nline 3 by b\n"),
+        finish("redid b on top of a"),
+    ])];
+    let server = server("line 1 by b\nline 2\nline 3\n", Some(follow_up)).await;
+    let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
+    seed(ws.path());
+    let plan = plan(dir.path());
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--plan", &plan, "--parallel", "2", "goal"],
+    )
+    .await;
+    assert_finished(&out);
+    assert_merged_workspace(ws.path());
+    let events = journal(ws.path(), home.path());
+    let conflicts = of_type(&events, "merge_conflicted");
+    assert_eq!(conflicts.len(), 1);
+    assert_eq!(conflicts[0]["task"], "b");
+    assert_eq!(conflicts[0]["conflicts"], json!(["shared.txt"]));
+    assert_eq!(conflicts[0]["follow_up"]["id"], "b-merge");
+    let instructions = conflicts[0]["follow_up"]["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains("+line 1 by b"),
+        "the follow-up gets b's diff: {instructions}"
+    );
+    // The conflicted merge left the workspace as `a` made it; `c` waited for the follow-up.
+    assert!(
+        task_event(&events, "task_finished", "b-merge") < task_event(&events, "task_started", "c")
+    );
+    let follow_up_request = server
+        .received()
+        .into_iter()
+        .find(|r| task_key(&r.body) == "b-merge")
+        .unwrap();
+    assert!(follow_up_request.body.to_string().contains("conflict"));
+}
+
+/// Kills `baton run --parallel 2` when `kill_at` is seen on its event stream, resumes it, and
+/// checks the end state and that no finished model work was asked for again.
+async fn kill_and_resume(
+    kill_at: impl Fn(&Value) -> bool + Send + 'static,
+) -> (Vec<Value>, ScriptedServer) {
+    let server = server("line 1\nline 2\nline 3 by b\n", None).await;
+    let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
+    seed(ws.path());
+    // Enough files that restoring a merge takes a moment.
+    for i in 0..1500 {
+        let file = ws.path().join(format!("src/m{i}.rs"));
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, format!("// {i}\n")).unwrap();
+    }
+    let plan = plan(dir.path());
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.args([
+        "run",
+        "--no-supervise",
+        "--json",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "--plan",
+        &plan,
+        "--parallel",
+        "2",
+        "goal",
+    ]);
+    let (mut child, mut lines) = spawn_json(cmd);
+    let seen = tokio::task::spawn_blocking(move || {
+        let event = lines.until(kill_at);
+        (event, lines)
+    })
+    .await
+    .unwrap();
+    assert!(seen.0.is_some(), "the run ended before the kill point");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(seen);
+
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--no-supervise"],
+    )
+    .await;
+    assert_finished(&out);
+    let files = snapshot_files(ws.path());
+    assert_eq!(files.len(), 5 + 1500);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("shared.txt")).unwrap(),
+        "line 1 by a\nline 2\nline 3 by b\n"
+    );
+    let events = journal(ws.path(), home.path());
+    for task in ["a", "b", "c"] {
+        let finished = events
+            .iter()
+            .filter(|e| e["type"] == "task_finished" && e["task"] == task)
+            .count();
+        assert_eq!(finished, 1, "task {task} finished once");
+    }
+    assert_eq!(
+        of_type(&events, "task_delegated").len(),
+        2,
+        "not delegated twice"
+    );
+    (events, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_during_a_merge_then_resume_merges_once() {
+    let (events, server) = kill_and_resume(|e| e["type"] == "merge_started").await;
+    assert_eq!(of_type(&events, "merge_started").len(), 2);
+    assert_eq!(of_type(&events, "task_returned").len(), 2);
+    // Both children were done before the first merge: nothing of theirs was asked again.
+    for task in ["a", "b", "c"] {
+        assert_eq!(asked(&server, task), 1, "task {task}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_the_children_check_then_resume_resumes_them() {
+    // A child's check_started comes through the parent's event stream.
+    let (events, server) =
+        kill_and_resume(|e| e["type"] == "check_started" && e["task"] == "b").await;
+    assert_eq!(of_type(&events, "task_returned").len(), 2);
+    // `b` had its answer journaled: its resumed run reruns the check without asking again.
+    assert_eq!(asked(&server, "b"), 1);
+    // `a` may have been cut off in its turn (asked again, as for any run killed there).
+    assert!(asked(&server, "a") <= 3);
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
