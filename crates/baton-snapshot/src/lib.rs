@@ -16,6 +16,10 @@
 //! workspace's `.gitattributes` is overridden (no end-of-line conversion, no filters), so what
 //! is restored is byte for byte what was snapshotted.
 //!
+//! For tasks worked on at once, [`ShadowRepo::create_worktree`] makes a directory holding a
+//! snapshot whose `.baton/shadow.git` names this repository, and [`ShadowRepo::merge`] merges a
+//! worktree's snapshot back (see `worktree.rs`).
+//!
 //! All git commands run with no system or global configuration, no hooks, a fixed identity
 //! and the dates the caller gives, so a snapshot's commit depends only on the workspace and the
 //! caller. The caller must be the only process working on a run (it holds the run's lease).
