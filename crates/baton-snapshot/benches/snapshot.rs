@@ -181,4 +181,35 @@ fn main() {
         stat.0.push(took);
     }
     stat.row("diff --stat between two snapshots");
+
+    // `--parallel`: making a task's worktree (every file written), then merging its 10-file
+    // change back and restoring the workspace to the merge.
+    repo.restore("bench", &last).unwrap();
+    let mut worktree = Stats(Vec::new());
+    let mut merge = Stats(Vec::new());
+    let mut merge_restore = Stats(Vec::new());
+    let mut ours = last.clone();
+    for rep in 0..cold_reps {
+        let child = format!("child-{rep}");
+        let dir = root.join(".baton/worktrees").join(&child);
+        let (took, tree) = timed(|| repo.create_worktree(&dir, &child, &ours).unwrap());
+        worktree.0.push(took);
+        change_files(&dir, files, &mut rng, 9000 + rep);
+        let theirs = tree.snapshot(&child, "done", at(900 + rep)).unwrap().id;
+        let (took, merged) = timed(|| {
+            repo.merge("bench", &ours, &ours, &theirs, "merge", at(950 + rep))
+                .unwrap()
+        });
+        merge.0.push(took);
+        let baton_snapshot::MergeOutcome::Merged(id) = merged else {
+            panic!("a change against an unchanged side merges")
+        };
+        let (took, _) = timed(|| repo.restore("bench", &id).unwrap());
+        merge_restore.0.push(took);
+        std::fs::remove_dir_all(&dir).unwrap();
+        ours = id;
+    }
+    worktree.row("worktree for a parallel task (all files)");
+    merge.row("merge a task's 10-file change (merge-tree)");
+    merge_restore.row("restore the workspace to the merge");
 }
