@@ -208,6 +208,9 @@ pub enum Event {
         child_run: String,
         result: DelegatedResult,
         cost_usd: f64,
+        /// The child's model calls of unknown cost (`cost_usd` is then a lower bound).
+        #[serde(default)]
+        unpriced_calls: u32,
         prompt_tokens: u64,
         completion_tokens: u64,
         turns: u32,

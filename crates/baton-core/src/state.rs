@@ -740,6 +740,7 @@ impl RunState {
                 child_run,
                 result,
                 cost_usd,
+                unpriced_calls,
                 prompt_tokens,
                 completion_tokens,
                 turns,
@@ -757,6 +758,8 @@ impl RunState {
                 if cost_usd.is_finite() {
                     self.usage.cost_usd += cost_usd;
                 }
+                self.usage.unpriced_calls =
+                    self.usage.unpriced_calls.saturating_add(*unpriced_calls);
             }
             Event::MergeStarted { task, snapshot } => {
                 require_running(running)?;

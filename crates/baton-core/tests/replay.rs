@@ -438,6 +438,7 @@ fn drive_task(d: &mut Driver, c: &mut Choices, action: board::TaskAction) {
                     child_run: delegated.child_run,
                     result,
                     cost_usd: 0.25,
+                    unpriced_calls: 1,
                     prompt_tokens: 10,
                     completion_tokens: 5,
                     turns: 2,

@@ -38,6 +38,7 @@ enum ChildEnd {
     Returned {
         result: DelegatedResult,
         cost_usd: f64,
+        unpriced_calls: u32,
         prompt_tokens: u64,
         completion_tokens: u64,
         turns: u32,
@@ -149,6 +150,7 @@ impl Engine {
                 ChildEnd::Returned {
                     result,
                     cost_usd,
+                    unpriced_calls,
                     prompt_tokens,
                     completion_tokens,
                     turns,
@@ -159,6 +161,7 @@ impl Engine {
                             child_run: job.delegated.child_run.clone(),
                             result,
                             cost_usd,
+                            unpriced_calls,
                             prompt_tokens,
                             completion_tokens,
                             turns,
@@ -296,6 +299,7 @@ impl Engine {
         Ok(ChildEnd::Returned {
             result,
             cost_usd: state.usage.cost_usd,
+            unpriced_calls: state.usage.unpriced_calls,
             prompt_tokens: state.usage.prompt_tokens,
             completion_tokens: state.usage.completion_tokens,
             turns: state.turns_finished,
@@ -421,6 +425,7 @@ fn returned_failure(reason: String) -> ChildEnd {
     ChildEnd::Returned {
         result: DelegatedResult::Failed { reason },
         cost_usd: 0.0,
+        unpriced_calls: 0,
         prompt_tokens: 0,
         completion_tokens: 0,
         turns: 0,

@@ -273,6 +273,21 @@ impl RunAggregate {
                     detail: detail.clone(),
                 });
             }
+            // A parallel task's child run: its calls are its own rows, its totals count here.
+            Event::TaskReturned {
+                cost_usd,
+                unpriced_calls,
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => {
+                self.tokens.input = self.tokens.input.saturating_add(*prompt_tokens);
+                self.tokens.output = self.tokens.output.saturating_add(*completion_tokens);
+                if cost_usd.is_finite() {
+                    self.cost.usd += cost_usd;
+                }
+                self.cost.unknown_calls = self.cost.unknown_calls.saturating_add(*unpriced_calls);
+            }
             Event::RunFinished { summary } => self.finish_summary = Some(summary.clone()),
             Event::RunFailed { error } => self.failure = Some(error.clone()),
             _ => {}
@@ -377,6 +392,33 @@ mod tests {
             served_model: Some("gpt-4o".into()),
             duration_ms: 1500,
         }
+    }
+
+    #[test]
+    fn a_parallel_tasks_child_run_counts_in_the_totals_but_not_as_a_call() {
+        let usage = Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 100,
+            ..Default::default()
+        };
+        let events = records(vec![
+            finished(1, Some(usage), Some(0.01)),
+            Event::TaskReturned {
+                task: "a".into(),
+                child_run: "c".into(),
+                result: DelegatedResult::Failed { reason: "x".into() },
+                cost_usd: 0.02,
+                unpriced_calls: 1,
+                prompt_tokens: 500,
+                completion_tokens: 50,
+                turns: 2,
+            },
+        ]);
+        let agg = RunAggregate::from_events(&events);
+        assert_eq!((agg.tokens.input, agg.tokens.output), (1500, 150));
+        assert_eq!(agg.model_calls(), 1);
+        assert_eq!(agg.cost.unknown_calls, 1);
+        assert!((agg.cost.usd - 0.03).abs() < 1e-9);
     }
 
     #[test]
