@@ -48,21 +48,30 @@ fn finish(summary: &str) -> (&'static str, Value) {
     ("finish", json!({"summary": summary}))
 }
 
-fn a_turn() -> Turn {
-    turn(&[
+/// `a`'s answer; with `generated` > 0 it also creates that many files under `gen/`, so that
+/// merging it takes a while.
+fn a_turn(generated: usize) -> Turn {
+    let mut calls = vec![
         write("a.txt", "from a\n"),
         write("shared.txt", "line 1 by a\nline 2\nline 3\n"),
-        finish("added a.txt, marked line 1"),
-    ])
+    ];
+    if generated > 0 {
+        calls.push((
+            "shell",
+            json!({"command": format!("mkdir -p gen && for i in $(seq 1 {generated}); do echo $i > gen/f$i; done")}),
+        ));
+    }
+    calls.push(finish("added a.txt, marked line 1"));
+    turn(&calls)
 }
 
 /// `b` marks line 3 (merges cleanly with `a`) or line 1 (conflicts with `a`).
-async fn server(b_shared: &str, follow_up: Option<Vec<Turn>>) -> ScriptedServer {
+async fn server(b_shared: &str, follow_up: Option<Vec<Turn>>, generated: usize) -> ScriptedServer {
     let mut script = vec![
         (
             "a",
             // A second answer for a run killed in the middle of the first turn's tool calls.
-            vec![a_turn(), a_turn()],
+            vec![a_turn(generated), a_turn(generated)],
         ),
         (
             "b",
@@ -124,7 +133,7 @@ fn assert_merged_workspace(ws: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_independent_tasks_run_at_once_and_are_merged() {
-    let server = server("line 1\nline 2\nline 3 by b\n", None).await;
+    let server = server("line 1\nline 2\nline 3 by b\n", None, 0).await;
     let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
     seed(ws.path());
     let plan = plan(dir.path());
@@ -205,7 +214,7 @@ async fn a_merge_conflict_becomes_a_follow_up_task_that_dependents_wait_for() {
         write("shared.txt", "line 1 by a\nline 2\nline 3 by b\n"),
         finish("redid b on top of a"),
     ])];
-    let server = server("line 1 by b\nline 2\nline 3\n", Some(follow_up)).await;
+    let server = server("line 1 by b\nline 2\nline 3\n", Some(follow_up), 0).await;
     let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
     seed(ws.path());
     let plan = plan(dir.path());
@@ -243,10 +252,12 @@ async fn a_merge_conflict_becomes_a_follow_up_task_that_dependents_wait_for() {
 
 /// Kills `baton run --parallel 2` when `kill_at` is seen on its event stream, resumes it, and
 /// checks the end state and that no finished model work was asked for again.
+/// `generated`: files `a` creates (see [`a_turn`]).
 async fn kill_and_resume(
+    generated: usize,
     kill_at: impl Fn(&Value) -> bool + Send + 'static,
 ) -> (Vec<Value>, ScriptedServer) {
-    let server = server("line 1\nline 2\nline 3 by b\n", None).await;
+    let server = server("line 1\nline 2\nline 3 by b\n", None, generated).await;
     let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
     seed(ws.path());
     // Enough files that restoring a merge takes a moment.
@@ -282,6 +293,16 @@ async fn kill_and_resume(
     child.kill().unwrap();
     child.wait().unwrap();
     drop(seen);
+    // Where the kill landed (the parent's last event), for the record: with 2000 files of `a`
+    // to merge, a kill at `merge_started` lands before the restore has written them.
+    let before = journal(ws.path(), home.path());
+    let restored = (1..=generated)
+        .filter(|i| ws.path().join(format!("gen/f{i}")).exists())
+        .count();
+    eprintln!(
+        "killed after {:?}; {restored} of {generated} generated files in the workspace",
+        before.last().map(|e| e["type"].clone())
+    );
 
     let out = baton_blocking(
         ws.path(),
@@ -291,7 +312,7 @@ async fn kill_and_resume(
     .await;
     assert_finished(&out);
     let files = snapshot_files(ws.path());
-    assert_eq!(files.len(), 5 + 1500);
+    assert_eq!(files.len(), 5 + 1500 + generated);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("shared.txt")).unwrap(),
         "line 1 by a\nline 2\nline 3 by b\n"
@@ -314,7 +335,7 @@ async fn kill_and_resume(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_during_a_merge_then_resume_merges_once() {
-    let (events, server) = kill_and_resume(|e| e["type"] == "merge_started").await;
+    let (events, server) = kill_and_resume(2000, |e| e["type"] == "merge_started").await;
     assert_eq!(of_type(&events, "merge_started").len(), 2);
     assert_eq!(of_type(&events, "task_returned").len(), 2);
     // Both children were done before the first merge: nothing of theirs was asked again.
@@ -327,7 +348,7 @@ async fn kill_9_during_a_merge_then_resume_merges_once() {
 async fn kill_9_while_the_children_check_then_resume_resumes_them() {
     // A child's check_started comes through the parent's event stream.
     let (events, server) =
-        kill_and_resume(|e| e["type"] == "check_started" && e["task"] == "b").await;
+        kill_and_resume(0, |e| e["type"] == "check_started" && e["task"] == "b").await;
     assert_eq!(of_type(&events, "task_returned").len(), 2);
     // `b` had its answer journaled: its resumed run reruns the check without asking again.
     assert_eq!(asked(&server, "b"), 1);
