@@ -82,10 +82,12 @@ impl RunObserver for Human {
         if let Some(line) = line {
             let _ = writeln!(err, "{line}");
         }
-        if record
-            .event
-            .status_change()
-            .is_none_or(|s| s == baton_core::RunStatus::Running)
+        // A parallel child's state is not the run's: the status line waits for the parent.
+        if parallel_task(state).is_none()
+            && record
+                .event
+                .status_change()
+                .is_none_or(|s| s == baton_core::RunStatus::Running)
         {
             let _ = write!(err, "\x1b[7m {} \x1b[0m", status_line(state));
         }
@@ -126,7 +128,48 @@ pub fn status_line(state: &RunState) -> String {
     parts.join(" · ")
 }
 
+/// The line for `event`; a `--parallel` child run's lines are marked with its task, since they
+/// come between the parent's.
 pub(crate) fn progress_line(event: &Event, state: &RunState) -> Option<String> {
+    let Some(task) = parallel_task(state) else {
+        return run_progress_line(event, state);
+    };
+    let line = match event {
+        Event::RunStarted { .. } => format!(
+            "run {} started in its worktree",
+            state.run_id.as_ref().map_or("?", |id| id.short())
+        ),
+        // The parent reports the plan, the task's end and the run's end.
+        Event::PlanSet { .. } | Event::RunFinished { .. } | Event::RunFailed { .. } => {
+            return None;
+        }
+        _ => run_progress_line(event, state)?,
+    };
+    Some(
+        line.lines()
+            .map(|l| format!("  ┆ {task}: {}", l.trim_start()))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// The task a `--parallel` child run works on (its workspace is a worktree of the parent's).
+fn parallel_task(state: &RunState) -> Option<&str> {
+    let in_worktree = std::path::Path::new(&state.workspace)
+        .parent()
+        .is_some_and(|dir| dir.ends_with(".baton/worktrees"));
+    if !in_worktree {
+        return None;
+    }
+    state
+        .board
+        .as_ref()
+        .and_then(|b| b.tasks.first())
+        .map(|t| t.spec.id.as_str())
+        .or(Some("task"))
+}
+
+fn run_progress_line(event: &Event, state: &RunState) -> Option<String> {
     Some(match event {
         Event::RunStarted {
             goal,

@@ -146,6 +146,17 @@ async fn two_independent_tasks_run_at_once_and_are_merged() {
     .await;
     assert_finished(&out);
     assert_merged_workspace(ws.path());
+    // The progress lines of each child run are marked with its task.
+    let progress = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "▶ task a in parallel run",
+        "┆ a: ✔ passed check",
+        "┆ b: ✔ passed check",
+        "⇄ merging task b",
+        "✔ task b verified",
+    ] {
+        assert!(progress.contains(expected), "{expected:?} in {progress}");
+    }
 
     // `baton logs` shows the parent run (children are never "the latest run").
     let events = journal(ws.path(), home.path());
