@@ -370,3 +370,82 @@ async fn kill_9_while_the_children_check_then_resume_resumes_them() {
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_wave_pauses_parent_and_children_and_resume_finishes() {
+    // `a` first starts a long command; after the pause its resumed run is told the command was
+    // interrupted and answers with the real work.
+    let script = vec![
+        (
+            "a",
+            vec![
+                turn(&[("shell", json!({"command": "sleep 30"}))]),
+                a_turn(0),
+            ],
+        ),
+        (
+            "b",
+            vec![turn(&[
+                write("b.txt", "from b\n"),
+                write("shared.txt", "line 1\nline 2\nline 3 by b\n"),
+                finish("added b.txt"),
+            ])],
+        ),
+        (
+            "c",
+            vec![turn(&[write("c.txt", "a and b\n"), finish("added c.txt")])],
+        ),
+    ];
+    let server = ScriptedServer::start_by_task(&script).await;
+    let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
+    seed(ws.path());
+    let plan = plan(dir.path());
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.args([
+        "run",
+        "--no-supervise",
+        "--json",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "--plan",
+        &plan,
+        "--parallel",
+        "2",
+        "goal",
+    ]);
+    let first = tokio::task::spawn_blocking(move || {
+        let (child, mut events) = spawn_json(cmd);
+        events
+            .until(|e| e["type"] == "tool_call_started" && e["name"] == "shell")
+            .unwrap();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(first.status.code(), Some(3), "paused");
+    let events = journal(ws.path(), home.path());
+    let paused = of_type(&events, "run_paused");
+    assert_eq!(paused.len(), 1);
+    assert_eq!(paused[0]["reason"], "interrupted");
+    // The child that was not interrupted came back; the other is resumed below.
+    assert!(of_type(&events, "task_returned").len() <= 1);
+
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--no-supervise"],
+    )
+    .await;
+    assert_finished(&out);
+    assert_merged_workspace(ws.path());
+    let events = journal(ws.path(), home.path());
+    assert_eq!(of_type(&events, "task_delegated").len(), 2);
+    assert_eq!(asked(&server, "b"), 1, "b's work was not redone");
+}
