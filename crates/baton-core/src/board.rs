@@ -494,7 +494,8 @@ impl TaskBoard {
         if let Some(entry) = self.current_entry() {
             return current_task_action(entry, settings);
         }
-        if let Some(action) = self.delegated_action() {
+        let parallel = usize::try_from(settings.parallel).unwrap_or(usize::MAX);
+        if let Some(action) = self.delegated_action(parallel) {
             return action;
         }
         for entry in self
@@ -513,14 +514,7 @@ impl TaskBoard {
                 };
             }
         }
-        let mut ready = self.tasks.iter().filter(|t| {
-            t.status == TaskStatus::Pending
-                && t.spec.deps.iter().all(|dep| {
-                    self.entry(dep)
-                        .is_some_and(|d| d.status == TaskStatus::Verified)
-                })
-        });
-        let parallel = usize::try_from(settings.parallel).unwrap_or(usize::MAX);
+        let mut ready = self.ready();
         if parallel > 1 {
             let wave: Vec<String> = ready
                 .clone()
@@ -539,6 +533,17 @@ impl TaskBoard {
             };
         }
         self.end_action(settings)
+    }
+
+    /// Pending tasks whose dependencies are all verified, in plan order.
+    fn ready(&self) -> impl Iterator<Item = &TaskEntry> + Clone {
+        self.tasks.iter().filter(|t| {
+            t.status == TaskStatus::Pending
+                && t.spec.deps.iter().all(|dep| {
+                    self.entry(dep)
+                        .is_some_and(|d| d.status == TaskStatus::Verified)
+                })
+        })
     }
 
     fn end_action(&self, settings: &TaskSettings) -> TaskAction {

@@ -745,7 +745,8 @@ impl RunState {
                 completion_tokens,
                 turns,
             } => {
-                require_running(running)?;
+                // A record of what a child run did: also after this run paused (say, for a
+                // failed task) while other children were still working.
                 let tokens = prompt_tokens.saturating_add(*completion_tokens);
                 self.board_mut()?
                     .returned(task, child_run, result, tokens, *cost_usd, *turns)?;

@@ -9,13 +9,19 @@
 //! by a resumed parent) → `task_returned` → `merge_started` (the merge commit exists) → restore
 //! of the workspace (redone on resume) → `task_finished`.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use baton_core::board::DelegatedTask;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+
+use baton_core::board::{DelegatedTask, TaskAction};
 use baton_core::governance::Budget;
 use baton_core::task::{Plan, SnapshotReason, TaskSpec};
 use baton_core::{
-    DelegatedResult, Event, PauseReason, RunId, RunSettings, RunState, RunStatus, replay,
+    DelegatedResult, Event, NextAction, PauseReason, RunId, RunSettings, RunState, RunStatus,
+    next_action, replay,
 };
 use baton_snapshot::{Change, MergeOutcome, ShadowRepo, SnapshotId};
 use baton_tools::Workspace;
@@ -47,6 +53,52 @@ enum ChildEnd {
         reason: PauseReason,
         detail: String,
     },
+}
+
+/// A child's task and how its run ended (or why driving it failed).
+type ChildOutcome = (DelegatedTask, Result<ChildEnd, EngineError>);
+
+/// The child runs this process drives.
+#[derive(Default)]
+struct Children<'a> {
+    running: FuturesUnordered<BoxFuture<'a, ChildOutcome>>,
+    /// Tasks whose child run is (or was, in this process) driven here.
+    driven: HashSet<String>,
+    /// Ended, not yet journaled.
+    ended: Vec<ChildOutcome>,
+    /// Paused (not driven again in this process).
+    parked: Vec<(DelegatedTask, PauseReason, String)>,
+}
+
+impl<'a> Children<'a> {
+    fn started(&self, task: &str) -> bool {
+        self.driven.contains(task)
+    }
+
+    fn start(&mut self, task: &str, child: BoxFuture<'a, ChildOutcome>) {
+        self.driven.insert(task.to_string());
+        self.running.push(child);
+    }
+
+    async fn wait_for_one(&mut self) {
+        if let Some(outcome) = self.running.next().await {
+            self.ended.push(outcome);
+        }
+    }
+
+    /// Runs `step` to its end while the children keep working (their ends are kept for later).
+    async fn alongside<T>(&mut self, step: BoxFuture<'_, T>) -> T {
+        let mut step = step;
+        loop {
+            if self.running.is_empty() {
+                return step.await;
+            }
+            tokio::select! {
+                out = &mut step => return out,
+                Some(outcome) = self.running.next() => self.ended.push(outcome),
+            }
+        }
+    }
 }
 
 /// What a child run is started with (taken from the parent's state before the wave runs).
@@ -129,76 +181,134 @@ impl Engine {
         Ok(snapshot.id)
     }
 
-    /// Runs (or resumes) the wave's child runs at once and journals how each ended, in plan
-    /// order. A child that paused pauses this run too (after the others ended).
+    /// Drives the child runs of the delegated tasks until none is left working, and meanwhile
+    /// whatever the board asks about them: each ended child is journaled (`task_returned`)
+    /// as it ends, merged or failed, and a task that became ready takes its free slot — while
+    /// the other children keep working. A child that pauses is parked; when only parked ones
+    /// are left this run pauses with the first one's reason (a stop request: with its own).
     pub(crate) async fn await_delegated(
         &self,
         journal: &mut Journal,
         workspace: &Workspace,
-        tasks: Vec<DelegatedTask>,
     ) -> Result<(), EngineError> {
-        let jobs = tasks
-            .into_iter()
-            .map(|delegated| child_job(journal.state(), delegated))
-            .collect::<Result<Vec<_>, _>>()?;
         let root = workspace.root().to_path_buf();
-        let ends =
-            futures::future::join_all(jobs.iter().map(|job| self.drive_child(&root, job))).await;
-        let mut paused = None;
-        for (job, end) in jobs.iter().zip(ends) {
-            match end? {
-                ChildEnd::Returned {
-                    result,
-                    cost_usd,
-                    unpriced_calls,
-                    prompt_tokens,
-                    completion_tokens,
-                    turns,
-                } => {
-                    journal
-                        .record(Event::TaskReturned {
-                            task: job.delegated.task.clone(),
-                            child_run: job.delegated.child_run.clone(),
+        let mut children = Children::default();
+        loop {
+            // Every await while children work polls them too: a child stalled in the middle of
+            // a store transaction would hold the store's write lock against this run's append.
+            for (task, end) in std::mem::take(&mut children.ended) {
+                match end? {
+                    ChildEnd::Returned {
+                        result,
+                        cost_usd,
+                        unpriced_calls,
+                        prompt_tokens,
+                        completion_tokens,
+                        turns,
+                    } => {
+                        let record = Box::pin(journal.record(Event::TaskReturned {
+                            task: task.task,
+                            child_run: task.child_run,
                             result,
                             cost_usd,
                             unpriced_calls,
                             prompt_tokens,
                             completion_tokens,
                             turns,
-                        })
-                        .await?
+                        }));
+                        children.alongside(record).await?;
+                    }
+                    ChildEnd::Paused { reason, detail } => {
+                        children.parked.push((task, reason, detail));
+                    }
                 }
-                ChildEnd::Paused { reason, detail } => {
-                    paused.get_or_insert((job, reason, detail));
+            }
+            let action = match next_action(journal.state()) {
+                NextAction::Task(action) => action,
+                _ => TaskAction::ContinueTurns,
+            };
+            match action {
+                TaskAction::AwaitDelegated { tasks } => {
+                    if !self.parts.stop.is_stopped() {
+                        for delegated in tasks {
+                            if children.started(&delegated.task) {
+                                continue;
+                            }
+                            let task = delegated.task.clone();
+                            let job = child_job(journal.state(), delegated)?;
+                            children.start(&task, self.drive_child(root.clone(), job));
+                        }
+                    }
+                    if children.running.is_empty() {
+                        return self.pause_for_parked(journal, children.parked).await;
+                    }
+                    children.wait_for_one().await;
+                }
+                // Steps between the children's ends run while the children go on.
+                action @ (TaskAction::Merge { .. }
+                | TaskAction::FinishMerge { .. }
+                | TaskAction::FailTask { .. }
+                | TaskAction::SkipTask { .. }
+                | TaskAction::Delegate { .. }) => {
+                    let step = self.task_step_boxed(journal, workspace, action);
+                    children.alongside(step).await?;
+                    if children.running.is_empty() && self.parts.stop.is_stopped() {
+                        return Ok(());
+                    }
+                }
+                // Anything else is for the run loop, once no child is working.
+                _ => {
+                    if children.running.is_empty() {
+                        return Ok(());
+                    }
+                    children.wait_for_one().await;
                 }
             }
         }
-        // A stop request pauses this run at the top of the loop, with the usual message.
-        if let Some((job, reason, detail)) = paused
-            && !self.parts.stop.is_stopped()
-        {
-            journal
-                .record(Event::RunPaused {
-                    reason,
-                    detail: format!(
-                        "task `{}` (parallel run {}) paused: {detail}; `baton resume` resumes it",
-                        job.delegated.task, job.delegated.child_run
-                    ),
-                })
-                .await?;
+    }
+
+    /// `task_step`, boxed: it is called from within a step (the compiler needs the recursion
+    /// cut at a named type).
+    fn task_step_boxed<'a>(
+        &'a self,
+        journal: &'a mut Journal,
+        workspace: &'a Workspace,
+        action: TaskAction,
+    ) -> BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(self.task_step(journal, workspace, action))
+    }
+
+    /// Every child left is paused: so is this run (a stop request pauses it in the run loop).
+    async fn pause_for_parked(
+        &self,
+        journal: &mut Journal,
+        parked: Vec<(DelegatedTask, PauseReason, String)>,
+    ) -> Result<(), EngineError> {
+        let Some((task, reason, detail)) = parked.into_iter().next() else {
+            return Ok(());
+        };
+        if self.parts.stop.is_stopped() {
+            return Ok(());
         }
-        Ok(())
+        journal
+            .record(Event::RunPaused {
+                reason,
+                detail: format!(
+                    "task `{}` (parallel run {}) paused: {detail}; `baton resume` resumes it",
+                    task.task, task.child_run
+                ),
+            })
+            .await
     }
 
     /// Starts or resumes one child run in its worktree and reports how it ended. Boxed as a
     /// `Send` future: a child is driven by the same loop that drives its parent, and the
     /// compiler needs the recursion cut at a named type.
-    fn drive_child<'a>(
-        &'a self,
-        root: &'a Path,
-        job: &'a ChildJob,
-    ) -> futures::future::BoxFuture<'a, Result<ChildEnd, EngineError>> {
-        Box::pin(self.drive_child_now(root, job))
+    fn drive_child(&self, root: PathBuf, job: ChildJob) -> BoxFuture<'_, ChildOutcome> {
+        Box::pin(async move {
+            let end = self.drive_child_now(&root, &job).await;
+            (job.delegated, end)
+        })
     }
 
     async fn drive_child_now(&self, root: &Path, job: &ChildJob) -> Result<ChildEnd, EngineError> {
@@ -438,10 +548,12 @@ fn child_job(state: &RunState, delegated: DelegatedTask) -> Result<ChildJob, Eng
         .board
         .as_ref()
         .ok_or_else(|| EngineError::Internal("a delegated task without a plan".into()))?;
-    let spec = board
+    let mut spec = board
         .entry(&delegated.task)
         .map(|e| e.spec.clone())
         .ok_or_else(|| EngineError::Internal(format!("no task `{}`", delegated.task)))?;
+    // Its dependencies are verified here, and the child's plan has only this task.
+    spec.deps.clear();
     let settings = state
         .settings
         .as_ref()

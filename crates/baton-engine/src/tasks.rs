@@ -33,9 +33,7 @@ impl Engine {
                 self.start_task(journal, workspace, task, approach).await
             }
             TaskAction::Delegate { tasks } => self.delegate(journal, workspace, tasks).await,
-            TaskAction::AwaitDelegated { tasks } => {
-                self.await_delegated(journal, workspace, tasks).await
-            }
+            TaskAction::AwaitDelegated { .. } => self.await_delegated(journal, workspace).await,
             TaskAction::Merge {
                 task,
                 base,

@@ -39,9 +39,10 @@ pub struct DelegatedTask {
 const MAX_ID: usize = 64;
 
 impl TaskBoard {
-    /// What delegated work needs next, if any: merging a restore that started, waiting for
-    /// child runs, then (in plan order) merging or failing each returned task.
-    pub(super) fn delegated_action(&self) -> Option<TaskAction> {
+    /// What delegated work needs next, if any: finishing a merge's restore, then (in plan
+    /// order) merging or failing each returned task, then handing newly ready tasks to free
+    /// slots, then waiting for the child runs still working.
+    pub(super) fn delegated_action(&self, parallel: usize) -> Option<TaskAction> {
         if let Some(merge) = &self.open_merge {
             return Some(TaskAction::FinishMerge {
                 task: merge.task.clone(),
@@ -51,23 +52,9 @@ impl TaskBoard {
         let delegated = self
             .tasks
             .iter()
-            .filter(|t| t.status == TaskStatus::Running);
-        let working: Vec<DelegatedTask> = delegated
-            .clone()
-            .filter_map(|t| {
-                let d = t.delegation.as_ref()?;
-                d.result.is_none().then(|| DelegatedTask {
-                    task: t.spec.id.clone(),
-                    child_run: d.child_run.clone(),
-                    base_snapshot: d.base_snapshot.clone(),
-                })
-            })
-            .collect();
-        if !working.is_empty() {
-            return Some(TaskAction::AwaitDelegated { tasks: working });
-        }
-        delegated.into_iter().find_map(|t| {
-            let d = t.delegation.as_ref()?;
+            .filter(|t| t.status == TaskStatus::Running)
+            .filter_map(|t| Some((t, t.delegation.as_ref()?)));
+        let returned = delegated.clone().find_map(|(t, d)| {
             Some(match d.result.as_ref()? {
                 DelegatedResult::Verified { summary, snapshot } => TaskAction::Merge {
                     task: t.spec.id.clone(),
@@ -80,7 +67,30 @@ impl TaskBoard {
                     reason: format!("its parallel run {} failed: {reason}", d.child_run),
                 },
             })
-        })
+        });
+        if returned.is_some() {
+            return returned;
+        }
+        let working: Vec<DelegatedTask> = delegated
+            .map(|(t, d)| DelegatedTask {
+                task: t.spec.id.clone(),
+                child_run: d.child_run.clone(),
+                base_snapshot: d.base_snapshot.clone(),
+            })
+            .collect();
+        if working.is_empty() {
+            return None;
+        }
+        // A slot is free and a task is ready: it joins the ones working (rolling, not waves).
+        let more: Vec<String> = self
+            .ready()
+            .take(parallel.saturating_sub(working.len()))
+            .map(|t| t.spec.id.clone())
+            .collect();
+        if !more.is_empty() {
+            return Some(TaskAction::Delegate { tasks: more });
+        }
+        Some(TaskAction::AwaitDelegated { tasks: working })
     }
 
     /// An id for a new task, starting with `stem`, that no task has.
@@ -301,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn a_wave_is_awaited_then_merged_and_failed_in_plan_order() {
+    fn ended_children_are_merged_or_failed_as_they_end_and_free_slots_are_refilled() {
         let mut board = board();
         let settings = parallel(2);
         board.delegate("a", "run-a", "base").unwrap();
@@ -311,7 +321,7 @@ mod tests {
             "already out"
         );
         let TaskAction::AwaitDelegated { tasks } = board.next(&settings) else {
-            panic!("children are awaited")
+            panic!("both slots are taken: the children are awaited")
         };
         assert_eq!(tasks.len(), 2);
         board
@@ -330,8 +340,19 @@ mod tests {
                 .is_err(),
             "a child returns once"
         );
+        // An ended child is dealt with at once, while `a` still works.
+        assert!(matches!(board.next(&settings), TaskAction::FailTask { task, .. } if task == "b"));
+        board.task_ended("b", TaskStatus::Failed, "x").unwrap();
+        // b's slot is free and `d` is ready: it joins `a` (c waits for a).
+        assert_eq!(
+            board.next(&settings),
+            TaskAction::Delegate {
+                tasks: vec!["d".into()]
+            }
+        );
+        board.delegate("d", "run-d", "base2").unwrap();
         assert!(
-            matches!(board.next(&settings), TaskAction::AwaitDelegated { tasks } if tasks.len() == 1)
+            matches!(board.next(&settings), TaskAction::AwaitDelegated { tasks } if tasks.len() == 2)
         );
         board
             .returned("a", "run-a", &verified("did a"), 7, 0.5, 3)
@@ -359,8 +380,14 @@ mod tests {
         );
         board.task_finished("a", "did a").unwrap();
         assert!(board.open_merge.is_none());
-        assert!(matches!(board.next(&settings), TaskAction::FailTask { task, .. } if task == "b"));
         assert_eq!(board.entry("a").unwrap().tokens, 7);
+        // `c` (ready now) joins `d`, still working.
+        assert_eq!(
+            board.next(&settings),
+            TaskAction::Delegate {
+                tasks: vec!["c".into()]
+            }
+        );
     }
 
     #[test]
