@@ -18,6 +18,13 @@ use super::fn_provider::FnProvider;
 #[derive(Default)]
 pub struct Collect(Mutex<Vec<EventRecord>>);
 
+impl Collect {
+    /// Everything observed so far.
+    pub fn events(&self) -> Vec<EventRecord> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
 impl RunObserver for Collect {
     fn on_event(&self, record: &EventRecord, _state: &RunState) {
         self.0.lock().unwrap().push(record.clone());

@@ -1,0 +1,186 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! `--parallel` in the engine, on both stores: child runs in worktrees of the shadow
+//! repository, their journals next to the parent's, their verified work merged back, a failed
+//! child failing its task and skipping its dependents, and the children's usage counted in the
+//! parent's.
+
+#[allow(dead_code)]
+mod support;
+
+use std::sync::Arc;
+
+use baton_core::task::{Plan, TaskSpec};
+use baton_core::*;
+use baton_engine::{RunOutcome, Snapshots, StartRun};
+use baton_model::ModelError;
+use serde_json::json;
+use support::backend::{Backend, on_both_backends};
+use support::fn_provider::{FnProvider, call, prompt_text};
+use support::run::{engine, settings};
+
+on_both_backends!(
+    independent_tasks_are_worked_on_by_child_runs_and_merged,
+    a_failed_child_fails_its_task_and_skips_its_dependents,
+);
+
+fn task(id: &str, deps: &[&str], check: &str) -> TaskSpec {
+    TaskSpec {
+        id: id.into(),
+        title: format!("make {id}"),
+        instructions: format!("Write {id}.txt"),
+        deps: deps.iter().map(|d| d.to_string()).collect(),
+        check: check.into(),
+        risky: false,
+    }
+}
+
+/// The task a request works on, from its brief.
+fn task_of(request: &ModelRequest) -> String {
+    let text = prompt_text(request);
+    let marker = "Your current task is `";
+    text.find(marker)
+        .map(|i| {
+            text[i + marker.len()..]
+                .chars()
+                .take_while(|c| *c != '`')
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Writes `ID.txt` (with `content(ID)`) in one turn, then finishes.
+fn writer(content: fn(&str) -> String) -> FnProvider {
+    FnProvider::new(move |request, _| -> Result<ModelReply, ModelError> {
+        let id = task_of(request);
+        let done = request
+            .messages
+            .iter()
+            .any(|m| matches!(m, Message::Tool { name, .. } if name == "write_file"));
+        if done {
+            call("finish", json!({"summary": format!("wrote {id}.txt")}), 50)
+        } else {
+            call(
+                "write_file",
+                json!({"path": format!("{id}.txt"), "content": content(&id)}),
+                50,
+            )
+        }
+    })
+}
+
+async fn start(
+    backend: Backend,
+    ws: &std::path::Path,
+    provider: FnProvider,
+    tasks: Vec<TaskSpec>,
+) -> (
+    RunOutcome,
+    Vec<EventRecord>,
+    Arc<dyn baton_store::Store>,
+    Option<baton_store::testing::PgTestSchema>,
+) {
+    let (store, schema) = backend.store(ws).await;
+    let (engine, observer) = engine(store.clone(), Arc::new(provider));
+    let engine = engine.with_snapshots(Snapshots::On);
+    let mut settings = settings(ContextSettings::default());
+    settings.tasks.parallel = 3;
+    settings.tasks.fix_attempts = 1;
+    settings.tasks.approaches = 1;
+    let outcome = engine
+        .start(StartRun {
+            goal: "write the files".into(),
+            workspace: ws.into(),
+            settings,
+            plan: Some(Plan {
+                tasks,
+                final_check: None,
+            }),
+        })
+        .await
+        .unwrap();
+    let events = observer.events();
+    (outcome, events, store, schema)
+}
+
+async fn independent_tasks_are_worked_on_by_child_runs_and_merged(backend: Backend) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("README"), "hi\n").unwrap();
+    let tasks = vec![
+        task("t1", &[], "grep -q t1 t1.txt"),
+        task("t2", &[], "grep -q t2 t2.txt"),
+        task("t3", &[], "grep -q t3 t3.txt"),
+        task(
+            "t4",
+            &["t1", "t2", "t3"],
+            "test -f t1.txt && test -f t2.txt && test -f t4.txt",
+        ),
+    ];
+    let (outcome, events, store, _schema) =
+        start(backend, ws.path(), writer(|id| format!("{id}\n")), tasks).await;
+    assert!(
+        matches!(outcome, RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
+    for id in ["t1", "t2", "t3", "t4"] {
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join(format!("{id}.txt"))).unwrap(),
+            format!("{id}\n")
+        );
+    }
+    let parent = outcome.run_id().clone();
+    let parent_events: Vec<&EventRecord> = events.iter().filter(|r| r.run_id == parent).collect();
+    let delegated: Vec<&str> = parent_events
+        .iter()
+        .filter_map(|r| match &r.event {
+            Event::TaskDelegated { task, .. } => Some(task.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        delegated,
+        ["t1", "t2", "t3"],
+        "t4 ran alone, in the workspace"
+    );
+    // Every child is a finished run of its own in the same store.
+    let runs = store.list_runs().await.unwrap();
+    assert_eq!(runs.len(), 4);
+    assert!(runs.iter().all(|r| r.status == RunStatus::Finished));
+    // The parent's usage includes the children's: two calls (50 + 20 tokens) per task.
+    let state = replay(&store.load_events(&parent).await.unwrap()).unwrap();
+    assert_eq!(state.usage.prompt_tokens, 4 * 2 * 50);
+    assert_eq!(state.usage.completion_tokens, 4 * 2 * 20);
+    assert_eq!(
+        state
+            .board
+            .unwrap()
+            .count(baton_core::board::TaskStatus::Verified),
+        4
+    );
+}
+
+async fn a_failed_child_fails_its_task_and_skips_its_dependents(backend: Backend) {
+    let ws = tempfile::tempdir().unwrap();
+    let tasks = vec![
+        task("t1", &[], "grep -q t1 t1.txt"),
+        // Its check can never pass.
+        task("t2", &[], "grep -q never t2.txt"),
+        task("t3", &["t2"], "true"),
+        task("t4", &[], "grep -q t4 t4.txt"),
+    ];
+    let (outcome, events, _store, _schema) =
+        start(backend, ws.path(), writer(|id| format!("{id}\n")), tasks).await;
+    let RunOutcome::Failed { error, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(error.contains("t2 [failed]"), "{error}");
+    assert!(error.contains("t3 [skipped]"), "{error}");
+    assert!(ws.path().join("t1.txt").exists() && ws.path().join("t4.txt").exists());
+    assert!(
+        !ws.path().join("t2.txt").exists(),
+        "a failed task's work is not merged"
+    );
+    let returned_failed = events.iter().any(|r| {
+        matches!(&r.event, Event::TaskReturned { task, result: DelegatedResult::Failed { .. }, .. } if task == "t2")
+    });
+    assert!(returned_failed);
+}
