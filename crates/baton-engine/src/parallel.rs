@@ -1,35 +1,31 @@
-//! `--parallel N`: a wave of up to N ready tasks, each worked on by a child run (its own journal
+//! `--parallel N`: up to N ready tasks at once, each worked on by a child run (its own journal
 //! in the same store, its own fresh context, verify-and-fix and rollbacks as any task) in a
-//! worktree under `.baton/worktrees/CHILD_RUN` made from one snapshot of the workspace. When the
-//! wave has ended, each verified task is merged back in plan order with a three-way merge in
-//! the shadow repository; a conflict leaves the workspace alone and becomes a follow-up task.
+//! worktree under `.baton/worktrees/CHILD_RUN` made from a snapshot of the workspace. Each task
+//! is merged back as it returns verified, with a three-way merge in the shadow repository, while
+//! the others work; its slot goes to the next ready task. A conflict leaves the workspace alone
+//! and becomes a follow-up task.
 //!
 //! Crash safety comes from the journal order: `snapshot_taken` (wave start) → `task_delegated`
 //! (the child's id is fixed before the child exists) → the child runs (resumed, not restarted,
 //! by a resumed parent) → `task_returned` → `merge_started` (the merge commit exists) → restore
 //! of the workspace (redone on resume) → `task_finished`.
 
-use std::collections::HashSet;
+mod child;
+
 use std::path::{Path, PathBuf};
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
-use futures::stream::FuturesUnordered;
 
 use baton_core::board::{DelegatedTask, TaskAction};
-use baton_core::governance::Budget;
-use baton_core::task::{Plan, SnapshotReason, TaskSpec};
-use baton_core::{
-    DelegatedResult, Event, NextAction, PauseReason, RunId, RunSettings, RunState, RunStatus,
-    next_action, replay,
-};
+use baton_core::task::{SnapshotReason, TaskSpec};
+use baton_core::{Event, NextAction, PauseReason, RunId, next_action};
 use baton_snapshot::{Change, MergeOutcome, ShadowRepo, SnapshotId};
 use baton_tools::Workspace;
 
 use crate::EngineError;
-use crate::api::{RunOutcome, SettingsOverride, StartRun};
 use crate::journal::Journal;
 use crate::run_loop::Engine;
+use child::{ChildEnd, Children, child_job};
 
 /// The diff a conflicted task's follow-up gets, at most.
 const MAX_FOLLOW_UP_DIFF: usize = 24 * 1024;
@@ -39,78 +35,8 @@ pub fn worktree_dir(workspace: &Path, child_run: &str) -> PathBuf {
     workspace.join(".baton").join("worktrees").join(child_run)
 }
 
-/// How a child run ended, as the parent records it.
-enum ChildEnd {
-    Returned {
-        result: DelegatedResult,
-        cost_usd: f64,
-        unpriced_calls: u32,
-        prompt_tokens: u64,
-        completion_tokens: u64,
-        turns: u32,
-    },
-    Paused {
-        reason: PauseReason,
-        detail: String,
-    },
-}
-
-/// A child's task and how its run ended (or why driving it failed).
-type ChildOutcome = (DelegatedTask, Result<ChildEnd, EngineError>);
-
-/// The child runs this process drives.
-#[derive(Default)]
-struct Children<'a> {
-    running: FuturesUnordered<BoxFuture<'a, ChildOutcome>>,
-    /// Tasks whose child run is (or was, in this process) driven here.
-    driven: HashSet<String>,
-    /// Ended, not yet journaled.
-    ended: Vec<ChildOutcome>,
-    /// Paused (not driven again in this process).
-    parked: Vec<(DelegatedTask, PauseReason, String)>,
-}
-
-impl<'a> Children<'a> {
-    fn started(&self, task: &str) -> bool {
-        self.driven.contains(task)
-    }
-
-    fn start(&mut self, task: &str, child: BoxFuture<'a, ChildOutcome>) {
-        self.driven.insert(task.to_string());
-        self.running.push(child);
-    }
-
-    async fn wait_for_one(&mut self) {
-        if let Some(outcome) = self.running.next().await {
-            self.ended.push(outcome);
-        }
-    }
-
-    /// Runs `step` to its end while the children keep working (their ends are kept for later).
-    async fn alongside<T>(&mut self, step: BoxFuture<'_, T>) -> T {
-        let mut step = step;
-        loop {
-            if self.running.is_empty() {
-                return step.await;
-            }
-            tokio::select! {
-                out = &mut step => return out,
-                Some(outcome) = self.running.next() => self.ended.push(outcome),
-            }
-        }
-    }
-}
-
-/// What a child run is started with (taken from the parent's state before the wave runs).
-struct ChildJob {
-    delegated: DelegatedTask,
-    spec: TaskSpec,
-    goal: String,
-    settings: RunSettings,
-}
-
 impl Engine {
-    /// Snapshots the workspace as the wave's base and journals a child run for each task. Without
+    /// Snapshots the workspace as the tasks' base and journals a child run for each. Without
     /// snapshots (turned off, or git missing) there are no worktrees: the first task runs in the
     /// workspace instead.
     pub(crate) async fn delegate(
@@ -141,7 +67,7 @@ impl Engine {
         Ok(())
     }
 
-    /// The snapshot the wave starts from (journaled unless it is the last one journaled).
+    /// The snapshot delegated tasks start from (journaled unless it is the last one journaled).
     async fn wave_base(
         &self,
         journal: &mut Journal,
@@ -301,121 +227,6 @@ impl Engine {
             .await
     }
 
-    /// Starts or resumes one child run in its worktree and reports how it ended. Boxed as a
-    /// `Send` future: a child is driven by the same loop that drives its parent, and the
-    /// compiler needs the recursion cut at a named type.
-    fn drive_child(&self, root: PathBuf, job: ChildJob) -> BoxFuture<'_, ChildOutcome> {
-        Box::pin(async move {
-            let end = self.drive_child_now(&root, &job).await;
-            (job.delegated, end)
-        })
-    }
-
-    async fn drive_child_now(&self, root: &Path, job: &ChildJob) -> Result<ChildEnd, EngineError> {
-        let child = RunId::from_string(job.delegated.child_run.clone());
-        let dir = worktree_dir(root, child.as_str());
-        let exists = self.parts.store.get_run(&child).await?.is_some();
-        let parent_root = root.to_path_buf();
-        let (target, run, base) = (
-            dir.clone(),
-            child.to_string(),
-            job.delegated.base_snapshot.clone(),
-        );
-        // A child that has started keeps its files (also work it has not snapshotted yet); one
-        // that has not gets the base, again if a crash cut the first creation short.
-        tokio::task::spawn_blocking(move || {
-            let repo = ShadowRepo::open(&parent_root)?;
-            if exists {
-                repo.attach_worktree(&target, &run)
-            } else {
-                repo.create_worktree(&target, &run, &SnapshotId::parse(&base)?)
-            }
-        })
-        .await
-        .map_err(|e| EngineError::Internal(format!("the worktree task failed: {e}")))?
-        .map_err(|e| EngineError::Workspace {
-            path: dir.display().to_string(),
-            detail: format!("cannot make the worktree of a parallel task: {e}"),
-        })?;
-        let outcome = if exists {
-            let overrides = child_overrides(&job.settings);
-            self.resume(&child, &overrides).await
-        } else {
-            let request = StartRun {
-                goal: job.goal.clone(),
-                workspace: dir.clone(),
-                settings: job.settings.clone(),
-                plan: Some(Plan {
-                    tasks: vec![job.spec.clone()],
-                    final_check: None,
-                }),
-            };
-            self.start_with_id(child.clone(), request).await
-        };
-        let outcome = match outcome {
-            Ok(outcome) => outcome,
-            // The child's process died between creating its run and journaling its start.
-            Err(EngineError::EmptyRun(_)) => {
-                return Ok(returned_failure(
-                    "its run was created but never started (the process died)".into(),
-                ));
-            }
-            Err(e) => return Err(e),
-        };
-        let error = match outcome {
-            RunOutcome::Paused { reason, detail, .. } => {
-                return Ok(ChildEnd::Paused { reason, detail });
-            }
-            RunOutcome::Finished { .. } => None,
-            RunOutcome::Failed { error, .. } => Some(error),
-        };
-        let state = replay(&self.parts.store.load_events(&child).await?).map_err(|source| {
-            EngineError::Replay {
-                run_id: child.clone(),
-                source,
-            }
-        })?;
-        let entry = state
-            .board
-            .as_ref()
-            .and_then(|b| b.entry(&job.delegated.task));
-        let verified = state.status == RunStatus::Finished
-            && entry.is_some_and(|e| e.status == baton_core::board::TaskStatus::Verified);
-        let result = if verified {
-            let (target, run) = (dir.clone(), child.to_string());
-            let at = jiff::Timestamp::now();
-            // The worktree as the child left it (its verified snapshot, unless a snapshot failed).
-            let theirs = tokio::task::spawn_blocking(move || {
-                ShadowRepo::open(&target)?.snapshot(&run, "returned", at)
-            })
-            .await
-            .map_err(|e| EngineError::Internal(format!("the snapshot task failed: {e}")))?
-            .map_err(|e| EngineError::Workspace {
-                path: dir.display().to_string(),
-                detail: format!("cannot snapshot a parallel task's worktree: {e}"),
-            })?;
-            DelegatedResult::Verified {
-                summary: entry.and_then(|e| e.summary.clone()).unwrap_or_default(),
-                snapshot: theirs.id.to_string(),
-            }
-        } else {
-            DelegatedResult::Failed {
-                reason: entry
-                    .and_then(|e| e.reason.clone())
-                    .or(error)
-                    .unwrap_or_else(|| "its run ended without verifying the task".into()),
-            }
-        };
-        Ok(ChildEnd::Returned {
-            result,
-            cost_usd: state.usage.cost_usd,
-            unpriced_calls: state.usage.unpriced_calls,
-            prompt_tokens: state.usage.prompt_tokens,
-            completion_tokens: state.usage.completion_tokens,
-            turns: state.turns_finished,
-        })
-    }
-
     /// Three-way merges a returned task's work into the workspace's latest snapshot. Clean: the
     /// merge commit is journaled and the workspace restored to it. Conflicted: a follow-up task
     /// is added and the workspace stays as it is.
@@ -528,87 +339,6 @@ impl Engine {
             }
         }
         Ok(())
-    }
-}
-
-fn returned_failure(reason: String) -> ChildEnd {
-    ChildEnd::Returned {
-        result: DelegatedResult::Failed { reason },
-        cost_usd: 0.0,
-        unpriced_calls: 0,
-        prompt_tokens: 0,
-        completion_tokens: 0,
-        turns: 0,
-    }
-}
-
-/// The child's goal, task and settings, from the parent's state now.
-fn child_job(state: &RunState, delegated: DelegatedTask) -> Result<ChildJob, EngineError> {
-    let board = state
-        .board
-        .as_ref()
-        .ok_or_else(|| EngineError::Internal("a delegated task without a plan".into()))?;
-    let mut spec = board
-        .entry(&delegated.task)
-        .map(|e| e.spec.clone())
-        .ok_or_else(|| EngineError::Internal(format!("no task `{}`", delegated.task)))?;
-    // Its dependencies are verified here, and the child's plan has only this task.
-    spec.deps.clear();
-    let settings = state
-        .settings
-        .as_ref()
-        .ok_or_else(|| EngineError::Internal("a run without settings".into()))?;
-    let mut goal = format!(
-        "{}\n\nThis run works on one task of a larger plan, in its own copy of the workspace; \
-         other tasks are worked on at the same time and all changes are merged afterwards. \
-         Change only what this task needs.",
-        state.goal.trim()
-    );
-    if let Some(handoff) = board.handoff() {
-        goal.push_str("\n\n");
-        goal.push_str(&handoff);
-    }
-    Ok(ChildJob {
-        delegated,
-        spec,
-        goal,
-        settings: child_settings(settings, state),
-    })
-}
-
-/// A child works on one task: no planning, no waves of its own, no pause for a failed task
-/// (the parent decides), and at most what is left of the parent's budget.
-fn child_settings(parent: &RunSettings, state: &RunState) -> RunSettings {
-    let mut settings = parent.clone();
-    settings.tasks.parallel = 1;
-    settings.tasks.planning = baton_core::Planning::None;
-    settings.tasks.on_failure = baton_core::OnTaskFailure::Continue;
-    settings.budget = remaining(&parent.budget, state);
-    settings
-}
-
-fn remaining(budget: &Budget, state: &RunState) -> Budget {
-    let tokens = state.usage.prompt_tokens + state.usage.completion_tokens;
-    Budget {
-        usd: budget
-            .usd
-            .map(|limit| (limit - state.usage.cost_usd).max(0.0)),
-        tokens: budget.tokens.map(|limit| limit.saturating_sub(tokens)),
-        wall_time_secs: budget.wall_time_secs,
-    }
-}
-
-/// A resumed parent hands its (possibly raised) limits and model to its children.
-fn child_overrides(settings: &RunSettings) -> SettingsOverride {
-    SettingsOverride {
-        provider: Some(settings.model.provider),
-        base_url: Some(settings.model.base_url.clone()),
-        model: Some(settings.model.model.clone()),
-        max_turns: Some(settings.limits.max_turns),
-        budget: Some(settings.budget),
-        task_budget: Some(settings.tasks.budget),
-        task_max_turns: settings.tasks.max_turns,
-        ..SettingsOverride::default()
     }
 }
 
