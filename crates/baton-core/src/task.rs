@@ -57,6 +57,8 @@ pub enum SnapshotReason {
     WaveStart,
     /// A parallel task's verified work merged into the workspace (a merge commit).
     TaskMerged,
+    /// The workspace as it is before a parallel task's work merges into it.
+    BeforeMerge,
 }
 
 /// A plan as written in a plan file (`[[task]]` tables) or submitted by the planner.

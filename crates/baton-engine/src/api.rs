@@ -115,6 +115,7 @@ impl SettingsOverride {
 }
 
 /// Everything an engine is built from.
+#[derive(Clone)]
 pub struct EngineParts {
     pub store: Arc<dyn Store>,
     pub provider: Arc<dyn ModelProvider>,

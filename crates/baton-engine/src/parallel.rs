@@ -27,6 +27,12 @@ use crate::journal::Journal;
 use crate::run_loop::Engine;
 use child::{ChildEnd, Children, child_job};
 
+/// Why tasks cannot go to worktrees.
+enum Refusal {
+    Git(String),
+    Snapshot(baton_snapshot::SnapshotError),
+}
+
 /// The diff a conflicted task's follow-up gets, at most.
 const MAX_FOLLOW_UP_DIFF: usize = 24 * 1024;
 
@@ -81,13 +87,19 @@ impl Engine {
         let message = format!("wave_start turn {}", journal.state().turns_started);
         let at = jiff::Timestamp::now();
         let snapshot = tokio::task::spawn_blocking(move || {
-            ShadowRepo::open(&root)?.snapshot(&run, &message, at)
+            let repo = ShadowRepo::open(&root).map_err(Refusal::Snapshot)?;
+            // Found out now, not after the children's work is paid for.
+            repo.check_merge_support().map_err(Refusal::Git)?;
+            repo.snapshot(&run, &message, at).map_err(Refusal::Snapshot)
         })
         .await
         .map_err(|e| format!("the snapshot task failed: {e}"))?
-        .map_err(|e| {
-            self.note_snapshot_error(&e);
-            format!("cannot snapshot the workspace: {e}")
+        .map_err(|refusal| match refusal {
+            Refusal::Git(why) => why,
+            Refusal::Snapshot(e) => {
+                self.note_snapshot_error(&e);
+                format!("cannot snapshot the workspace: {e}")
+            }
         })?;
         let known = journal
             .state()
@@ -122,7 +134,8 @@ impl Engine {
         loop {
             // Every await while children work polls them too: a child stalled in the middle of
             // a store transaction would hold the store's write lock against this run's append.
-            for (task, end) in std::mem::take(&mut children.ended) {
+            // Ends that come in meanwhile are journaled in the same drain.
+            while let Some((task, end)) = children.ended.pop() {
                 match end? {
                     ChildEnd::Returned {
                         result,
@@ -170,6 +183,13 @@ impl Engine {
                     }
                     children.wait_for_one().await;
                 }
+                // Stopping: nothing new is handed out.
+                TaskAction::Delegate { .. } if self.parts.stop.is_stopped() => {
+                    if children.running.is_empty() {
+                        return Ok(());
+                    }
+                    children.wait_for_one().await;
+                }
                 // Steps between the children's ends run while the children go on.
                 action @ (TaskAction::Merge { .. }
                 | TaskAction::FinishMerge { .. }
@@ -178,11 +198,9 @@ impl Engine {
                 | TaskAction::Delegate { .. }) => {
                     let step = self.task_step_boxed(journal, workspace, action);
                     children.alongside(step).await?;
-                    if children.running.is_empty() && self.parts.stop.is_stopped() {
-                        return Ok(());
-                    }
                 }
-                // Anything else is for the run loop, once no child is working.
+                // Anything else is for the run loop, once no child is working (and every end is
+                // journaled: the drain above ran with nothing running since).
                 _ => {
                     if children.running.is_empty() {
                         return Ok(());
@@ -240,11 +258,7 @@ impl Engine {
         summary: String,
     ) -> Result<(), EngineError> {
         let state = journal.state();
-        let ours = state
-            .snapshots
-            .last()
-            .map(|s| s.snapshot.clone())
-            .unwrap_or_else(|| base.clone());
+        let last_journaled = state.snapshots.last().map(|s| s.snapshot.clone());
         let spec = state
             .board
             .as_ref()
@@ -259,16 +273,15 @@ impl Engine {
         let run = journal.run_id().to_string();
         let message = format!("merge task {task}");
         let at = jiff::Timestamp::now();
+        // "Ours" is the workspace as it is now, not as last journaled: whatever a person
+        // changed while the run was paused is merged too, never reverted by the restore.
         let merged = tokio::task::spawn_blocking(move || {
-            let (base, ours, theirs) = (
-                SnapshotId::parse(&base)?,
-                SnapshotId::parse(&ours)?,
-                SnapshotId::parse(&theirs)?,
-            );
+            let (base, theirs) = (SnapshotId::parse(&base)?, SnapshotId::parse(&theirs)?);
             let repo = ShadowRepo::open(&root)?;
+            let ours = repo.snapshot(&run, "before_merge", at)?.id;
             match repo.merge(&run, &base, &ours, &theirs, &message, at)? {
-                MergeOutcome::Merged(id) => Ok((MergeOutcome::Merged(id), String::new())),
-                conflict => Ok((conflict, repo.diff_snapshots(&base, &theirs)?)),
+                MergeOutcome::Merged(id) => Ok((ours, MergeOutcome::Merged(id), String::new())),
+                conflict => Ok((ours, conflict, repo.diff_snapshots(&base, &theirs)?)),
             }
         })
         .await
@@ -277,7 +290,17 @@ impl Engine {
             path: workspace.root().display().to_string(),
             detail: format!("cannot merge task `{task}`: {e}"),
         })?;
-        match merged {
+        let (ours, merged, diff) = merged;
+        if last_journaled.as_deref() != Some(ours.as_str()) {
+            journal
+                .record(Event::SnapshotTaken {
+                    snapshot: ours.to_string(),
+                    reason: SnapshotReason::BeforeMerge,
+                    task: None,
+                })
+                .await?;
+        }
+        match (merged, diff) {
             (MergeOutcome::Merged(id), _) => {
                 journal
                     .record(Event::MergeStarted {

@@ -104,6 +104,39 @@ impl Engine {
                 &Holder::this_process(),
             )
             .await?;
+        self.journal_start(lease, request, workspace).await
+    }
+
+    /// Starts a run that was created but whose process died before it journaled anything (a
+    /// parallel task's child run, whose id its parent journaled first).
+    pub(crate) async fn start_created(
+        &self,
+        run_id: &RunId,
+        request: StartRun,
+    ) -> Result<RunOutcome, EngineError> {
+        let workspace = Workspace::new(&request.workspace).map_err(|e| EngineError::Workspace {
+            path: request.workspace.display().to_string(),
+            detail: e.to_string(),
+        })?;
+        let lease = self
+            .parts
+            .store
+            .acquire(run_id, &Holder::this_process())
+            .await?;
+        let (mut journal, workspace) = self.journal_start(lease, request, workspace).await?;
+        let result = self.drive(&mut journal, workspace).await;
+        journal.close().await;
+        result
+    }
+
+    /// Journals a new run's `RunStarted` (and its plan) under `lease`.
+    async fn journal_start(
+        &self,
+        lease: baton_store::Lease,
+        request: StartRun,
+        workspace: Workspace,
+    ) -> Result<(Journal, Workspace), EngineError> {
+        let root = workspace.root().display().to_string();
         let mut journal = Journal::new(
             self.parts.store.clone(),
             lease,

@@ -35,7 +35,7 @@ pub enum Snapshots {
 /// The engine's snapshot switch and what it learnt in this process.
 #[derive(Debug, Default)]
 pub(crate) struct SnapshotHook {
-    mode: Snapshots,
+    pub(crate) mode: Snapshots,
     /// git is not installed: said once, not tried again in this process.
     git_missing: AtomicBool,
 }
@@ -260,6 +260,7 @@ fn reason_name(reason: SnapshotReason) -> &'static str {
         SnapshotReason::BeforeRisky => "before_risky",
         SnapshotReason::WaveStart => "wave_start",
         SnapshotReason::TaskMerged => "task_merged",
+        SnapshotReason::BeforeMerge => "before_merge",
     }
 }
 

@@ -21,6 +21,7 @@ use support::run::{engine, settings};
 on_both_backends!(
     independent_tasks_are_worked_on_by_child_runs_and_merged,
     a_failed_child_fails_its_task_and_skips_its_dependents,
+    a_child_cut_short_at_its_start_is_started_on_resume,
 );
 
 fn task(id: &str, deps: &[&str], check: &str) -> TaskSpec {
@@ -183,4 +184,151 @@ async fn a_failed_child_fails_its_task_and_skips_its_dependents(backend: Backend
         matches!(&r.event, Event::TaskReturned { task, result: DelegatedResult::Failed { .. }, .. } if task == "t2")
     });
     assert!(returned_failed);
+}
+
+/// A parent journal that delegated `t1` to child run `child` and then died, with the child's
+/// run in the store as the crash left it: `child_events` are its journal so far.
+async fn crashed_parent(
+    store: &Arc<dyn baton_store::Store>,
+    ws: &std::path::Path,
+    child_events: Vec<Event>,
+) -> (RunId, RunId) {
+    use baton_store::{Holder, NewRun};
+    let (parent, child) = (RunId::new(), RunId::new());
+    let base = baton_snapshot::ShadowRepo::open(ws)
+        .unwrap()
+        .snapshot(parent.as_str(), "wave_start", jiff::Timestamp::now())
+        .unwrap()
+        .id;
+    let mut parent_settings = settings(ContextSettings::default());
+    parent_settings.tasks.parallel = 2;
+    let mut child_settings = parent_settings.clone();
+    child_settings.tasks.parallel = 1;
+    let started = |settings: RunSettings, workspace: &std::path::Path| Event::RunStarted {
+        goal: "write the files".into(),
+        workspace: workspace.display().to_string(),
+        system_prompt: "sys".into(),
+        project_instructions: None,
+        tools: vec![],
+        settings,
+    };
+    let journal = |run: &RunId, events: Vec<Event>| -> Vec<EventRecord> {
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(seq, event)| EventRecord {
+                run_id: run.clone(),
+                seq: seq as u64,
+                at: jiff::Timestamp::now(),
+                event,
+            })
+            .collect()
+    };
+    let new_run = |id: &RunId, workspace: &std::path::Path| NewRun {
+        id: id.clone(),
+        goal: "write the files".into(),
+        workspace: workspace.display().to_string(),
+    };
+    let holder = Holder::this_process();
+    let lease = store
+        .create_run(&new_run(&parent, ws), &holder)
+        .await
+        .unwrap();
+    let events = vec![
+        started(parent_settings, ws),
+        Event::PlanSet {
+            source: task::PlanSource::User,
+            tasks: vec![
+                task("t1", &[], "grep -q t1 t1.txt"),
+                task("t2", &[], "grep -q t2 t2.txt"),
+            ],
+            final_check: None,
+        },
+        Event::SnapshotTaken {
+            snapshot: base.to_string(),
+            reason: task::SnapshotReason::WaveStart,
+            task: None,
+        },
+        Event::TaskDelegated {
+            task: "t1".into(),
+            child_run: child.to_string(),
+            base_snapshot: base.to_string(),
+        },
+        Event::TaskDelegated {
+            task: "t2".into(),
+            child_run: RunId::new().to_string(),
+            base_snapshot: base.to_string(),
+        },
+    ];
+    store
+        .append(&lease, &journal(&parent, events))
+        .await
+        .unwrap();
+    store.release(&lease).await.unwrap();
+    let worktree = ws.join(".baton/worktrees").join(child.as_str());
+    let lease = store
+        .create_run(&new_run(&child, &worktree), &holder)
+        .await
+        .unwrap();
+    let child_events = child_events
+        .into_iter()
+        .map(|event| match event {
+            Event::RunStarted { .. } => started(child_settings.clone(), &worktree),
+            other => other,
+        })
+        .collect();
+    store
+        .append(&lease, &journal(&child, child_events))
+        .await
+        .unwrap();
+    store.release(&lease).await.unwrap();
+    (parent, child)
+}
+
+/// The parent died right after creating t1's child run (before the child journaled anything),
+/// or between the child's `run_started` and its `plan_set`: resumed, the child is started (or
+/// given its plan) and does its one task. A file a person added meanwhile survives the merges.
+async fn a_child_cut_short_at_its_start_is_started_on_resume(backend: Backend) {
+    let placeholder = Event::RunStarted {
+        goal: String::new(),
+        workspace: String::new(),
+        system_prompt: String::new(),
+        project_instructions: None,
+        tools: vec![],
+        settings: settings(ContextSettings::default()),
+    };
+    for child_events in [vec![], vec![placeholder]] {
+        let ws = tempfile::tempdir().unwrap();
+        let (store, _schema) = backend.store(ws.path()).await;
+        let (parent, child) = crashed_parent(&store, ws.path(), child_events).await;
+        // A person's file, made while the run was stopped: merges must keep it.
+        std::fs::write(ws.path().join("notes.txt"), "mine\n").unwrap();
+        let provider = writer(|id| format!("{id}\n"));
+        let (engine, _observer) = engine(store.clone(), Arc::new(provider));
+        let outcome = engine
+            .with_snapshots(Snapshots::On)
+            .resume(&parent, &Default::default())
+            .await
+            .unwrap();
+        assert!(
+            matches!(outcome, RunOutcome::Finished { .. }),
+            "{outcome:?}"
+        );
+        for id in ["t1", "t2"] {
+            assert!(ws.path().join(format!("{id}.txt")).exists(), "{id}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
+            "mine\n"
+        );
+        let child_state = replay(&store.load_events(&child).await.unwrap()).unwrap();
+        assert_eq!(child_state.status, RunStatus::Finished);
+        let board = child_state.board.unwrap();
+        assert_eq!(
+            board.tasks.len(),
+            1,
+            "the child worked on its one task only"
+        );
+        assert_eq!(board.tasks[0].spec.id, "t1");
+    }
 }

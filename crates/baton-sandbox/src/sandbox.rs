@@ -251,7 +251,8 @@ impl Sandbox {
             .args(argv)
             .current_dir(&workspace)
             .env_clear()
-            .envs(self.environment(parent_env, &tmp_inside));
+            .envs(self.environment(parent_env, &tmp_inside))
+            .envs(git_boundary(&workspace));
         // Own process group, so a timeout can kill everything the command started.
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         Ok(Prepared { command, guard })
@@ -274,7 +275,8 @@ impl Sandbox {
             .args(args)
             .current_dir(workspace)
             .env_clear()
-            .envs(self.environment(parent_env, &tmp));
+            .envs(self.environment(parent_env, &tmp))
+            .envs(git_boundary(workspace));
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         Ok(Prepared {
             command,
@@ -317,6 +319,20 @@ impl Sandbox {
         env.push(("TMPDIR".into(), tmp.into()));
         env
     }
+}
+
+/// A baton worktree (a `--parallel` task's copy of the workspace: its `.baton/shadow.git` is a
+/// file naming the parent's) lies inside the user's workspace. git run in it must not find the
+/// user's repository above it — and show or change that one instead.
+fn git_boundary(workspace: &Path) -> Option<(OsString, OsString)> {
+    if !workspace.join(".baton").join("shadow.git").is_file() {
+        return None;
+    }
+    let above = workspace.parent()?;
+    Some((
+        "GIT_CEILING_DIRECTORIES".into(),
+        above.as_os_str().to_owned(),
+    ))
 }
 
 /// Whether `name` may reach a command: allowlisted (exactly or by a `PREFIX*` entry) and not

@@ -290,3 +290,53 @@ fn ptrace_and_io_uring_are_denied() {
         assert_eq!(text(&r.stdout), "-1 1 -1 1\n", "{backend:?}");
     }
 }
+
+#[test]
+fn git_in_a_parallel_tasks_worktree_does_not_find_the_users_repository() {
+    for backend in backends() {
+        let ws = tempdir();
+        let git = |dir: &std::path::Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", text(&out.stderr));
+        };
+        git(ws.path(), &["init", "-q"]);
+        let worktree = ws.path().join(".baton/worktrees/child");
+        std::fs::create_dir_all(worktree.join(".baton")).unwrap();
+        std::fs::write(worktree.join(".baton/shadow.git"), "gitdir: /somewhere\n").unwrap();
+        let plain = ws.path().join("src");
+        std::fs::create_dir_all(&plain).unwrap();
+
+        let in_worktree = sh(
+            &sandbox(backend, &worktree, |_| {}),
+            "git rev-parse --git-dir",
+            T,
+        );
+        assert_ne!(
+            in_worktree.status.code(),
+            Some(0),
+            "{backend:?}: {}",
+            text(&in_worktree.stdout)
+        );
+        assert!(
+            text(&in_worktree.stderr).contains("not a git repository"),
+            "{backend:?}: {}",
+            text(&in_worktree.stderr)
+        );
+        // Any other directory of the workspace still finds it.
+        let in_src = sh(
+            &sandbox(backend, &plain, |_| {}),
+            "git rev-parse --show-toplevel",
+            T,
+        );
+        assert_eq!(
+            in_src.status.code(),
+            Some(0),
+            "{backend:?}: {}",
+            text(&in_src.stderr)
+        );
+    }
+}

@@ -13,6 +13,9 @@ use crate::error::{Result, SnapshotError};
 use crate::git::Git;
 use crate::{ShadowRepo, SnapshotId, init, run_ref};
 
+/// The oldest git whose `merge-tree` takes `--write-tree` and `--merge-base`.
+const MERGE_MIN_GIT: (u32, u32) = (2, 40);
+
 /// What a `.baton/shadow.git` file starts with.
 const GITDIR_PREFIX: &str = "gitdir: ";
 
@@ -177,6 +180,30 @@ impl ShadowRepo {
             .call(&["update-ref", run_ref.as_str(), id.as_str()])
             .run()?;
         Ok(MergeOutcome::Merged(id))
+    }
+
+    /// Whether this machine's git can [`ShadowRepo::merge`]: `merge-tree --write-tree` with
+    /// `--merge-base` needs git 2.40. `Err` names the version found.
+    pub fn check_merge_support(&self) -> Result<(), String> {
+        let text = self
+            .git
+            .call(&["version"])
+            .without_repository()
+            .text()
+            .map_err(|e| e.to_string())?;
+        let version = text.trim().trim_start_matches("git version ").to_string();
+        let mut numbers = version
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|n| n.parse::<u32>().ok());
+        let (major, minor) = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+        if (major, minor) >= MERGE_MIN_GIT {
+            Ok(())
+        } else {
+            Err(format!(
+                "merging parallel tasks needs git {}.{} or newer; this is git {version}",
+                MERGE_MIN_GIT.0, MERGE_MIN_GIT.1
+            ))
+        }
     }
 
     /// The unified diff from snapshot `from` to snapshot `to` (any runs).

@@ -89,21 +89,60 @@ pub(super) struct ChildJob {
     settings: RunSettings,
 }
 
+impl ChildJob {
+    /// The child's plan: its one task.
+    fn plan(&self) -> Plan {
+        Plan {
+            tasks: vec![self.spec.clone()],
+            final_check: None,
+        }
+    }
+}
+
+/// How far a child run got before this process drives it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Started {
+    No,
+    /// Created, nothing journaled.
+    Created,
+    Yes,
+}
+
 impl Engine {
     /// Starts or resumes one child run in its worktree and reports how it ended. Boxed as a
     /// `Send` future: a child is driven by the same loop that drives its parent, and the
     /// compiler needs the recursion cut at a named type.
     pub(super) fn drive_child(&self, root: PathBuf, job: ChildJob) -> BoxFuture<'_, ChildOutcome> {
         Box::pin(async move {
-            let end = self.drive_child_now(&root, &job).await;
+            let end = match self.drive_child_now(&root, &job).await {
+                // A problem with this child's worktree fails its task, not the run and the
+                // other children.
+                Err(EngineError::Workspace { path, detail }) => {
+                    Ok(returned_failure(format!("{detail} ({path})")))
+                }
+                end => end,
+            };
             (job.delegated, end)
         })
+    }
+
+    /// An engine of its own for a child: the same store, model, tools and stop signal, but its
+    /// own "pause for a person" slot (children's commands run at the same time).
+    fn child_engine(&self) -> Engine {
+        let mut parts = self.parts.clone();
+        parts.exec.pause_request = Default::default();
+        Engine::new(parts).with_snapshots(self.snapshots.mode)
     }
 
     async fn drive_child_now(&self, root: &Path, job: &ChildJob) -> Result<ChildEnd, EngineError> {
         let child = RunId::from_string(job.delegated.child_run.clone());
         let dir = worktree_dir(root, child.as_str());
-        let exists = self.parts.store.get_run(&child).await?.is_some();
+        let started = match self.parts.store.get_run(&child).await? {
+            None => Started::No,
+            Some(run) if run.event_count == 0 => Started::Created,
+            Some(_) => Started::Yes,
+        };
+        let exists = started == Started::Yes;
         let parent_root = root.to_path_buf();
         let (target, run, base) = (
             dir.clone(),
@@ -126,24 +165,22 @@ impl Engine {
             path: dir.display().to_string(),
             detail: format!("cannot make the worktree of a parallel task: {e}"),
         })?;
-        let outcome = if exists {
-            let overrides = child_overrides(&job.settings);
-            self.resume(&child, &overrides).await
-        } else {
-            let request = StartRun {
-                goal: job.goal.clone(),
-                workspace: dir.clone(),
-                settings: job.settings.clone(),
-                plan: Some(Plan {
-                    tasks: vec![job.spec.clone()],
-                    final_check: None,
-                }),
-            };
-            self.start_with_id(child.clone(), request).await
+        let engine = self.child_engine();
+        let request = StartRun {
+            goal: job.goal.clone(),
+            workspace: dir.clone(),
+            settings: job.settings.clone(),
+            plan: Some(job.plan()),
+        };
+        let outcome = match started {
+            Started::No => engine.start_with_id(child.clone(), request).await,
+            // Its process died between creating the run and journaling its start.
+            Started::Created => engine.start_created(&child, request).await,
+            Started::Yes => engine.resume(&child, &child_overrides(job)).await,
         };
         let outcome = match outcome {
             Ok(outcome) => outcome,
-            // The child's process died between creating its run and journaling its start.
+            // Emptied under our feet (another process started it and died at once).
             Err(EngineError::EmptyRun(_)) => {
                 return Ok(returned_failure(
                     "its run was created but never started (the process died)".into(),
@@ -239,7 +276,8 @@ pub(super) fn child_job(
     let mut goal = format!(
         "{}\n\nThis run works on one task of a larger plan, in its own copy of the workspace; \
          other tasks are worked on at the same time and all changes are merged afterwards. \
-         Change only what this task needs.",
+         Change only what this task needs. The copy is not a git repository: git commands \
+         fail in it.",
         state.goal.trim()
     );
     if let Some(handoff) = board.handoff() {
@@ -272,13 +310,18 @@ fn remaining(budget: &Budget, state: &RunState) -> Budget {
             .usd
             .map(|limit| (limit - state.usage.cost_usd).max(0.0)),
         tokens: budget.tokens.map(|limit| limit.saturating_sub(tokens)),
-        wall_time_secs: budget.wall_time_secs,
+        wall_time_secs: budget
+            .wall_time_secs
+            .map(|limit| limit.saturating_sub(state.running_ms / 1000)),
     }
 }
 
-/// A resumed parent hands its (possibly raised) limits and model to its children.
-fn child_overrides(settings: &RunSettings) -> SettingsOverride {
+/// A resumed parent hands its (possibly raised) limits and model to its children, and the
+/// plan again: a child killed between journaling its start and its plan gets it then.
+fn child_overrides(job: &ChildJob) -> SettingsOverride {
+    let settings = &job.settings;
     SettingsOverride {
+        plan: Some(job.plan()),
         provider: Some(settings.model.provider),
         base_url: Some(settings.model.base_url.clone()),
         model: Some(settings.model.model.clone()),
