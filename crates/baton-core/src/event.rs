@@ -413,6 +413,9 @@ pub enum PauseReason {
     PlanReview,
     /// A task failed and the run is set to wait for a person rather than go on without it.
     TaskFailed,
+    /// A parallel task's worktree could not be made, snapshotted or restored (disk full, git
+    /// failing): fix the cause and resume.
+    Workspace,
 }
 
 /// What the run does about a detected loop.

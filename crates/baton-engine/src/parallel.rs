@@ -135,7 +135,8 @@ impl Engine {
             // Every await while children work polls them too: a child stalled in the middle of
             // a store transaction would hold the store's write lock against this run's append.
             // Ends that come in meanwhile are journaled in the same drain.
-            while let Some((task, end)) = children.ended.pop() {
+            while !children.ended.is_empty() {
+                let (task, end) = children.ended.remove(0);
                 match end? {
                     ChildEnd::Returned {
                         result,

@@ -22,6 +22,7 @@ on_both_backends!(
     independent_tasks_are_worked_on_by_child_runs_and_merged,
     a_failed_child_fails_its_task_and_skips_its_dependents,
     a_child_cut_short_at_its_start_is_started_on_resume,
+    a_worktree_that_cannot_be_made_pauses_the_run_until_fixed,
 );
 
 fn task(id: &str, deps: &[&str], check: &str) -> TaskSpec {
@@ -195,8 +196,9 @@ async fn crashed_parent(
 ) -> (RunId, RunId) {
     use baton_store::{Holder, NewRun};
     let (parent, child) = (RunId::new(), RunId::new());
-    let base = baton_snapshot::ShadowRepo::open(ws)
-        .unwrap()
+    std::fs::write(ws.join("README"), "the workspace\n").unwrap();
+    let repo = baton_snapshot::ShadowRepo::open(ws).unwrap();
+    let base = repo
         .snapshot(parent.as_str(), "wave_start", jiff::Timestamp::now())
         .unwrap()
         .id;
@@ -266,6 +268,11 @@ async fn crashed_parent(
         .unwrap();
     store.release(&lease).await.unwrap();
     let worktree = ws.join(".baton/worktrees").join(child.as_str());
+    // A child that journaled anything had its worktree made first.
+    if !child_events.is_empty() {
+        repo.create_worktree(&worktree, child.as_str(), &base)
+            .unwrap();
+    }
     let lease = store
         .create_run(&new_run(&child, &worktree), &holder)
         .await
@@ -321,6 +328,7 @@ async fn a_child_cut_short_at_its_start_is_started_on_resume(backend: Backend) {
             std::fs::read_to_string(ws.path().join("notes.txt")).unwrap(),
             "mine\n"
         );
+        assert!(ws.path().join("README").exists());
         let child_state = replay(&store.load_events(&child).await.unwrap()).unwrap();
         assert_eq!(child_state.status, RunStatus::Finished);
         let board = child_state.board.unwrap();
@@ -331,4 +339,36 @@ async fn a_child_cut_short_at_its_start_is_started_on_resume(backend: Backend) {
         );
         assert_eq!(board.tasks[0].spec.id, "t1");
     }
+}
+
+/// The worktrees cannot be made (here: `.baton/worktrees` is a file): the run pauses with
+/// reason `workspace` instead of failing the tasks, and a resume after the fix finishes.
+async fn a_worktree_that_cannot_be_made_pauses_the_run_until_fixed(backend: Backend) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
+    std::fs::write(ws.path().join(".baton/worktrees"), "in the way").unwrap();
+    let tasks = vec![
+        task("t1", &[], "grep -q t1 t1.txt"),
+        task("t2", &[], "grep -q t2 t2.txt"),
+    ];
+    let (outcome, _events, store, _schema) =
+        start(backend, ws.path(), writer(|id| format!("{id}\n")), tasks).await;
+    let RunOutcome::Paused { reason, detail, .. } = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(*reason, PauseReason::Workspace);
+    assert!(detail.contains("worktree"), "{detail}");
+
+    std::fs::remove_file(ws.path().join(".baton/worktrees")).unwrap();
+    let (engine, _observer) = engine(store.clone(), Arc::new(writer(|id| format!("{id}\n"))));
+    let resumed = engine
+        .with_snapshots(Snapshots::On)
+        .resume(outcome.run_id(), &Default::default())
+        .await
+        .unwrap();
+    assert!(
+        matches!(resumed, RunOutcome::Finished { .. }),
+        "{resumed:?}"
+    );
+    assert!(ws.path().join("t1.txt").exists() && ws.path().join("t2.txt").exists());
 }

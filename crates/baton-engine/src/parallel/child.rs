@@ -115,11 +115,13 @@ impl Engine {
     pub(super) fn drive_child(&self, root: PathBuf, job: ChildJob) -> BoxFuture<'_, ChildOutcome> {
         Box::pin(async move {
             let end = match self.drive_child_now(&root, &job).await {
-                // A problem with this child's worktree fails its task, not the run and the
-                // other children.
-                Err(EngineError::Workspace { path, detail }) => {
-                    Ok(returned_failure(format!("{detail} ({path})")))
-                }
+                // A problem with this child's worktree (often passing: a full disk) sets it
+                // aside, not the run and the other children; the run pauses when nothing else
+                // can go on, and a resume tries again.
+                Err(EngineError::Workspace { path, detail }) => Ok(ChildEnd::Paused {
+                    reason: PauseReason::Workspace,
+                    detail: format!("{detail} ({path})"),
+                }),
                 end => end,
             };
             (job.delegated, end)
@@ -326,7 +328,12 @@ fn child_overrides(job: &ChildJob) -> SettingsOverride {
         base_url: Some(settings.model.base_url.clone()),
         model: Some(settings.model.model.clone()),
         max_turns: Some(settings.limits.max_turns),
-        budget: Some(settings.budget),
+        // Running time is counted by the child itself since it started: the parent's clock,
+        // which ran meanwhile, must not shrink it again.
+        budget: Some(Budget {
+            wall_time_secs: None,
+            ..settings.budget
+        }),
         task_budget: Some(settings.tasks.budget),
         task_max_turns: settings.tasks.max_turns,
         ..SettingsOverride::default()
