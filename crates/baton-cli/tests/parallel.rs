@@ -300,6 +300,11 @@ async fn a_merge_conflict_becomes_a_follow_up_task_that_dependents_wait_for() {
         .find(|r| task_key(&r.body) == follow_up)
         .unwrap();
     assert!(follow_up_request.body.to_string().contains("conflict"));
+    // The conflicted task's worktree, kept while its follow-up worked, is gone at the end.
+    let left = std::fs::read_dir(ws.path().join(".baton/worktrees"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(left, 0);
 }
 
 /// Where work on `task` began: in the workspace or in a worktree.

@@ -212,6 +212,37 @@ impl Engine {
         }
     }
 
+    /// At the run's end, the worktrees of verified tasks go (a merge removes its own, but a
+    /// crash can cut that short, and a conflicted task's work was redone by its follow-up);
+    /// those of failed tasks stay for a person to look at.
+    pub(crate) async fn remove_settled_worktrees(&self, journal: &Journal, workspace: &Workspace) {
+        let Some(board) = &journal.state().board else {
+            return;
+        };
+        let dirs: Vec<PathBuf> = board
+            .tasks
+            .iter()
+            .filter(|t| t.status == baton_core::board::TaskStatus::Verified)
+            .filter_map(|t| t.delegation.as_ref())
+            .map(|d| worktree_dir(workspace.root(), &d.child_run))
+            .filter(|dir| dir.exists())
+            .collect();
+        if dirs.is_empty() {
+            return;
+        }
+        let removed = tokio::task::spawn_blocking(move || {
+            for dir in dirs {
+                if let Err(e) = std::fs::remove_dir_all(&dir) {
+                    tracing::warn!("cannot remove worktree {}: {e}", dir.display());
+                }
+            }
+        })
+        .await;
+        if let Err(e) = removed {
+            tracing::warn!("removing worktrees failed: {e}");
+        }
+    }
+
     /// `task_step`, boxed: it is called from within a step (the compiler needs the recursion
     /// cut at a named type).
     fn task_step_boxed<'a>(

@@ -153,14 +153,17 @@ impl Engine {
                     })
                     .await
             }
-            TaskAction::End { report, outcome } => match outcome {
-                BoardOutcome::AllVerified => {
-                    journal.record(Event::RunFinished { summary: report }).await
+            TaskAction::End { report, outcome } => {
+                self.remove_settled_worktrees(journal, workspace).await;
+                match outcome {
+                    BoardOutcome::AllVerified => {
+                        journal.record(Event::RunFinished { summary: report }).await
+                    }
+                    BoardOutcome::SomeFailed => {
+                        journal.record(Event::RunFailed { error: report }).await
+                    }
                 }
-                BoardOutcome::SomeFailed => {
-                    journal.record(Event::RunFailed { error: report }).await
-                }
-            },
+            }
         }
     }
 

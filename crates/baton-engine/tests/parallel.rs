@@ -185,6 +185,21 @@ async fn a_failed_child_fails_its_task_and_skips_its_dependents(backend: Backend
         matches!(&r.event, Event::TaskReturned { task, result: DelegatedResult::Failed { .. }, .. } if task == "t2")
     });
     assert!(returned_failed);
+    // The failed task's worktree stays for a person to look at; the merged ones are gone.
+    let left: Vec<String> = std::fs::read_dir(ws.path().join(".baton/worktrees"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let failed_child = events
+        .iter()
+        .find_map(|r| match &r.event {
+            Event::TaskDelegated {
+                task, child_run, ..
+            } if task == "t2" => Some(child_run.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(left, [failed_child]);
 }
 
 /// A parent journal that delegated `t1` to child run `child` and then died, with the child's
