@@ -7,8 +7,9 @@
 //!
 //! Crash safety comes from the journal order: `snapshot_taken` (wave start) → `task_delegated`
 //! (the child's id is fixed before the child exists) → the child runs (resumed, not restarted,
-//! by a resumed parent) → `task_returned` → `merge_started` (the merge commit exists) → restore
-//! of the workspace (redone on resume) → `task_finished`.
+//! by a resumed parent) → `task_returned` → `snapshot_taken` (before_merge: the workspace as it
+//! is) → `merge_started` (the merge commit exists) → restore of the workspace (redone on
+//! resume) → `task_finished`.
 
 mod child;
 
