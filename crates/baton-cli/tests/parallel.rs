@@ -331,21 +331,7 @@ async fn kill_and_resume(
         std::fs::write(file, format!("// {i}\n")).unwrap();
     }
     let plan = plan(dir.path());
-    let mut cmd = baton(ws.path(), home.path());
-    cmd.args([
-        "run",
-        "--no-supervise",
-        "--json",
-        "--base-url",
-        &server.base_url(),
-        "--model",
-        "m",
-        "--plan",
-        &plan,
-        "--parallel",
-        "2",
-        "goal",
-    ]);
+    let cmd = parallel_run(&server, ws.path(), home.path(), &plan);
     let (mut child, mut lines) = spawn_json(cmd);
     let seen = tokio::task::spawn_blocking(move || {
         let event = lines.until(kill_at);
@@ -426,6 +412,26 @@ async fn kill_9_while_the_children_check_then_resume_resumes_them() {
     assert!(asked(&server, "a") <= 3);
 }
 
+/// `baton run --plan PLAN --parallel 2` as one process with its events on stdout, to be
+/// killed or signalled part-way.
+fn parallel_run(
+    server: &ScriptedServer,
+    ws: &Path,
+    home: &Path,
+    plan: &str,
+) -> std::process::Command {
+    let mut cmd = baton(ws, home);
+    cmd.args([
+        "run",
+        "--no-supervise",
+        "--json",
+        "--base-url",
+        &server.base_url(),
+    ])
+    .args(["--model", "m", "--plan", plan, "--parallel", "2", "goal"]);
+    cmd
+}
+
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
@@ -454,21 +460,7 @@ async fn sigterm_during_a_wave_pauses_parent_and_children_and_resume_finishes() 
     let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
     seed(ws.path());
     let plan = plan(dir.path());
-    let mut cmd = baton(ws.path(), home.path());
-    cmd.args([
-        "run",
-        "--no-supervise",
-        "--json",
-        "--base-url",
-        &server.base_url(),
-        "--model",
-        "m",
-        "--plan",
-        &plan,
-        "--parallel",
-        "2",
-        "goal",
-    ]);
+    let cmd = parallel_run(&server, ws.path(), home.path(), &plan);
     let first = tokio::task::spawn_blocking(move || {
         let (child, mut events) = spawn_json(cmd);
         events
