@@ -155,10 +155,7 @@ pub(crate) fn progress_line(event: &Event, state: &RunState) -> Option<String> {
 
 /// The task a `--parallel` child run works on (its workspace is a worktree of the parent's).
 fn parallel_task(state: &RunState) -> Option<&str> {
-    let in_worktree = std::path::Path::new(&state.workspace)
-        .parent()
-        .is_some_and(|dir| dir.ends_with(".baton/worktrees"));
-    if !in_worktree {
+    if !baton_core::task::is_worktree(std::path::Path::new(&state.workspace)) {
         return None;
     }
     state

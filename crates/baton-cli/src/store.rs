@@ -107,12 +107,10 @@ pub(crate) async fn resolve_run(opened: &Opened, prefix: &str) -> Result<RunId, 
     }
 }
 
-/// A run that works on one task of another run (`--parallel`), in a worktree under the
-/// workspace's `.baton/worktrees/`: never "the latest run" (its parent is).
+/// A run that works on one task of another run (`--parallel`): never "the latest run" (its
+/// parent is).
 fn is_parallel_child(run: &RunSummary) -> bool {
-    Path::new(&run.workspace)
-        .parent()
-        .is_some_and(|dir| dir.ends_with(".baton/worktrees"))
+    baton_core::task::is_worktree(Path::new(&run.workspace))
 }
 
 pub(crate) async fn latest_run(opened: &Opened) -> Result<RunSummary, CliError> {

@@ -144,18 +144,7 @@ fn assert_merged_workspace(ws: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_independent_tasks_run_at_once_and_are_merged() {
     let server = server("line 1\nline 2\nline 3 by b\n", None, 0).await;
-    let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
-    seed(ws.path());
-    let plan = plan(dir.path());
-    let out = run_against(
-        &server,
-        ws.path(),
-        home.path(),
-        &["--plan", &plan, "--parallel", "2", "goal"],
-    )
-    .await;
-    assert_finished(&out);
-    assert_merged_workspace(ws.path());
+    let (ws, home, out) = run_to_the_end(&server).await;
     // The progress lines of each child run are marked with its task.
     let progress = String::from_utf8_lossy(&out.stderr);
     for expected in [
@@ -262,18 +251,7 @@ async fn a_merge_conflict_becomes_a_follow_up_task_that_dependents_wait_for() {
         0,
     )
     .await;
-    let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
-    seed(ws.path());
-    let plan = plan(dir.path());
-    let out = run_against(
-        &server,
-        ws.path(),
-        home.path(),
-        &["--plan", &plan, "--parallel", "2", "goal"],
-    )
-    .await;
-    assert_finished(&out);
-    assert_merged_workspace(ws.path());
+    let (ws, home, _) = run_to_the_end(&server).await;
     let events = journal(ws.path(), home.path());
     let conflicts = of_type(&events, "merge_conflicted");
     assert_eq!(conflicts.len(), 1);
@@ -430,6 +408,26 @@ fn parallel_run(
     ])
     .args(["--model", "m", "--plan", plan, "--parallel", "2", "goal"]);
     cmd
+}
+
+/// Runs the plan of `a`, `b` and `c` with `--parallel 2` in a seeded workspace and checks that
+/// it finished with the work of all three merged; returns the workspace, home and output.
+async fn run_to_the_end(
+    server: &ScriptedServer,
+) -> (tempfile::TempDir, tempfile::TempDir, std::process::Output) {
+    let (ws, home, dir) = (tempdir(), tempdir(), tempdir());
+    seed(ws.path());
+    let plan = plan(dir.path());
+    let out = run_against(
+        server,
+        ws.path(),
+        home.path(),
+        &["--plan", &plan, "--parallel", "2", "goal"],
+    )
+    .await;
+    assert_finished(&out);
+    assert_merged_workspace(ws.path());
+    (ws, home, out)
 }
 
 fn tempdir() -> tempfile::TempDir {

@@ -13,12 +13,12 @@
 
 mod child;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use futures::future::BoxFuture;
 
 use baton_core::board::{DelegatedTask, TaskAction};
-use baton_core::task::{SnapshotReason, TaskSpec};
+use baton_core::task::{SnapshotReason, TaskSpec, worktree_dir};
 use baton_core::{Event, NextAction, PauseReason, RunId, next_action};
 use baton_snapshot::{Change, MergeOutcome, ShadowRepo, SnapshotId};
 use baton_tools::Workspace;
@@ -26,6 +26,7 @@ use baton_tools::Workspace;
 use crate::EngineError;
 use crate::journal::Journal;
 use crate::run_loop::Engine;
+use crate::tasks::cap_middle;
 use child::{ChildEnd, Children, child_job};
 
 /// Why tasks cannot go to worktrees.
@@ -36,11 +37,6 @@ enum Refusal {
 
 /// The diff a conflicted task's follow-up gets, at most.
 const MAX_FOLLOW_UP_DIFF: usize = 24 * 1024;
-
-/// Where the worktrees of a workspace's parallel tasks live.
-pub fn worktree_dir(workspace: &Path, child_run: &str) -> PathBuf {
-    workspace.join(".baton").join("worktrees").join(child_run)
-}
 
 impl Engine {
     /// Snapshots the workspace as the tasks' base and journals a child run for each. Without
@@ -404,15 +400,7 @@ fn follow_up_instructions(
     conflicts: &[String],
     diff: &str,
 ) -> String {
-    let mut diff = diff.to_string();
-    if diff.len() > MAX_FOLLOW_UP_DIFF {
-        let mut end = MAX_FOLLOW_UP_DIFF;
-        while !diff.is_char_boundary(end) {
-            end -= 1;
-        }
-        diff.truncate(end);
-        diff.push_str("\n[... diff cut ...]\n");
-    }
+    let diff = cap_middle(diff, MAX_FOLLOW_UP_DIFF);
     format!(
         "Task `{id}` ({title}) was done and verified in a separate worktree, at the same time as \
          other tasks, but its changes conflict with theirs in: {files}. The workspace has the \

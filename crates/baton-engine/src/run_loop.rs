@@ -30,6 +30,14 @@ use crate::failure::pause_for_failure;
 use crate::journal::Journal;
 use crate::memory_tools::MemoryTools;
 
+/// Where a started run's lease comes from.
+enum StartAs {
+    /// A new run under this id.
+    New(RunId),
+    /// A run already in the store with nothing journaled.
+    Created(RunId),
+}
+
 pub struct Engine {
     pub(crate) parts: EngineParts,
     pub(crate) redactor: Redactor,
@@ -73,11 +81,36 @@ impl Engine {
         run_id: RunId,
         request: StartRun,
     ) -> Result<RunOutcome, EngineError> {
+        self.start_as(StartAs::New(run_id), request).await
+    }
+
+    /// Starts a run that was created but whose process died before it journaled anything (a
+    /// parallel task's child run, whose id its parent journaled first).
+    pub(crate) async fn start_created(
+        &self,
+        run_id: &RunId,
+        request: StartRun,
+    ) -> Result<RunOutcome, EngineError> {
+        self.start_as(StartAs::Created(run_id.clone()), request)
+            .await
+    }
+
+    async fn start_as(&self, start: StartAs, request: StartRun) -> Result<RunOutcome, EngineError> {
         let workspace = Workspace::new(&request.workspace).map_err(|e| EngineError::Workspace {
             path: request.workspace.display().to_string(),
             detail: e.to_string(),
         })?;
-        let (mut journal, workspace) = self.begin_run(run_id, request, workspace).await?;
+        let (mut journal, workspace) = match start {
+            StartAs::New(run_id) => self.begin_run(run_id, request, workspace).await?,
+            StartAs::Created(run_id) => {
+                let lease = self
+                    .parts
+                    .store
+                    .acquire(&run_id, &Holder::this_process())
+                    .await?;
+                self.journal_start(lease, request, workspace).await?
+            }
+        };
         let result = self.drive(&mut journal, workspace).await;
         journal.close().await;
         result
@@ -105,28 +138,6 @@ impl Engine {
             )
             .await?;
         self.journal_start(lease, request, workspace).await
-    }
-
-    /// Starts a run that was created but whose process died before it journaled anything (a
-    /// parallel task's child run, whose id its parent journaled first).
-    pub(crate) async fn start_created(
-        &self,
-        run_id: &RunId,
-        request: StartRun,
-    ) -> Result<RunOutcome, EngineError> {
-        let workspace = Workspace::new(&request.workspace).map_err(|e| EngineError::Workspace {
-            path: request.workspace.display().to_string(),
-            detail: e.to_string(),
-        })?;
-        let lease = self
-            .parts
-            .store
-            .acquire(run_id, &Holder::this_process())
-            .await?;
-        let (mut journal, workspace) = self.journal_start(lease, request, workspace).await?;
-        let result = self.drive(&mut journal, workspace).await;
-        journal.close().await;
-        result
     }
 
     /// Journals a new run's `RunStarted` (and its plan) under `lease`.

@@ -297,7 +297,7 @@ fn first_line(text: &str) -> &str {
 
 /// Keeps the head and the tail of `text` within `max` bytes (errors tend to be at the end, the
 /// command's context at the start).
-fn cap_middle(text: &str, max: usize) -> String {
+pub(crate) fn cap_middle(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_string();
     }

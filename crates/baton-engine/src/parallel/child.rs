@@ -10,11 +10,10 @@ use futures::stream::FuturesUnordered;
 
 use baton_core::board::DelegatedTask;
 use baton_core::governance::Budget;
-use baton_core::task::{Plan, TaskSpec};
+use baton_core::task::{Plan, TaskSpec, worktree_dir};
 use baton_core::{DelegatedResult, PauseReason, RunId, RunSettings, RunState, RunStatus, replay};
 use baton_snapshot::{ShadowRepo, SnapshotId};
 
-use super::worktree_dir;
 use crate::EngineError;
 use crate::api::{RunOutcome, SettingsOverride, StartRun};
 use crate::run_loop::Engine;
