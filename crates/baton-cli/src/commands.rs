@@ -354,6 +354,7 @@ pub(crate) fn resolve_settings(
         context,
         budget,
         loop_detection: Default::default(),
+        endings: Default::default(),
     };
     Ok((settings, layer))
 }

@@ -302,7 +302,10 @@ fn run_progress_line(event: &Event, state: &RunState) -> Option<String> {
         }
         Event::NoteAdded { text } => format!("  note to model: {}", one_line(text, 160)),
         Event::RunPaused { detail, .. } => format!("⏸ paused: {detail}"),
-        Event::RunFinished { summary } => format!("✔ finished: {}", one_line(summary, 500)),
+        Event::TextEndAccepted { summary, .. } => {
+            format!("  ✔ text reply taken as done: {}", one_line(summary, 160))
+        }
+        Event::RunFinished { summary, .. } => format!("✔ finished: {}", one_line(summary, 500)),
         Event::RunFailed { error } => format!("✘ failed: {error}"),
         Event::ModelCallStarted { .. } | Event::TurnFinished { .. } => return None,
         other => task_line(other)?,

@@ -191,7 +191,16 @@ pub fn render(records: &[EventRecord]) -> String {
             Event::NoteAdded { text } => format!("note to model: {text}"),
             Event::TurnFinished { turn } => format!("turn {turn} done"),
             Event::RunPaused { reason, detail } => format!("PAUSED [{reason:?}]: {detail}"),
-            Event::RunFinished { summary } => format!("FINISHED: {summary}"),
+            Event::TextEndAccepted { summary, .. } => {
+                format!("the model's text reply is taken as its claim that it is done: {summary}")
+            }
+            Event::RunFinished {
+                summary,
+                finished_by,
+            } => match finished_by {
+                Some(by) => format!("FINISHED (by {}): {summary}", by.as_str()),
+                None => format!("FINISHED: {summary}"),
+            },
             Event::RunFailed { error } => format!("FAILED: {error}"),
             other => crate::output::task_line(other).unwrap_or_default(),
         };

@@ -16,6 +16,7 @@ fn state_with_history() -> RunState {
         context: Default::default(),
         budget: Default::default(),
         loop_detection: Default::default(),
+        endings: Default::default(),
     };
     let tools = vec![ToolSpec {
         name: "read_file".into(),

@@ -1,5 +1,6 @@
 use serde::{Deserialize, Serialize};
 
+use crate::ending::FinishedBy;
 use crate::governance::{BudgetResource, LoopPattern};
 use crate::message::{AssistantMessage, ToolResult, ToolSpec, Usage};
 use crate::settings::RunSettings;
@@ -252,12 +253,23 @@ pub enum Event {
         task: Option<String>,
         snapshot: String,
     },
+    /// The model's plain-text reply (after its nudge) is taken as its claim that it is done,
+    /// exactly as if it had called `finish` with `summary`: inside a task the task's check runs,
+    /// otherwise the run finishes (`run_finished` with `finished_by = "text"`).
+    TextEndAccepted {
+        turn: u32,
+        summary: String,
+    },
     RunPaused {
         reason: PauseReason,
         detail: String,
     },
     RunFinished {
         summary: String,
+        /// How the model ended: its `finish` tool or a plain-text reply; absent when the run
+        /// ended by its task graph (or was journaled before this field existed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        finished_by: Option<FinishedBy>,
     },
     RunFailed {
         error: String,
@@ -298,6 +310,7 @@ impl Event {
             Event::SnapshotTaken { .. } => "snapshot_taken",
             Event::RollbackStarted { .. } => "rollback_started",
             Event::RollbackFinished { .. } => "rollback_finished",
+            Event::TextEndAccepted { .. } => "text_end_accepted",
             Event::RunPaused { .. } => "run_paused",
             Event::RunFinished { .. } => "run_finished",
             Event::RunFailed { .. } => "run_failed",
@@ -416,6 +429,10 @@ pub enum PauseReason {
     /// A parallel task's worktree could not be made, snapshotted or restored (disk full, git
     /// failing): fix the cause and resume.
     Workspace,
+    /// `--on-text-reply pause`: the model ended with a plain-text reply; a person decides.
+    TextReply,
+    /// A planning run's model replied without a plan after being told to submit one.
+    NoPlan,
 }
 
 /// What the run does about a detected loop.

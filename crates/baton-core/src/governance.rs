@@ -113,6 +113,14 @@ pub struct LoopPolicy {
     pub alternations: u32,
     /// This many turns whose tool results were all seen before (no new information).
     pub stalled_turns: u32,
+    /// This many model replies in a row without a tool call pause the run, whatever
+    /// `on_text_reply` says (runs journaled before this rule read as 3).
+    #[serde(default = "default_no_tool_turns")]
+    pub no_tool_turns: u32,
+}
+
+fn default_no_tool_turns() -> u32 {
+    3
 }
 
 impl Default for LoopPolicy {
@@ -121,6 +129,7 @@ impl Default for LoopPolicy {
             repeats: 4,
             alternations: 3,
             stalled_turns: 8,
+            no_tool_turns: default_no_tool_turns(),
         }
     }
 }
@@ -144,6 +153,8 @@ pub enum LoopPattern {
     Repeat,
     Alternation,
     Stall,
+    /// Model replies in a row without a tool call.
+    NoToolReplies,
 }
 
 /// Remembers `fingerprint` (marking whether its result is new) in a bounded window.

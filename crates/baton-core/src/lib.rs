@@ -4,6 +4,7 @@
 //! replay and replay is testable without a database, a model or a workspace.
 
 pub mod board;
+pub mod ending;
 mod event;
 pub mod governance;
 pub mod handle;
@@ -17,6 +18,7 @@ mod settings;
 mod state;
 pub mod task;
 
+pub use ending::{EndingPolicy, FinishedBy, OnTextReply};
 pub use event::{
     CompactionTrigger, DelegatedResult, ErrorClass, Event, EventRecord, LoopResponse, PauseReason,
     RequestMetrics, RunStatus,

@@ -1,4 +1,6 @@
 use crate::board::TaskAction;
+use crate::ending::{AfterReply, FinishedBy, nudge_text, open_items_text};
+use crate::event::PauseReason;
 use crate::event::RunStatus;
 use crate::message::{ToolCall, ToolEffect};
 use crate::state::{Phase, RunState};
@@ -39,13 +41,20 @@ pub enum NextAction {
         turn: u32,
         call: ToolCall,
     },
-    /// The model answered without tool calls: remind it how to make progress.
-    Nudge,
+    /// Tell the model something before its next turn (a nudge after a reply without a tool
+    /// call, or the open todo items of an ending): journaled as `note_added`.
+    Note { text: String },
+    /// Take the model's text reply as its claim that it is done (`text_end_accepted`).
+    AcceptTextEnd { turn: u32, summary: String },
+    /// Pause the run because of how the model ended (or did not): `text_reply`, `loop`, `no_plan`.
+    PauseEnding { reason: PauseReason, detail: String },
     FinishTurn {
         turn: u32,
     },
     Finish {
         summary: String,
+        /// How the model ended (absent: the run's task graph ended it).
+        finished_by: Option<FinishedBy>,
     },
     /// The turn limit is reached.
     PauseAtTurnLimit {
@@ -68,6 +77,7 @@ pub fn next_action(state: &RunState) -> NextAction {
     if let Some(summary) = &state.finish_summary {
         return NextAction::Finish {
             summary: summary.clone(),
+            finished_by: state.finished_by,
         };
     }
     match &state.phase {
@@ -104,7 +114,7 @@ pub fn next_action(state: &RunState) -> NextAction {
             turn,
             remaining,
             in_flight,
-            needs_nudge,
+            after,
         } => {
             if let Some(flight) = in_flight {
                 let call = flight.call.clone();
@@ -118,11 +128,49 @@ pub fn next_action(state: &RunState) -> NextAction {
                     turn: *turn,
                     call: call.clone(),
                 }
-            } else if *needs_nudge {
-                NextAction::Nudge
+            } else if let Some(after) = after {
+                carry_out(state, *turn, after)
             } else {
                 NextAction::FinishTurn { turn: *turn }
             }
         }
+    }
+}
+
+/// The step that carries out what the reducer decided about a reply without a tool call.
+fn carry_out(state: &RunState, turn: u32, after: &AfterReply) -> NextAction {
+    let in_task = state.board.as_ref().is_some_and(|b| b.current.is_some());
+    match after {
+        AfterReply::Nudge { kind } => NextAction::Note {
+            text: nudge_text(*kind, in_task),
+        },
+        AfterReply::RemindOpenItems { items } => NextAction::Note {
+            text: open_items_text(items),
+        },
+        AfterReply::Claim { summary } => NextAction::AcceptTextEnd {
+            turn,
+            summary: summary.clone(),
+        },
+        AfterReply::PauseForPerson => NextAction::PauseEnding {
+            reason: PauseReason::TextReply,
+            detail: "the model ended with a plain-text reply (`--on-text-reply pause`): read it \
+                     with `baton logs`; `baton resume` lets it go on, `baton resume \
+                     --on-text-reply finish` accepts its next such reply as the end"
+                .into(),
+        },
+        AfterReply::PauseLoop { replies } => NextAction::PauseEnding {
+            reason: PauseReason::Loop,
+            detail: format!(
+                "the model replied {replies} times in a row without calling a tool — look at \
+                 `baton logs`, then `baton resume` (optionally with other settings)"
+            ),
+        },
+        AfterReply::PauseNoPlan => NextAction::PauseEnding {
+            reason: PauseReason::NoPlan,
+            detail: "the model did not submit a plan after being told to (`submit_plan`) — \
+                     `baton resume` gives it another turn, `baton resume --plan FILE` supplies \
+                     the plan"
+                .into(),
+        },
     }
 }

@@ -1,5 +1,6 @@
 use serde::{Deserialize, Serialize};
 
+use crate::ending::EndingPolicy;
 use crate::governance::{Budget, LoopPolicy};
 
 /// Everything a run needs to be resumed the same way, recorded in its first event.
@@ -21,6 +22,11 @@ pub struct RunSettings {
     /// graphs existed read as the defaults (and have no plan).
     #[serde(default)]
     pub tasks: TaskSettings,
+    /// What a reply without a tool call means, and whether open todo items are named before
+    /// an ending. Runs journaled before this setting existed read as
+    /// [`EndingPolicy::journaled_before`].
+    #[serde(default = "EndingPolicy::journaled_before")]
+    pub endings: EndingPolicy,
 }
 
 /// The task-graph policy of a run.

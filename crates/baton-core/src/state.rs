@@ -3,10 +3,14 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
 use crate::board::{OpenCheck, TaskBoard, TaskStatus};
+use crate::ending::{
+    AfterReply, EndingTrack, FinishedBy, NudgeKind, OpenItems, Reply, Situation, after_reply,
+    open_items_due, with_open_items,
+};
 use crate::event::{
     CompactionTrigger, ErrorClass, Event, EventRecord, LoopResponse, PauseReason, RunStatus,
 };
-use crate::governance::{BudgetResource, CallFingerprint, remember_call, stable_hash};
+use crate::governance::{BudgetResource, CallFingerprint, LoopPattern, remember_call, stable_hash};
 use crate::memory::{
     PlanItem, REMEMBER_TOOL, UPDATE_PLAN_TOOL, apply_fact, parse_plan_update, parse_remember,
 };
@@ -68,8 +72,15 @@ pub struct RunState {
     /// counts.
     pub consecutive_model_failures: u32,
     pub usage: UsageTotals,
-    /// Set when the `finish` tool completed: the run should be recorded as finished.
+    /// Set when the model ended the run (the `finish` tool, or a text reply accepted as its
+    /// claim): the run should be recorded as finished.
     pub finish_summary: Option<String>,
+    /// How the model ended, once `finish_summary` is set by the model.
+    #[serde(default)]
+    pub finished_by: Option<FinishedBy>,
+    /// Replies without tool calls, nudges and reminders: what decides how a run ends.
+    #[serde(default)]
+    pub endings: EndingTrack,
     pub pause: Option<(PauseReason, String)>,
     pub failure: Option<String>,
     /// Workspace snapshots of this run, oldest first.
@@ -149,8 +160,9 @@ pub enum Phase {
         turn: u32,
         remaining: Vec<ToolCall>,
         in_flight: Option<InFlightTool>,
-        /// The model answered without calling any tool and has not been told to yet.
-        needs_nudge: bool,
+        /// What the run does once the turn's calls are done about a reply without a tool call
+        /// or an ending (decided when it was journaled; taken by the event that carries it out).
+        after: Option<AfterReply>,
     },
 }
 
@@ -272,7 +284,18 @@ impl RunState {
             }
             Event::RunResumed { settings } => {
                 self.settings = Some(settings.clone());
-                self.pause = None;
+                // A person resumed a run paused about its endings: count afresh (a crash's
+                // resume keeps the counts, so it decides as the dead process would have).
+                match self.pause.take().map(|(reason, _)| reason) {
+                    Some(PauseReason::Loop | PauseReason::TextReply) => {
+                        self.endings.no_tool_replies = 0;
+                    }
+                    Some(PauseReason::NoPlan) => {
+                        self.endings.no_tool_replies = 0;
+                        self.endings.planning_nudged = false;
+                    }
+                    _ => {}
+                }
                 // A person looked at the run: loops and warnings start counting afresh.
                 self.recent_calls.clear();
                 self.loop_nudges = 0;
@@ -366,11 +389,12 @@ impl RunState {
                 self.consecutive_model_failures = 0;
                 self.overflow_compactions = 0;
                 self.push_history(seq, *turn, Message::Assistant(message.clone()));
+                let after = self.reply_without_tools(*turn, message);
                 self.phase = Phase::RunningTools {
                     turn: *turn,
                     remaining: message.tool_calls.clone(),
                     in_flight: None,
-                    needs_nudge: needs_nudge(message),
+                    after,
                 };
             }
             Event::ToolCallStarted {
@@ -428,8 +452,17 @@ impl RunState {
                 let Some(flight) = in_flight.take_if(|f| f.call.id == *call_id) else {
                     return Err(format!("tool call {call_id} is not the one running"));
                 };
-                if result.outcome == ToolOutcome::Success {
-                    self.apply_tool_effect(&flight.call.name, &flight.call.arguments, result);
+                let after = if result.outcome == ToolOutcome::Success {
+                    self.apply_tool_effect(&flight.call.name, &flight.call.arguments, result)
+                } else if flight.call.name == FINISH_TOOL && self.is_planning() {
+                    self.finish_while_planning()
+                } else {
+                    None
+                };
+                if let (Some(after), Phase::RunningTools { after: slot, .. }) =
+                    (after, &mut self.phase)
+                {
+                    *slot = Some(after);
                 }
                 let turn = *turn;
                 remember_call(
@@ -453,9 +486,20 @@ impl RunState {
                     Phase::Idle => {}
                     Phase::RunningTools {
                         in_flight: None,
-                        needs_nudge,
+                        after,
                         ..
-                    } => *needs_nudge = false,
+                    } => match after.take() {
+                        Some(AfterReply::RemindOpenItems { .. }) => {
+                            self.endings.open_items_reminded = true;
+                        }
+                        Some(AfterReply::Nudge {
+                            kind: NudgeKind::Planning,
+                        }) => self.endings.planning_nudged = true,
+                        // Journals written before endings were decided nudged every reply
+                        // without a tool call, whatever it was.
+                        Some(_) => self.endings.nudged = true,
+                        None => {}
+                    },
                     _ => return Err("a note cannot interrupt a model or tool call".into()),
                 }
                 self.push_history(
@@ -553,6 +597,20 @@ impl RunState {
                 }
             }
             Event::LoopDetected {
+                pattern: LoopPattern::NoToolReplies,
+                response: LoopResponse::Pause,
+                ..
+            } => {
+                require_running(running)?;
+                match &self.phase {
+                    Phase::RunningTools {
+                        after: Some(AfterReply::PauseLoop { .. }),
+                        ..
+                    } => {}
+                    _ => return Err("no run of replies without tool calls is due to pause".into()),
+                }
+            }
+            Event::LoopDetected {
                 detail, response, ..
             } => {
                 require_running(running)?;
@@ -595,7 +653,16 @@ impl RunState {
                     &self.phase,
                     Phase::RunningTools { in_flight: Some(f), .. } if f.call.name == SUBMIT_PLAN_TOOL
                 );
-                if self.phase != Phase::Idle && !planning {
+                // A person's plan may also come while a turn waits only to be finished (a run
+                // paused for `no_plan`).
+                let turn_done = matches!(
+                    &self.phase,
+                    Phase::RunningTools { remaining, in_flight: None, .. } if remaining.is_empty()
+                );
+                if self.phase != Phase::Idle
+                    && !planning
+                    && !(turn_done && *source == PlanSource::User)
+                {
                     return Err("a plan is set between turns or by `submit_plan`".into());
                 }
                 // A person's plan replaces one no task has started on (`resume --plan`).
@@ -625,6 +692,10 @@ impl RunState {
                 self.plan.clear();
                 self.recent_calls.clear();
                 self.compaction = None;
+                self.endings = EndingTrack {
+                    planning_nudged: self.endings.planning_nudged,
+                    ..EndingTrack::default()
+                };
             }
             Event::CheckStarted {
                 task,
@@ -658,6 +729,9 @@ impl RunState {
                 if let Some(note) = note {
                     self.push_history(seq, self.turns_started, Message::User { content: note });
                 }
+                // The check's output is news: replies without tool calls count afresh.
+                self.endings.no_tool_replies = 0;
+                self.endings.nudged = false;
             }
             Event::TaskFinished { task, summary } => {
                 require_running(running)?;
@@ -795,7 +869,35 @@ impl RunState {
                 reason: *reason,
                 task: task.clone(),
             }),
+            Event::TextEndAccepted { turn, summary } => {
+                require_running(running)?;
+                match &mut self.phase {
+                    Phase::RunningTools {
+                        turn: current,
+                        in_flight: None,
+                        after,
+                        ..
+                    } if *current == *turn && matches!(after, Some(AfterReply::Claim { .. })) => {
+                        *after = None;
+                    }
+                    _ => return Err("no text reply is waiting to be accepted".into()),
+                }
+                self.endings.no_tool_replies = 0;
+                self.endings.nudged = false;
+                self.claim_end(summary, FinishedBy::Text);
+            }
             Event::RunPaused { reason, detail } => {
+                // The pause an ending decided is carried out by this event.
+                if let Phase::RunningTools { after, .. } = &mut self.phase {
+                    after.take_if(|a| {
+                        matches!(
+                            a,
+                            AfterReply::PauseForPerson
+                                | AfterReply::PauseLoop { .. }
+                                | AfterReply::PauseNoPlan
+                        )
+                    });
+                }
                 if *reason == PauseReason::PlanReview
                     && let Some(board) = &mut self.board
                 {
@@ -803,7 +905,7 @@ impl RunState {
                 }
                 self.pause = Some((*reason, detail.clone()));
             }
-            Event::RunFinished { summary } => {
+            Event::RunFinished { summary, .. } => {
                 self.finish_summary = Some(summary.clone());
             }
             Event::RunFailed { error } => {
@@ -837,18 +939,25 @@ impl RunState {
         self.history.push(HistoryEntry { seq, turn, message });
     }
 
-    /// What a successful call of a tool the reducer knows about does to the run itself.
-    fn apply_tool_effect(&mut self, name: &str, arguments: &str, result: &crate::ToolResult) {
+    /// What a successful call of a tool the reducer knows about does to the run itself; an
+    /// ending that must wait (open todo items) comes back as what to do after the turn's calls.
+    fn apply_tool_effect(
+        &mut self,
+        name: &str,
+        arguments: &str,
+        result: &crate::ToolResult,
+    ) -> Option<AfterReply> {
         match name {
-            // Inside a task, `finish` means "this task is done": its check decides.
             FINISH_TOOL => {
-                let claimed = self
-                    .board
-                    .as_mut()
-                    .is_some_and(|board| board.claim_done(&result.content));
-                if !claimed {
-                    self.finish_summary = Some(result.content.clone());
+                let policy = self.ending_policy();
+                if let Some(items) = open_items_due(policy, &self.plan, &self.endings) {
+                    return Some(AfterReply::RemindOpenItems { items });
                 }
+                let summary = match policy.open_items {
+                    OpenItems::RemindOnce => with_open_items(&result.content, &self.plan),
+                    OpenItems::Ignore => result.content.clone(),
+                };
+                self.claim_end(&summary, FinishedBy::Tool);
             }
             // The engine only reports success after the same parse succeeded; a journal where
             // it fails here changes nothing rather than guessing.
@@ -864,6 +973,82 @@ impl RunState {
             }
             _ => {}
         }
+        None
+    }
+
+    /// The model says it is done: inside a task that claims the task done (its check decides),
+    /// otherwise the run is to finish.
+    fn claim_end(&mut self, summary: &str, by: FinishedBy) {
+        let claimed = self
+            .board
+            .as_mut()
+            .is_some_and(|board| board.claim_done(summary));
+        if !claimed {
+            self.finish_summary = Some(summary.to_string());
+            self.finished_by = Some(by);
+        }
+    }
+
+    /// Decides what a reply without tool calls means (and counts it); a reply with tool calls
+    /// starts the counts afresh.
+    fn reply_without_tools(&mut self, turn: u32, message: &AssistantMessage) -> Option<AfterReply> {
+        if !message.tool_calls.is_empty() {
+            self.endings.no_tool_replies = 0;
+            self.endings.nudged = false;
+            return None;
+        }
+        self.endings.no_tool_replies = self.endings.no_tool_replies.saturating_add(1);
+        let reply = Reply::of(message.content.as_deref());
+        // Identical replies are repeats for the loop detector, like identical calls.
+        let text = match reply {
+            Reply::Text(text) => text,
+            Reply::Empty => "",
+        };
+        remember_call(
+            &mut self.recent_calls,
+            turn,
+            stable_hash(&["(reply without a tool call)", text]),
+            stable_hash(&["(no tool result)"]),
+        );
+        let settings = self.settings.as_ref()?;
+        Some(after_reply(
+            reply,
+            &Situation {
+                policy: settings.endings,
+                tool_choice: &settings.model.tool_choice,
+                no_tool_limit: settings.loop_detection.no_tool_turns,
+                planning: self.is_planning(),
+                todo: &self.plan,
+                track: &self.endings,
+            },
+        ))
+    }
+
+    /// `finish` while the run still plans was refused (its result says why): that is the
+    /// planning nudge, or, after one, the reason to pause.
+    fn finish_while_planning(&mut self) -> Option<AfterReply> {
+        if self.endings.planning_nudged {
+            Some(AfterReply::PauseNoPlan)
+        } else {
+            self.endings.planning_nudged = true;
+            None
+        }
+    }
+
+    fn ending_policy(&self) -> crate::ending::EndingPolicy {
+        self.settings
+            .as_ref()
+            .map_or_else(crate::ending::EndingPolicy::journaled_before, |s| s.endings)
+    }
+
+    /// The run plans first and has no plan yet: only read-only tools and `submit_plan` are
+    /// offered, and an ending without a plan is not an ending.
+    pub fn is_planning(&self) -> bool {
+        self.board.is_none()
+            && self
+                .settings
+                .as_ref()
+                .is_some_and(|s| s.tasks.planning != crate::settings::Planning::None)
     }
 
     fn expect_open_call(&self, turn: u32, call: u32) -> Result<(), String> {
@@ -910,10 +1095,6 @@ fn check_turn(current: u32, got: u32) -> Result<(), String> {
     } else {
         Err(format!("the current turn is {current}, not {got}"))
     }
-}
-
-fn needs_nudge(message: &AssistantMessage) -> bool {
-    message.tool_calls.is_empty()
 }
 
 /// Folds a whole journal into a state.

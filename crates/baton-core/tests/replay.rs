@@ -37,6 +37,7 @@ fn settings(max_turns: u32) -> RunSettings {
         context: Default::default(),
         budget: Default::default(),
         loop_detection: Default::default(),
+        endings: Default::default(),
     }
 }
 
@@ -298,11 +299,28 @@ fn drive(bytes: &[u8]) -> Driver {
                 result: ToolResult::interrupted(),
                 duration_ms: 0,
             }),
-            NextAction::Nudge => d.push(Event::NoteAdded {
-                text: "use tools".into(),
-            }),
+            NextAction::Note { text } => d.push(Event::NoteAdded { text }),
+            NextAction::AcceptTextEnd { turn, summary } => {
+                d.push(Event::TextEndAccepted { turn, summary })
+            }
+            NextAction::PauseEnding { reason, detail } => {
+                if reason == PauseReason::Loop {
+                    d.push(Event::LoopDetected {
+                        pattern: governance::LoopPattern::NoToolReplies,
+                        detail: detail.clone(),
+                        response: LoopResponse::Pause,
+                    });
+                }
+                d.push(Event::RunPaused { reason, detail });
+            }
             NextAction::FinishTurn { turn } => d.push(Event::TurnFinished { turn }),
-            NextAction::Finish { summary } => d.push(Event::RunFinished { summary }),
+            NextAction::Finish {
+                summary,
+                finished_by,
+            } => d.push(Event::RunFinished {
+                summary,
+                finished_by,
+            }),
             NextAction::PauseAtTurnLimit { max_turns } => {
                 d.push(Event::RunPaused {
                     reason: PauseReason::MaxTurns,
@@ -489,7 +507,10 @@ fn drive_task(d: &mut Driver, c: &mut Choices, action: board::TaskAction) {
             detail: "review".into(),
         }),
         TaskAction::End { report, outcome } => match outcome {
-            board::BoardOutcome::AllVerified => d.push(Event::RunFinished { summary: report }),
+            board::BoardOutcome::AllVerified => d.push(Event::RunFinished {
+                summary: report,
+                finished_by: None,
+            }),
             board::BoardOutcome::SomeFailed => d.push(Event::RunFailed { error: report }),
         },
     }
@@ -725,7 +746,7 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
         served_model: None,
         duration_ms: 0,
     });
-    assert_eq!(next_action(&d.state), NextAction::Nudge);
+    assert!(matches!(next_action(&d.state), NextAction::Note { .. }));
     d.push(Event::NoteAdded {
         text: "use tools".into(),
     });
@@ -786,11 +807,13 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
     assert_eq!(
         next_action(&d.state),
         NextAction::Finish {
-            summary: "all done".into()
+            summary: "all done".into(),
+            finished_by: Some(FinishedBy::Tool),
         }
     );
     d.push(Event::RunFinished {
         summary: "all done".into(),
+        finished_by: Some(FinishedBy::Tool),
     });
     assert_eq!(d.state.status, RunStatus::Finished);
     assert_eq!(next_action(&d.state), NextAction::Stop);

@@ -19,6 +19,7 @@ fn settings() -> RunSettings {
         context: Default::default(),
         budget: Default::default(),
         loop_detection: Default::default(),
+        endings: Default::default(),
     }
 }
 

@@ -145,7 +145,9 @@ async fn bench(turns: usize, profile_model: &str) {
             repeats: 10_000,
             alternations: 10_000,
             stalled_turns: 10_000,
+            ..Default::default()
         },
+        endings: Default::default(),
     };
     let settings_masking = settings.context.masking;
     let started = Instant::now();

@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 use baton_context::metrics::{prefix_stability, prompt_bytes};
 use baton_context::tokens::TokenCounter;
 use baton_context::{
-    NUDGE, SYSTEM_PROMPT, assemble_with_report, memory_tool_specs, request_digest, submit_plan_spec,
+    SYSTEM_PROMPT, assemble_with_report, memory_tool_specs, request_digest, submit_plan_spec,
 };
 use baton_core::Planning;
 use baton_core::task::PlanSource;
+use baton_core::governance::LoopPattern;
 use baton_core::{
-    AssistantMessage, CompactionTrigger, ErrorClass, Event, ModelReply, ModelRequest, NextAction,
+    AssistantMessage, CompactionTrigger, ErrorClass, Event, LoopResponse, ModelReply, ModelRequest, NextAction,
     PauseReason, Redactor, RequestMetrics, RunId, RunState, RunStatus, SUBMIT_PLAN_TOOL, ToolCall,
     ToolEffect, ToolResult, next_action, replay,
 };
@@ -372,18 +373,37 @@ impl Engine {
                         })
                         .await?;
                 }
-                NextAction::Nudge => {
+                NextAction::Note { text } => journal.record(Event::NoteAdded { text }).await?,
+                NextAction::AcceptTextEnd { turn, summary } => {
                     journal
-                        .record(Event::NoteAdded {
-                            text: NUDGE.to_string(),
-                        })
+                        .record(Event::TextEndAccepted { turn, summary })
                         .await?
+                }
+                NextAction::PauseEnding { reason, detail } => {
+                    if reason == PauseReason::Loop {
+                        journal
+                            .record(Event::LoopDetected {
+                                pattern: LoopPattern::NoToolReplies,
+                                detail: detail.clone(),
+                                response: LoopResponse::Pause,
+                            })
+                            .await?;
+                    }
+                    journal.record(Event::RunPaused { reason, detail }).await?
                 }
                 NextAction::FinishTurn { turn } => {
                     journal.record(Event::TurnFinished { turn }).await?
                 }
-                NextAction::Finish { summary } => {
-                    journal.record(Event::RunFinished { summary }).await?
+                NextAction::Finish {
+                    summary,
+                    finished_by,
+                } => {
+                    journal
+                        .record(Event::RunFinished {
+                            summary,
+                            finished_by,
+                        })
+                        .await?
                 }
                 NextAction::Task(action) => self.task_step(journal, &workspace, action).await?,
                 NextAction::PauseAtTurnLimit { max_turns } => {

@@ -418,13 +418,21 @@ mod tests {
         state.snapshots.pop();
         let finish = NextAction::Finish {
             summary: "done".into(),
+            finished_by: Some(baton_core::FinishedBy::Tool),
         };
         assert_eq!(
             snapshot_due(&state, &finish, effect, never),
             Some(SnapshotReason::AfterTools)
         );
         assert_eq!(
-            snapshot_due(&state, &NextAction::Nudge, effect, never),
+            snapshot_due(
+                &state,
+                &NextAction::Note {
+                    text: "use the tools".into()
+                },
+                effect,
+                never
+            ),
             None
         );
     }

@@ -157,7 +157,12 @@ impl Engine {
                 self.remove_settled_worktrees(journal, workspace).await;
                 match outcome {
                     BoardOutcome::AllVerified => {
-                        journal.record(Event::RunFinished { summary: report }).await
+                        journal
+                            .record(Event::RunFinished {
+                                summary: report,
+                                finished_by: None,
+                            })
+                            .await
                     }
                     BoardOutcome::SomeFailed => {
                         journal.record(Event::RunFailed { error: report }).await

@@ -259,7 +259,7 @@
         card("model", run.model || "–")),
       run.pause ? el("p", { class: "error" }, `paused (${run.pause.reason}): ${run.pause.detail}`) : null,
       run.error ? el("p", { class: "error" }, "failed: " + run.error) : null,
-      run.summary ? el("p", {}, el("strong", {}, "summary: "), run.summary) : null,
+      run.summary ? el("p", {}, el("strong", {}, run.finished_by === "text" ? "summary (ended by a text reply): " : "summary: "), run.summary) : null,
       retries ? el("p", { class: "muted" }, "failed model call attempts: " + retries) : null,
       el("h2", {}, "Tasks"), el("div", { id: "tasks" }, taskList(detail.tasks)),
       el("h2", {}, "Tokens and cost"), costChart(detail),

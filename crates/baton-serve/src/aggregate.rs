@@ -130,6 +130,8 @@ pub struct RunAggregate {
     pub retries: BTreeMap<String, u64>,
     pub pause: Option<Pause>,
     pub finish_summary: Option<String>,
+    /// How the model ended a finished run (`tool` or `text`); absent when its task graph did.
+    pub finished_by: Option<baton_core::FinishedBy>,
     pub failure: Option<String>,
     pub first_at: Option<jiff::Timestamp>,
     pub last_at: Option<jiff::Timestamp>,
@@ -288,7 +290,13 @@ impl RunAggregate {
                 }
                 self.cost.unknown_calls = self.cost.unknown_calls.saturating_add(*unpriced_calls);
             }
-            Event::RunFinished { summary } => self.finish_summary = Some(summary.clone()),
+            Event::RunFinished {
+                summary,
+                finished_by,
+            } => {
+                self.finish_summary = Some(summary.clone());
+                self.finished_by = *finished_by;
+            }
             Event::RunFailed { error } => self.failure = Some(error.clone()),
             _ => {}
         }

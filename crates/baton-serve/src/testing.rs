@@ -28,6 +28,7 @@ pub fn settings(model: &str) -> RunSettings {
         context: Default::default(),
         budget: Default::default(),
         loop_detection: Default::default(),
+        endings: Default::default(),
     }
 }
 
@@ -325,6 +326,7 @@ pub async fn finished_task_run(store: Arc<dyn Store>, goal: &str) -> TaskRun {
         },
         Event::RunFinished {
             summary: "parser done; docs need a person".into(),
+            finished_by: None,
         },
     ])
     .await;

@@ -59,6 +59,9 @@ pub struct RunView {
     pub tasks_total: usize,
     pub pause: Option<Pause>,
     pub summary: Option<String>,
+    /// How the model ended a finished run: `tool` (`finish`) or `text` (a plain reply).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_by: Option<baton_core::FinishedBy>,
     pub error: Option<String>,
     pub created_at: jiff::Timestamp,
     pub updated_at: jiff::Timestamp,
@@ -96,6 +99,9 @@ impl RunView {
             summary: agg
                 .finish_summary
                 .clone()
+                .filter(|_| run.status == RunStatus::Finished),
+            finished_by: agg
+                .finished_by
                 .filter(|_| run.status == RunStatus::Finished),
             error: agg.failure.clone(),
             created_at: run.created_at,

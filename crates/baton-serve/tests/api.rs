@@ -402,6 +402,7 @@ async fn the_live_tail_sends_new_events_resumes_after_last_event_id_and_ends_wit
     running
         .push(Event::RunFinished {
             summary: "done".into(),
+            finished_by: None,
         })
         .await;
     let total = running.next_seq;

@@ -29,6 +29,7 @@ fn journal(run: &RunId, turns: u32) -> Vec<EventRecord> {
         limits: Limits::default(),
         budget: Default::default(),
         loop_detection: Default::default(),
+        endings: Default::default(),
         context: Default::default(),
     };
     let mut events = vec![Event::RunStarted {
@@ -82,6 +83,7 @@ fn journal(run: &RunId, turns: u32) -> Vec<EventRecord> {
     }
     events.push(Event::RunFinished {
         summary: "done".into(),
+        finished_by: None,
     });
     let start = jiff::Timestamp::now();
     events

@@ -733,6 +733,7 @@ impl SpanBuilder {
             Event::BudgetWarning { .. }
             | Event::LoopDetected { .. }
             | Event::NoteAdded { .. }
+            | Event::TextEndAccepted { .. }
             | Event::PlanSet { .. }
             | Event::SnapshotTaken { .. } => {}
         }

@@ -17,6 +17,7 @@ fn settings(model: &str) -> RunSettings {
         limits: Limits::default(),
         budget: Default::default(),
         loop_detection: Default::default(),
+        endings: Default::default(),
         context: Default::default(),
     }
 }
@@ -129,6 +130,7 @@ fn a_finished_run_is_a_tree_of_run_turns_and_calls() {
         .push(Event::TurnFinished { turn: 2 })
         .push(Event::RunFinished {
             summary: "done".into(),
+            finished_by: None,
         });
     let spans = j.spans();
     assert_eq!(spans.len(), 6, "{spans:#?}");
@@ -283,6 +285,7 @@ fn a_resumed_process_ends_spans_opened_before_it_with_the_same_ids() {
     .push(Event::TurnFinished { turn: 1 })
     .push(Event::RunFinished {
         summary: "ok".into(),
+        finished_by: None,
     });
 
     // One process seeing everything and two processes (the second replaying the first's part
@@ -400,6 +403,7 @@ fn turns_inside_a_task_are_its_children_and_checks_hang_under_it() {
         })
         .push(Event::RunFinished {
             summary: "done".into(),
+            finished_by: None,
         });
     let spans = j.spans();
     let run = one(&spans, "invoke_agent baton");

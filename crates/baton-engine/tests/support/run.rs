@@ -48,6 +48,7 @@ pub fn settings(context: ContextSettings) -> RunSettings {
         context,
         budget: Default::default(),
         loop_detection: Default::default(),
+        endings: Default::default(),
     }
 }
 
@@ -98,6 +99,7 @@ pub async fn run(
         repeats: 1_000,
         alternations: 1_000,
         stalled_turns: 1_000,
+        ..LoopPolicy::default()
     };
     run_with(backend, ws, settings, provider).await
 }

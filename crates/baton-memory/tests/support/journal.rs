@@ -52,6 +52,7 @@ impl Journal {
                 context: Default::default(),
                 budget: Default::default(),
                 loop_detection: Default::default(),
+                endings: Default::default(),
             },
             system_prompt: "You are a coding agent.".into(),
             project_instructions: None,

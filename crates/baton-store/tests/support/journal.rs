@@ -34,6 +34,7 @@ pub fn settings() -> RunSettings {
         context: Default::default(),
         budget: Default::default(),
         loop_detection: Default::default(),
+        endings: Default::default(),
     }
 }
 
@@ -250,6 +251,7 @@ impl Journal {
         );
         out.push(self.record(Event::RunFinished {
             summary: "All tests pass.".into(),
+            finished_by: None,
         }));
         out
     }
