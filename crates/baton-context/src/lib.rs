@@ -36,7 +36,7 @@ How to work:
   both stay visible when older conversation is compacted. Old tool outputs may be shown as
   placeholders: `recall` fetches them exactly; `search_memory` finds earlier work and files.
 - When the goal is met and verified, call `finish` with a short summary of what you did and how you
-  checked it. Do not call `finish` before that, and do not stop without calling it.";
+  checked it (a final reply without a tool call ends the work too). Do not end before that.";
 
 /// Heading under which the workspace's AGENTS.md is shown to the model.
 const PROJECT_INSTRUCTIONS_HEADING: &str = "# Project instructions (from AGENTS.md)";
@@ -105,8 +105,10 @@ Before any work, plan: split the goal into small tasks and submit them with `sub
 - Each task has a `check`: a shell command run from the workspace root whose exit code 0 means
   the task is done (a test, a build, `test -f FILE`, `grep -q TEXT FILE`).
 - `deps` lists the ids of tasks that must be done first; independent tasks have none.
-- Explore the workspace first if you need to (list, read, grep), but do not change files now.
-Each task will be worked on in a fresh context after the plan is accepted.";
+- Explore the workspace first if you need to (list, read, grep, the shell): while planning only
+  read-only tools are offered and commands cannot change files.
+Each task will be worked on in a fresh context after the plan is accepted. The run does not go on
+without a plan: end your planning by calling `submit_plan`.";
 
 /// A request and what the context layer did to build it.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,12 +131,26 @@ pub fn assemble_with_report(state: &RunState) -> Option<Assembly> {
         request: ModelRequest {
             model: parts.model,
             messages,
-            tools: state.tools.clone(),
+            tools: offered_tools(state),
             response_mode: parts.response_mode,
             tool_choice: parts.tool_choice,
         },
         masked_outputs: parts.masked_outputs,
     })
+}
+
+/// The tools the next request offers: all the run's tools, or while it plans only those
+/// [`baton_core::offered_while_planning`] allows (a planner explores, it does not work yet).
+pub fn offered_tools(state: &RunState) -> Vec<baton_core::ToolSpec> {
+    if !state.is_planning() {
+        return state.tools.clone();
+    }
+    state
+        .tools
+        .iter()
+        .filter(|t| baton_core::offered_while_planning(&t.name, t.effect))
+        .cloned()
+        .collect()
 }
 
 /// Builds the request for the next model call from the run's state.
@@ -182,9 +198,6 @@ pub fn request_digest(request: &ModelRequest) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The nudge sent when the model answers without calling a tool.
-pub const NUDGE: &str = "You answered without calling a tool. Keep working towards the goal using the tools. \
-When the goal is met and verified, call `finish` with a summary.";
 
 #[cfg(test)]
 mod tests;

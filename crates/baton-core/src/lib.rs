@@ -45,3 +45,17 @@ pub const FINISH_TOOL: &str = "finish";
 
 /// Name of the planner's tool: its validated plan becomes the run's task graph (`plan_set`).
 pub const SUBMIT_PLAN_TOOL: &str = "submit_plan";
+
+/// Name of the shell tool: a planning run offers it in the `read-only` sandbox mode.
+pub const SHELL_TOOL: &str = "shell";
+
+/// Whether a planning run (a planner with no plan yet) offers this tool: read-only tools, the
+/// shell (run in the `read-only` sandbox mode) and `submit_plan` — never `finish` or a tool that
+/// changes the workspace, so a planning run cannot do the work before it is planned.
+pub fn offered_while_planning(name: &str, effect: ToolEffect) -> bool {
+    match name {
+        SUBMIT_PLAN_TOOL | SHELL_TOOL => true,
+        FINISH_TOOL => false,
+        _ => effect == ToolEffect::ReadOnly,
+    }
+}

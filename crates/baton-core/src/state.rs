@@ -286,7 +286,8 @@ impl RunState {
                 self.settings = Some(settings.clone());
                 // A person resumed a run paused about its endings: count afresh (a crash's
                 // resume keeps the counts, so it decides as the dead process would have).
-                match self.pause.take().map(|(reason, _)| reason) {
+                let paused = self.pause.take().map(|(reason, _)| reason);
+                match paused {
                     Some(PauseReason::Loop | PauseReason::TextReply) => {
                         self.endings.no_tool_replies = 0;
                     }
@@ -296,12 +297,16 @@ impl RunState {
                     }
                     _ => {}
                 }
-                // A person looked at the run: loops and warnings start counting afresh.
-                self.recent_calls.clear();
-                self.loop_nudges = 0;
+                // Warnings are per process.
                 self.budget_warned.clear();
-                // A person resumed: the outage may be over, give the breaker a fresh count.
-                self.consecutive_model_failures = 0;
+                // A paused run was resumed by a person: loops start counting afresh, and the
+                // outage may be over, so the breaker gets a fresh count. A crashed process's
+                // successor (no pause journaled) keeps both and decides as it would have.
+                if paused.is_some() {
+                    self.recent_calls.clear();
+                    self.loop_nudges = 0;
+                    self.consecutive_model_failures = 0;
+                }
             }
             // Only a record of the restart: the state to continue from is what the journal
             // already holds, and the next process records its own `run_resumed`.

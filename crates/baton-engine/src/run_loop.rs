@@ -12,10 +12,12 @@ use baton_context::{
 };
 use baton_core::Planning;
 use baton_core::task::PlanSource;
+use baton_core::ending::FINISH_WHILE_PLANNING;
 use baton_core::governance::LoopPattern;
 use baton_core::{
     AssistantMessage, CompactionTrigger, ErrorClass, Event, LoopResponse, ModelReply, ModelRequest, NextAction,
-    PauseReason, Redactor, RequestMetrics, RunId, RunState, RunStatus, SUBMIT_PLAN_TOOL, ToolCall,
+    FINISH_TOOL, PauseReason, Redactor, RequestMetrics, RunId, RunState, RunStatus,
+    SUBMIT_PLAN_TOOL, ToolCall, offered_while_planning,
     ToolEffect, ToolResult, next_action, replay,
 };
 use baton_model::{ModelError, RetrySchedule, StreamDelta, StreamObserver};
@@ -616,17 +618,26 @@ impl Engine {
             .settings
             .clone()
             .ok_or_else(|| EngineError::Internal("no settings".into()))?;
+        let planning = journal.state().is_planning();
         let ctx = ToolContext {
             workspace: workspace.clone(),
             // The shell tool caps per-call timeouts at an hour; the default is held to the same bound.
             shell_timeout: Duration::from_secs(settings.limits.shell_timeout_secs.min(3600)),
             secret_env_vars: self.parts.secret_env_vars.clone(),
-            exec: self.parts.exec.clone(),
+            // A planning run explores; its commands cannot change the workspace.
+            exec: if planning {
+                self.parts.exec.read_only()
+            } else {
+                self.parts.exec.clone()
+            },
         };
         let started = Instant::now();
         let execution = async {
             if call.name == SUBMIT_PLAN_TOOL {
                 return self.submit_plan(journal, call).await;
+            }
+            if planning && let Some(refusal) = self.refused_while_planning(call) {
+                return Ok(refusal);
             }
             Ok(
                 match self.memory.execute(self, journal, workspace, call).await {
@@ -663,6 +674,23 @@ impl Engine {
                 .await?;
         }
         Ok(())
+    }
+
+    /// A planning run offers only read-only tools (models call others anyway): the refusal the
+    /// model sees, or `None` if the call may run.
+    fn refused_while_planning(&self, call: &ToolCall) -> Option<ToolResult> {
+        if call.name == FINISH_TOOL {
+            return Some(ToolResult::error(FINISH_WHILE_PLANNING));
+        }
+        let effect = self.parts.tools.effect_of(&call.name);
+        let offered = effect.is_none_or(|effect| offered_while_planning(&call.name, effect));
+        (!offered).then(|| {
+            ToolResult::error(format!(
+                "`{}` is not available while planning: nothing may change before the plan is \
+                 accepted. Explore with the read-only tools, then call `submit_plan`.",
+                call.name
+            ))
+        })
     }
 
     /// Gives every tool call a unique, non-empty id (some servers send none, or repeat them) and

@@ -126,6 +126,14 @@ impl Sandbox {
         self.backend
     }
 
+    /// The same sandbox in `read-only` mode: commands may write only their private tmp (a
+    /// planning run explores the workspace with it, and must not change it).
+    pub fn read_only(&self) -> Sandbox {
+        let mut sandbox = self.clone();
+        sandbox.config.mode = Mode::ReadOnly;
+        sandbox
+    }
+
     pub fn config(&self) -> &SandboxConfig {
         &self.config
     }

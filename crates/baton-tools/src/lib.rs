@@ -60,6 +60,17 @@ impl ExecEnv {
         }
     }
 
+    /// The same environment with the sandbox in `read-only` mode (policy, `ask` behaviour and
+    /// pause slot shared).
+    pub fn read_only(&self) -> ExecEnv {
+        ExecEnv {
+            sandbox: Arc::new(self.sandbox.read_only()),
+            policy: self.policy.clone(),
+            ask: self.ask,
+            pause_request: self.pause_request.clone(),
+        }
+    }
+
     /// The pending pause request, if a tool made one (taking it clears it).
     pub fn take_pause_request(&self) -> Option<String> {
         self.pause_request

@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::time::{Instant, sleep_until};
 
-pub const SHELL: &str = "shell";
+pub const SHELL: &str = baton_core::SHELL_TOOL;
 
 const MAX_TIMEOUT_SECS: u64 = 3600;
 /// Head and tail kept of each of stdout and stderr.
