@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use baton_core::governance::Budget;
 use baton_core::{
-    Limits, ModelSettings, ProviderKind, ResponseMode, RunSettings, ToolChoice, replay,
+    Limits, ModelSettings, OnTextReply, ProviderKind, ResponseMode, RunSettings, ToolChoice, replay,
 };
 use baton_engine::{
     Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, Snapshots,
@@ -120,6 +120,7 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         response_mode: flags.no_stream.then_some(ResponseMode::Whole),
         tool_choice: flags.tool_choice.clone(),
         provider: flags.provider.clone(),
+        no_tool_turns: flags.no_tool_turns,
         budget_usd: flags.budget_usd,
         budget_tokens: flags.budget_tokens,
         max_time: flags.max_time.clone(),
@@ -278,6 +279,26 @@ fn preset_named(name: Option<&str>) -> Result<Option<&'static providers::Preset>
     .transpose()
 }
 
+/// Parses `--on-text-reply`.
+fn on_text_reply(text: Option<&str>) -> Result<Option<OnTextReply>, CliError> {
+    text.map(|text| {
+        OnTextReply::parse(text).ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "--on-text-reply {text}: use finish, nudge or pause"
+            ))
+        })
+    })
+    .transpose()
+}
+
+/// The flags' layer, with `--on-text-reply` checked.
+fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, CliError> {
+    Ok(ConfigLayer {
+        on_text_reply: on_text_reply(flags.on_text_reply.as_deref())?,
+        ..flags_layer(flags)
+    })
+}
+
 /// Parses `--tool-choice` / `tool_choice`; a tool name must be one the agent has.
 fn tool_choice(text: Option<&str>) -> Result<Option<ToolChoice>, CliError> {
     let Some(choice) = text.map(ToolChoice::parse) else {
@@ -314,7 +335,7 @@ pub(crate) fn resolve_settings(
     workspace: &Path,
     flags: &ModelFlags,
 ) -> Result<(RunSettings, ConfigLayer), CliError> {
-    let layer = file_and_env_layers(workspace)?.overlay(flags_layer(flags));
+    let layer = file_and_env_layers(workspace)?.overlay(flags_layer_checked(flags)?);
     let preset = preset_named(layer.provider.as_deref())?;
     // An explicit base URL (any layer) wins over the preset's.
     let base_url = layer
@@ -353,8 +374,16 @@ pub(crate) fn resolve_settings(
         },
         context,
         budget,
-        loop_detection: Default::default(),
-        endings: Default::default(),
+        loop_detection: baton_core::governance::LoopPolicy {
+            no_tool_turns: layer
+                .no_tool_turns
+                .unwrap_or(baton_core::governance::LoopPolicy::default().no_tool_turns),
+            ..Default::default()
+        },
+        endings: baton_core::EndingPolicy {
+            on_text_reply: layer.on_text_reply.unwrap_or_default(),
+            ..Default::default()
+        },
     };
     Ok((settings, layer))
 }
@@ -554,6 +583,8 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
             (!flags.is_unlimited()).then_some(flags)
         },
         task_max_turns: args.model.task_max_turns,
+        on_text_reply: on_text_reply(args.model.on_text_reply.as_deref())?,
+        no_tool_turns: args.model.no_tool_turns,
     };
     if let Some(window) = overrides.context_window {
         // The same rule a new run's configuration is held to.

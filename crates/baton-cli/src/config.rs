@@ -29,6 +29,10 @@ pub struct ConfigLayer {
     pub model_call_timeout_secs: Option<u64>,
     /// `auto`, `required` or a tool name.
     pub tool_choice: Option<String>,
+    /// What a reply without a tool call means after its nudge: `finish`, `nudge` or `pause`.
+    pub on_text_reply: Option<baton_core::OnTextReply>,
+    /// Replies in a row without a tool call that pause the run (`loop`).
+    pub no_tool_turns: Option<u32>,
     pub retry_base_delay_ms: Option<u64>,
     pub circuit_breaker_failures: Option<u32>,
     /// `[prices."MODEL"]` tables: USD per million tokens, overriding the built-in list prices.
@@ -229,6 +233,8 @@ impl ConfigLayer {
                 .model_call_timeout_secs
                 .or(self.model_call_timeout_secs),
             tool_choice: over.tool_choice.or(self.tool_choice),
+            on_text_reply: over.on_text_reply.or(self.on_text_reply),
+            no_tool_turns: over.no_tool_turns.or(self.no_tool_turns),
             retry_base_delay_ms: over.retry_base_delay_ms.or(self.retry_base_delay_ms),
             circuit_breaker_failures: over
                 .circuit_breaker_failures

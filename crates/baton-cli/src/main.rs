@@ -227,6 +227,14 @@ pub struct ModelFlags {
     /// Whether the model must call a tool: `auto` (default), `required`, or a tool name.
     #[arg(long, value_name = "MODE")]
     tool_choice: Option<String>,
+    /// What a reply without a tool call means after its one nudge: `finish` (default: the
+    /// reply is the summary, as if the model called `finish`), `nudge` (keep nudging, bounded by
+    /// --no-tool-turns) or `pause` (pause for a person, reason text_reply).
+    #[arg(long, value_name = "finish|nudge|pause")]
+    on_text_reply: Option<String>,
+    /// Replies in a row without a tool call that pause the run with reason `loop` (default 3).
+    #[arg(long, value_name = "N")]
+    no_tool_turns: Option<u32>,
     /// The model's context window in tokens (default: from the model's profile).
     #[arg(long, value_name = "N")]
     context_window: Option<u64>,

@@ -185,6 +185,11 @@ fn model_args(flags: &ModelFlags) -> Vec<String> {
     pair("--model", flags.model.clone());
     pair("--max-turns", flags.max_turns.map(|n| n.to_string()));
     pair("--tool-choice", flags.tool_choice.clone());
+    pair("--on-text-reply", flags.on_text_reply.clone());
+    pair(
+        "--no-tool-turns",
+        flags.no_tool_turns.map(|n| n.to_string()),
+    );
     pair(
         "--context-window",
         flags.context_window.map(|n| n.to_string()),

@@ -1,6 +1,6 @@
 //! `baton logs`: a readable transcript of a run, rendered from its journal.
 
-use baton_core::{Event, EventRecord, ToolOutcome};
+use baton_core::{Event, EventRecord, FinishedBy, ToolOutcome};
 
 /// Tool output longer than this is shortened in the transcript (the journal keeps all of it).
 const MAX_OUTPUT_LINES: usize = 40;
@@ -198,8 +198,8 @@ pub fn render(records: &[EventRecord]) -> String {
                 summary,
                 finished_by,
             } => match finished_by {
-                Some(by) => format!("FINISHED (by {}): {summary}", by.as_str()),
-                None => format!("FINISHED: {summary}"),
+                Some(FinishedBy::Text) => format!("FINISHED (by a text reply): {summary}"),
+                _ => format!("FINISHED: {summary}"),
             },
             Event::RunFailed { error } => format!("FAILED: {error}"),
             other => crate::output::task_line(other).unwrap_or_default(),

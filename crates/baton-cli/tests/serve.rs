@@ -22,6 +22,8 @@ fn script() -> Vec<Turn> {
         ]),
         turn(&[("shell", json!({"command": "echo hello > hello.txt"}))]),
         turn(&[("finish", json!({"summary": "said hello"}))]),
+        // The todo list still has an open item: baton names it once, the second finish stands.
+        turn(&[("finish", json!({"summary": "said hello"}))]),
     ]
 }
 
@@ -64,7 +66,7 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
     // What the journal says, counted here independently of baton's aggregation.
     let events = journal(ws.path(), home.path());
     let finished = of_type(&events, "model_call_finished");
-    assert_eq!(finished.len(), 3);
+    assert_eq!(finished.len(), 4);
     let total = |field: &str| -> u64 {
         finished
             .iter()
@@ -118,16 +120,16 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
             "baton_model_call_duration_seconds_count",
             &[("model", model)]
         ),
-        3.0
+        4.0
     );
-    for tool in ["update_plan", "list_dir", "shell", "finish"] {
+    for (tool, calls) in [("update_plan", 1.0), ("list_dir", 1.0), ("shell", 1.0), ("finish", 2.0)] {
         assert_eq!(
             sample(
                 &m,
                 "baton_tool_call_duration_seconds_count",
                 &[("tool", tool)]
             ),
-            1.0,
+            calls,
             "{tool}"
         );
     }
@@ -197,7 +199,7 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(
         table.contains(&format!(
-            "total: 3 model calls, {} input + {} output tokens, {cost_text}\n",
+            "total: 4 model calls, {} input + {} output tokens, {cost_text}\n",
             total("prompt_tokens"),
             total("completion_tokens")
         )),

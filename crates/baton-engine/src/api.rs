@@ -70,6 +70,10 @@ pub struct SettingsOverride {
     /// Per-task budgets given on resume; each set field replaces the recorded one.
     pub task_budget: Option<baton_core::governance::Budget>,
     pub task_max_turns: Option<u32>,
+    /// `--on-text-reply`: what a text reply (after its nudge) means from now on.
+    pub on_text_reply: Option<baton_core::OnTextReply>,
+    /// `--no-tool-turns`: replies in a row without a tool call that pause the run.
+    pub no_tool_turns: Option<u32>,
 }
 
 impl SettingsOverride {
@@ -109,6 +113,12 @@ impl SettingsOverride {
         }
         if let Some(v) = &self.tool_choice {
             settings.model.tool_choice = v.clone();
+        }
+        if let Some(v) = self.on_text_reply {
+            settings.endings.on_text_reply = v;
+        }
+        if let Some(v) = self.no_tool_turns {
+            settings.loop_detection.no_tool_turns = v;
         }
         settings
     }

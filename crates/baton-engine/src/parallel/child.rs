@@ -335,6 +335,8 @@ fn child_overrides(job: &ChildJob) -> SettingsOverride {
         }),
         task_budget: Some(settings.tasks.budget),
         task_max_turns: settings.tasks.max_turns,
+        on_text_reply: Some(settings.endings.on_text_reply),
+        no_tool_turns: Some(settings.loop_detection.no_tool_turns),
         ..SettingsOverride::default()
     }
 }
