@@ -232,8 +232,7 @@ pub fn write_review_file(workspace: &Path, state: &RunState) -> Result<PathBuf, 
 /// file form.
 pub fn render(state: &RunState) -> String {
     let Some(board) = &state.board else {
-        return "this run has no task graph (start one with `--plan FILE` or `--plan auto`)\n"
-            .to_string();
+        return no_plan_text(state);
     };
     let mut out = format!(
         "{:<16} {:<9} {:>8}  {:<16} title\n",
@@ -278,6 +277,30 @@ pub fn render(state: &RunState) -> String {
         out.push_str(&format!("final check ({result}): {check}\n"));
     }
     out
+}
+
+/// What `baton plan` says about a run without a task graph: a planning run whose model never
+/// submitted one is said so plainly (it is not a plain run).
+fn no_plan_text(state: &RunState) -> String {
+    let planning = state
+        .settings
+        .as_ref()
+        .is_some_and(|s| s.tasks.planning != Planning::None);
+    if !planning {
+        return "this run has no task graph (start one with `--plan FILE` or `--plan auto`)\n"
+            .to_string();
+    }
+    let status = match &state.pause {
+        Some((baton_core::PauseReason::NoPlan, _)) => {
+            "the run paused (no_plan) after telling it once".to_string()
+        }
+        Some((reason, _)) => format!("the run is paused ({})", reason.as_str()),
+        None => format!("the run is {}", state.status.as_str()),
+    };
+    format!(
+        "the model never submitted a plan: {status}. `baton resume` gives it another turn to \
+         plan; `baton resume --plan FILE` supplies the plan instead\n"
+    )
 }
 
 /// Prints what `--plan FILE --plan-only` shows: the checked plan in file form.

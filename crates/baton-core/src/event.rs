@@ -435,6 +435,28 @@ pub enum PauseReason {
     NoPlan,
 }
 
+impl PauseReason {
+    /// The name used in the journal, the event stream and `--json` output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseReason::MaxTurns => "max_turns",
+            PauseReason::ModelUnavailable => "model_unavailable",
+            PauseReason::ModelAuth => "model_auth",
+            PauseReason::ModelRejected => "model_rejected",
+            PauseReason::ContextOverflow => "context_overflow",
+            PauseReason::Interrupted => "interrupted",
+            PauseReason::Budget => "budget",
+            PauseReason::Loop => "loop",
+            PauseReason::NeedsApproval => "needs_approval",
+            PauseReason::PlanReview => "plan_review",
+            PauseReason::TaskFailed => "task_failed",
+            PauseReason::Workspace => "workspace",
+            PauseReason::TextReply => "text_reply",
+            PauseReason::NoPlan => "no_plan",
+        }
+    }
+}
+
 /// What the run does about a detected loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

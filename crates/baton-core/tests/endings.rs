@@ -409,3 +409,26 @@ fn a_text_ending_takes_exactly_one_nudge() {
         .count();
     assert_eq!(notes, 1);
 }
+
+#[test]
+fn pause_reason_names_are_the_journal_names() {
+    use PauseReason::*;
+    for reason in [
+        MaxTurns,
+        ModelUnavailable,
+        ModelAuth,
+        ModelRejected,
+        ContextOverflow,
+        Interrupted,
+        Budget,
+        Loop,
+        NeedsApproval,
+        PlanReview,
+        TaskFailed,
+        Workspace,
+        TextReply,
+        NoPlan,
+    ] {
+        assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
+    }
+}

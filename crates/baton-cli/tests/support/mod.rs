@@ -32,6 +32,14 @@ pub fn turn(calls: &[(&str, Value)]) -> Turn {
     }
 }
 
+/// A reply without a tool call: the way most models end their work.
+pub fn text_turn(text: &str) -> Turn {
+    Turn {
+        text: Some(text.to_string()),
+        ..Turn::default()
+    }
+}
+
 /// A raw-arguments call (for malformed JSON).
 pub fn raw_turn(calls: &[(&str, &str)]) -> Turn {
     Turn {
@@ -68,6 +76,9 @@ pub enum Fault {
 enum Script {
     /// Answer N for a request with N assistant messages.
     Linear(Vec<Turn>),
+    /// Like `Linear`, then the last answer again for every later request (a model that keeps
+    /// saying the same thing).
+    RepeatLast(Vec<Turn>),
     /// Per task-graph context: the key is the task id of the request's brief ("Your current
     /// task is `ID`"), with `#2`, `#3` … appended for later approaches, or `plan` while planning;
     /// answer N for a request with N assistant messages in that context.
@@ -129,6 +140,7 @@ impl Respond for ScriptResponder {
         }
         let answer = match &self.script {
             Script::Linear(turns) => turns.get(turn_index),
+            Script::RepeatLast(turns) => turns.get(turn_index).or(turns.last()),
             Script::ByTask(tasks) => {
                 let key = task_key(&body);
                 tasks
@@ -191,8 +203,18 @@ fn whole_body(turn: &Turn, turn_index: usize, usage: &Value) -> Value {
         message["tool_calls"] = Value::Array(tool_calls_json(turn, turn_index));
     }
     json!({"id": "x", "object": "chat.completion", "model": "scripted",
-           "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+           "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(turn)}],
            "usage": usage})
+}
+
+/// What OpenAI's Chat Completions API reports: `tool_calls` when the model called tools,
+/// `stop` when it ended on its own.
+fn finish_reason(turn: &Turn) -> &'static str {
+    if turn.calls.is_empty() {
+        "stop"
+    } else {
+        "tool_calls"
+    }
 }
 
 /// Streams the answer in small pieces: arguments split across chunks, usage in a final chunk.
@@ -224,7 +246,7 @@ fn sse_body(turn: &Turn, turn_index: usize, usage: &Value) -> String {
             ));
         }
     }
-    push(chunk(json!({}), json!("tool_calls")));
+    push(chunk(json!({}), json!(finish_reason(turn))));
     push(
         json!({"id": "x", "object": "chat.completion.chunk", "model": "scripted", "choices": [], "usage": usage}),
     );
@@ -250,6 +272,11 @@ impl ScriptedServer {
             .map(|(k, turns)| (k.to_string(), turns.clone()))
             .collect();
         Self::start_script(Script::ByTask(script), Arc::new(|_| None)).await
+    }
+
+    /// Answers the script, then its last answer forever.
+    pub async fn start_repeating_last(script: Vec<Turn>) -> ScriptedServer {
+        Self::start_script(Script::RepeatLast(script), Arc::new(|_| None)).await
     }
 
     pub async fn start_with_faults(
