@@ -78,7 +78,7 @@ run_baton() {
   rm -f "$work/usage.jsonl"
   set +e
   "$baton" --workspace "$work/ws-$mode" run --base-url "http://127.0.0.1:$proxy_port/v1" --model smollm2 \
-    --max-turns 3 --context-window 4096 --json "$@" "Create a file named hello.txt that contains the word hi, then call finish." \
+    --max-turns "${max_turns:-3}" --context-window 4096 --json "$@" "Create a file named hello.txt that contains the word hi, then call finish." \
     >"$work/events-$mode.jsonl" 2>"$work/stderr-$mode.log"
   local code=$?
   set -e
@@ -131,5 +131,26 @@ results = [e for e in events if e["type"] == "tool_call_finished"]
 assert len(results) == len(calls), "every streamed tool call got a journaled result"
 print(f"streaming check: {len(finished)} streamed calls, {len(calls)} tool calls assembled from deltas, "
       f"{parsed} with JSON-object arguments")
+PY
+step "baton run without --tool-choice: the real model must end on its own within its turn limit"
+# Models end their work with a plain reply as often as with a tool call: the run must finish
+# (by `finish` or by a text reply after one nudge) or pause for a reason that is not the turn
+# limit (a loop of replies without tool calls, say) — never run out of turns repeating itself.
+max_turns=20 run_baton ends --no-stream
+python3 "$repo/scripts/e2e/check_usage.py" "$work/events-ends.jsonl" "$work/usage.jsonl" --require-reported
+python3 - "$work/events-ends.jsonl" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+last = events[-1]
+calls = sum(1 for e in events if e["type"] == "model_call_finished")
+notes = sum(1 for e in events if e["type"] == "note_added")
+if last["type"] == "run_finished":
+    how = f"finished by {last.get('finished_by', 'its task graph')}: {last['summary'][:120]!r}"
+elif last["type"] == "run_paused":
+    assert last["reason"] != "max_turns", f"ran out of turns: {last['detail']}"
+    how = f"paused ({last['reason']}): {last['detail'][:160]}"
+else:
+    raise SystemExit(f"the run ended with {last['type']}")
+print(f"ending check: {calls} model calls, {notes} notes to the model, {how}")
 PY
 echo "real-model e2e: OK"
