@@ -748,6 +748,13 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
     if let Some(text) = &view.summary {
         rows.push(("summary", output::one_line(text, 500)));
     }
+    if let Some(by) = view.finished_by {
+        let how = match by {
+            baton_core::FinishedBy::Tool => "the model called `finish`",
+            baton_core::FinishedBy::Text => "the model's text reply (after one nudge)",
+        };
+        rows.push(("ended by", how.to_string()));
+    }
     if let Some(error) = &view.error {
         rows.push(("error", error.clone()));
     }

@@ -43,9 +43,13 @@ async fn a_model_that_ends_with_text_finishes_after_one_nudge() {
     let finished = of_type(&events, "run_finished");
     assert_eq!(finished[0]["finished_by"], "text");
     assert_eq!(finished[0]["summary"], "Done: answer.txt holds 4.");
-    let status = baton(ws.path(), home.path()).arg("status").output().unwrap();
+    let status = baton(ws.path(), home.path())
+        .arg("status")
+        .output()
+        .unwrap();
     let status = String::from_utf8_lossy(&status.stdout);
     assert!(status.contains("finished"), "{status}");
+    assert!(status.contains("the model's text reply"), "{status}");
     let logs = baton(ws.path(), home.path()).arg("logs").output().unwrap();
     let logs = String::from_utf8_lossy(&logs.stdout);
     assert!(logs.contains("FINISHED (by a text reply)"), "{logs}");
@@ -220,12 +224,25 @@ async fn plan_only_never_changes_the_workspace_and_writes_a_loadable_plan() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(snapshot_files(ws.path()), before, "--plan-only changed files");
+    assert_eq!(
+        snapshot_files(ws.path()),
+        before,
+        "--plan-only changed files"
+    );
     let events = journal(ws.path(), home.path());
     assert_eq!(pause_reason(&events).as_deref(), Some("plan_review"));
     let results = of_type(&events, "tool_call_finished");
-    let content = |i: usize| results[i]["result"]["content"].as_str().unwrap().to_string();
-    assert!(content(1).contains("not available while planning"), "{}", content(1));
+    let content = |i: usize| {
+        results[i]["result"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        content(1).contains("not available while planning"),
+        "{}",
+        content(1)
+    );
     assert_ne!(results[2]["result"]["exit_code"], 0, "{}", content(2));
     assert!(content(3).contains("submit_plan"), "{}", content(3));
     assert_eq!(of_type(&events, "run_finished").len(), 0);

@@ -122,7 +122,12 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
         ),
         4.0
     );
-    for (tool, calls) in [("update_plan", 1.0), ("list_dir", 1.0), ("shell", 1.0), ("finish", 2.0)] {
+    for (tool, calls) in [
+        ("update_plan", 1.0),
+        ("list_dir", 1.0),
+        ("shell", 1.0),
+        ("finish", 2.0),
+    ] {
         assert_eq!(
             sample(
                 &m,

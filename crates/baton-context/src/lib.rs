@@ -198,6 +198,5 @@ pub fn request_digest(request: &ModelRequest) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-
 #[cfg(test)]
 mod tests;

@@ -198,7 +198,10 @@ pub fn after_reply(reply: Reply<'_>, s: &Situation<'_>) -> AfterReply {
             }
         };
     }
-    let forced = matches!(s.tool_choice, ToolChoice::Required | ToolChoice::Function(_));
+    let forced = matches!(
+        s.tool_choice,
+        ToolChoice::Required | ToolChoice::Function(_)
+    );
     if let (Reply::Text(text), false, true) = (reply, forced, s.track.nudged) {
         match s.policy.on_text_reply {
             OnTextReply::Finish => return ending(text, s),

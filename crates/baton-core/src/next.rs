@@ -43,11 +43,19 @@ pub enum NextAction {
     },
     /// Tell the model something before its next turn (a nudge after a reply without a tool
     /// call, or the open todo items of an ending): journaled as `note_added`.
-    Note { text: String },
+    Note {
+        text: String,
+    },
     /// Take the model's text reply as its claim that it is done (`text_end_accepted`).
-    AcceptTextEnd { turn: u32, summary: String },
+    AcceptTextEnd {
+        turn: u32,
+        summary: String,
+    },
     /// Pause the run because of how the model ended (or did not): `text_reply`, `loop`, `no_plan`.
-    PauseEnding { reason: PauseReason, detail: String },
+    PauseEnding {
+        reason: PauseReason,
+        detail: String,
+    },
     FinishTurn {
         turn: u32,
     },

@@ -52,13 +52,15 @@ fn setup_strategy() -> impl Strategy<Value = Setup> {
         prop::bool::weighted(0.2),
         prop_oneof![Just(OpenItems::RemindOnce), Just(OpenItems::Ignore)],
     )
-        .prop_map(|(mode, no_tool_turns, forced, planning, open_items)| Setup {
-            mode,
-            no_tool_turns,
-            forced,
-            planning,
-            open_items,
-        })
+        .prop_map(
+            |(mode, no_tool_turns, forced, planning, open_items)| Setup {
+                mode,
+                no_tool_turns,
+                forced,
+                planning,
+                open_items,
+            },
+        )
 }
 
 fn settings(setup: &Setup, max_turns: u32) -> RunSettings {
@@ -167,11 +169,13 @@ fn step(d: &mut Driver, replies: &dyn Fn(usize) -> Reply, run: &RunSettings, kil
             // The engine's governance between turns: the loop detector over calls and replies.
             let policy = run.loop_detection;
             match detect_loop(&d.state.recent_calls, &policy) {
-                Some((pattern, detail)) if d.state.loop_nudges == 0 => d.push(Event::LoopDetected {
-                    pattern,
-                    detail,
-                    response: LoopResponse::Nudge,
-                }),
+                Some((pattern, detail)) if d.state.loop_nudges == 0 => {
+                    d.push(Event::LoopDetected {
+                        pattern,
+                        detail,
+                        response: LoopResponse::Nudge,
+                    })
+                }
                 Some((pattern, detail)) => {
                     d.push(Event::LoopDetected {
                         pattern,
@@ -268,7 +272,12 @@ fn step(d: &mut Driver, replies: &dyn Fn(usize) -> Reply, run: &RunSettings, kil
     true
 }
 
-fn drive(setup: &Setup, max_turns: u32, replies: &dyn Fn(usize) -> Reply, kills: &[bool]) -> Driver {
+fn drive(
+    setup: &Setup,
+    max_turns: u32,
+    replies: &dyn Fn(usize) -> Reply,
+    kills: &[bool],
+) -> Driver {
     let run = settings(setup, max_turns);
     let mut d = Driver {
         state: RunState::default(),
@@ -284,7 +293,12 @@ fn drive(setup: &Setup, max_turns: u32, replies: &dyn Fn(usize) -> Reply, kills:
         tools: vec![],
     });
     let mut steps = 0;
-    while step(&mut d, replies, &run, kills.get(steps).copied().unwrap_or(false)) {
+    while step(
+        &mut d,
+        replies,
+        &run,
+        kills.get(steps).copied().unwrap_or(false),
+    ) {
         steps += 1;
         assert!(steps < 10_000, "the run never stopped");
     }
@@ -431,4 +445,114 @@ fn pause_reason_names_are_the_journal_names() {
     ] {
         assert_eq!(serde_json::to_value(reason).unwrap(), reason.as_str());
     }
+}
+
+#[test]
+fn runs_journaled_before_endings_existed_keep_their_replay() {
+    // A `run_started` settings object of an older baton: no `endings`, no `no_tool_turns`.
+    let old = serde_json::json!({
+        "model": {"provider": "open_ai_compatible", "base_url": "http://x/v1", "model": "m",
+                  "response_mode": "whole"},
+        "limits": {"max_turns": 10, "shell_timeout_secs": 5},
+        "loop_detection": {"repeats": 4, "alternations": 3, "stalled_turns": 8}
+    });
+    let settings: RunSettings = serde_json::from_value(old).unwrap();
+    assert_eq!(settings.endings, EndingPolicy::journaled_before());
+    assert_eq!(settings.loop_detection.no_tool_turns, 3);
+    // Such a journal called `finish` with open todo items and went straight to its end: the
+    // reducer must not expect the reminder it never journaled.
+    let mut state = RunState::default();
+    let run = RunId::from_string("old");
+    let events = [
+        Event::RunStarted {
+            goal: "g".into(),
+            workspace: "/w".into(),
+            settings: settings.clone(),
+            system_prompt: "s".into(),
+            project_instructions: None,
+            tools: vec![],
+        },
+        Event::TurnStarted { turn: 1 },
+        Event::ModelCallStarted {
+            turn: 1,
+            call: 1,
+            attempt: 1,
+            request_sha256: "h".into(),
+            context: None,
+        },
+        Event::ModelCallFinished {
+            turn: 1,
+            call: 1,
+            message: AssistantMessage {
+                content: None,
+                tool_calls: vec![
+                    ToolCall {
+                        id: "p".into(),
+                        name: memory::UPDATE_PLAN_TOOL.into(),
+                        arguments: r#"{"items":[{"step":"x","status":"pending"}]}"#.into(),
+                    },
+                    ToolCall {
+                        id: "f".into(),
+                        name: FINISH_TOOL.into(),
+                        arguments: "{}".into(),
+                    },
+                ],
+            },
+            usage: None,
+            cost_usd: None,
+            finish_reason: None,
+            served_model: None,
+            duration_ms: 1,
+        },
+    ];
+    let mut seq = 0;
+    let mut push = |state: &mut RunState, event: Event| {
+        state
+            .apply(&EventRecord {
+                run_id: run.clone(),
+                seq,
+                at: jiff::Timestamp::from_second(1_700_000_000).unwrap(),
+                event,
+            })
+            .unwrap();
+        seq += 1;
+    };
+    for event in events {
+        push(&mut state, event);
+    }
+    for (id, name, result) in [
+        ("p", memory::UPDATE_PLAN_TOOL, "plan updated"),
+        ("f", FINISH_TOOL, "done"),
+    ] {
+        push(
+            &mut state,
+            Event::ToolCallStarted {
+                turn: 1,
+                call_id: id.into(),
+                name: name.into(),
+                arguments: if id == "p" {
+                    r#"{"items":[{"step":"x","status":"pending"}]}"#.into()
+                } else {
+                    "{}".into()
+                },
+                effect: ToolEffect::ReadOnly,
+            },
+        );
+        push(
+            &mut state,
+            Event::ToolCallFinished {
+                turn: 1,
+                call_id: id.into(),
+                result: ToolResult::success(result),
+                duration_ms: 1,
+            },
+        );
+    }
+    assert_eq!(
+        next_action(&state),
+        NextAction::Finish {
+            summary: "done".into(),
+            finished_by: Some(FinishedBy::Tool)
+        }
+    );
 }

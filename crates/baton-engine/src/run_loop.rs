@@ -11,14 +11,14 @@ use baton_context::{
     SYSTEM_PROMPT, assemble_with_report, memory_tool_specs, request_digest, submit_plan_spec,
 };
 use baton_core::Planning;
-use baton_core::task::PlanSource;
 use baton_core::ending::FINISH_WHILE_PLANNING;
 use baton_core::governance::LoopPattern;
+use baton_core::task::PlanSource;
 use baton_core::{
-    AssistantMessage, CompactionTrigger, ErrorClass, Event, LoopResponse, ModelReply, ModelRequest, NextAction,
-    FINISH_TOOL, PauseReason, Redactor, RequestMetrics, RunId, RunState, RunStatus,
-    SUBMIT_PLAN_TOOL, ToolCall, offered_while_planning,
-    ToolEffect, ToolResult, next_action, replay,
+    AssistantMessage, CompactionTrigger, ErrorClass, Event, FINISH_TOOL, LoopResponse, ModelReply,
+    ModelRequest, NextAction, PauseReason, Redactor, RequestMetrics, RunId, RunState, RunStatus,
+    SUBMIT_PLAN_TOOL, ToolCall, ToolEffect, ToolResult, next_action, offered_while_planning,
+    replay,
 };
 use baton_model::{ModelError, RetrySchedule, StreamDelta, StreamObserver};
 use baton_store::{Holder, NewRun};

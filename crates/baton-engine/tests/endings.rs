@@ -128,7 +128,11 @@ async fn inside_a_task_a_text_ending_runs_the_check_and_its_failure_reaches_the_
     let provider = Arc::new(FnProvider::new(move |request, _| {
         let prompt = prompt_text(request);
         if prompt.contains("The acceptance check") && !root.join("done.txt").exists() {
-            call("write_file", json!({"path": "done.txt", "content": "ok"}), 100)
+            call(
+                "write_file",
+                json!({"path": "done.txt", "content": "ok"}),
+                100,
+            )
         } else {
             text("The task is done.", 100)
         }
@@ -182,9 +186,7 @@ async fn inside_a_task_a_text_ending_runs_the_check_and_its_failure_reaches_the_
     assert_eq!(requests.len(), 5);
 }
 
-async fn repeated_text_in_nudge_mode_pauses_with_loop_after_the_configured_count(
-    backend: Backend,
-) {
+async fn repeated_text_in_nudge_mode_pauses_with_loop_after_the_configured_count(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     let provider = by_turn(|_| text("I am done.", 100));
     let Ran {

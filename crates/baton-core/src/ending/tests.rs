@@ -207,7 +207,10 @@ fn the_loop_limit_never_falls_below_room_for_one_nudge() {
             s(limit, &track(1, false)),
             AfterReply::Nudge { .. }
         ));
-        assert!(matches!(s(limit, &track(2, true)), AfterReply::Claim { .. }));
+        assert!(matches!(
+            s(limit, &track(2, true)),
+            AfterReply::Claim { .. }
+        ));
     }
 }
 
