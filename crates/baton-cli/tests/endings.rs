@@ -282,14 +282,23 @@ async fn plan_only_never_changes_the_workspace_and_writes_a_loadable_plan() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_planner_that_never_plans_pauses_with_no_plan_after_one_nudge() {
-    let server = ScriptedServer::start_by_task(&[(
-        "plan",
-        vec![
-            text_turn("I would split this into three steps: read, fix, test."),
-            text_turn("Done: the plan is read, fix, test."),
-            text_turn("never asked for"),
-        ],
-    )])
+    let server = ScriptedServer::start_by_task(&[
+        (
+            "plan",
+            vec![
+                text_turn("I would split this into three steps: read, fix, test."),
+                text_turn("Done: the plan is read, fix, test."),
+                text_turn("never asked for"),
+            ],
+        ),
+        (
+            "fix",
+            vec![
+                text_turn("Nothing to change: calc.py is fine."),
+                text_turn("Nothing to change: calc.py is fine."),
+            ],
+        ),
+    ])
     .await;
     let ws = workspace_with_calc();
     let home = tempfile::tempdir().unwrap();
@@ -311,4 +320,22 @@ async fn a_planner_that_never_plans_pauses_with_no_plan_after_one_nudge() {
     let plan = String::from_utf8_lossy(&plan.stdout);
     assert!(plan.contains("never submitted a plan"), "{plan}");
     assert!(!plan.contains("start one with"), "{plan}");
+
+    // A person supplies the plan instead: the paused run works through it.
+    let file = ws.path().join("plan.toml");
+    std::fs::write(
+        &file,
+        "[[task]]\nid = \"fix\"\ntitle = \"Fix\"\ninstructions = \"Check calc.py.\"\ncheck = \"test -f calc.py\"\n",
+    )
+    .unwrap();
+    let file_arg = file.display().to_string();
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--plan", &file_arg],
+    )
+    .await;
+    assert_finished(&out);
+    let events = journal(ws.path(), home.path());
+    assert_eq!(of_type(&events, "task_finished")[0]["task"], "fix");
 }
