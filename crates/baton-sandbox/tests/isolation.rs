@@ -294,7 +294,9 @@ fn ptrace_and_io_uring_are_denied() {
 #[test]
 fn git_in_a_parallel_tasks_worktree_does_not_find_the_users_repository() {
     for backend in backends() {
-        let ws = tempdir();
+        // The repository above the workspace must be visible inside the sandbox for the second
+        // half of the test to mean anything.
+        let ws = tempdir_outside_tmp();
         let git = |dir: &std::path::Path, args: &[&str]| {
             let out = std::process::Command::new("git")
                 .args(args)

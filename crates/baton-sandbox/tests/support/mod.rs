@@ -40,6 +40,19 @@ pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
 }
 
+/// A directory the sandbox sees from inside with everything above it: never under the host's
+/// `/tmp`, which bubblewrap replaces with the command's private one (a checkout under /tmp —
+/// a fresh clone made with `mktemp -d` — would hide the directories above the workspace).
+pub fn tempdir_outside_tmp() -> tempfile::TempDir {
+    let target = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let base = if target.starts_with("/tmp") {
+        std::path::Path::new("/var/tmp")
+    } else {
+        target
+    };
+    tempfile::tempdir_in(base).unwrap()
+}
+
 /// A sandbox bound to the workspace the tests' commands run in.
 pub struct Sb {
     pub sandbox: Sandbox,
