@@ -140,7 +140,8 @@ fn add_beneath(
 }
 
 /// Denies debugging other processes, io_uring (whose operations bypass the seccomp filter),
-/// and — with the network off — every socket family but AF_UNIX.
+/// typing into a terminal (`TIOCSTI`, `TIOCLINUX`), and — with the network off — every socket
+/// family but AF_UNIX.
 #[cfg(target_os = "linux")]
 pub fn apply_seccomp(allow_network: bool) -> Result<(), ConfineError> {
     use seccompiler::{
@@ -161,6 +162,21 @@ pub fn apply_seccomp(allow_network: bool) -> Result<(), ConfineError> {
         // An empty rule list matches the syscall unconditionally.
         rules.insert(syscall, Vec::new());
     }
+    // The terminal: TIOCSTI pushes input into a terminal's queue (typed into the user's shell
+    // once baton exits), TIOCLINUX can do the same on a virtual console. The kernel reads the
+    // request as 32 bits, so that is what is compared.
+    let request_is = |request: u64| {
+        SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| err(&e))
+    };
+    // `Ioctl` is `c_ulong` on glibc and `c_int` on musl: the cast is needed on some targets.
+    #[allow(clippy::unnecessary_cast)]
+    let (tiocsti, tioclinux) = (libc::TIOCSTI as u64, libc::TIOCLINUX as u64);
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![request_is(tiocsti)?, request_is(tioclinux)?],
+    );
     if !allow_network {
         let not_unix = SeccompCondition::new(
             0,

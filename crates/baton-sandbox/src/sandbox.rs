@@ -9,7 +9,6 @@ use crate::trampoline::SUBCOMMAND;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Substrings (upper case) of variable names that never reach a command, allowlisted or not.
 const SECRET_MARKERS: [&str; 4] = ["KEY", "TOKEN", "SECRET", "PASSWORD"];
@@ -82,12 +81,63 @@ impl Drop for Guard {
     }
 }
 
-static NEXT_TMP: AtomicU64 = AtomicU64::new(0);
+/// Private tmp directories are named `baton-sbx-PID-RANDOM` in the system's temp directory.
+const TMP_PREFIX: &str = "baton-sbx-";
+
+/// A new private tmp for one command: a random name created exclusively (`mkdtemp`: mode 0700,
+/// owned by this process's user, never a directory or symlink someone else put there), its
+/// canonical path returned. Removed by the command's [`Guard`].
+fn private_tmp() -> Result<PathBuf, SandboxError> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("{TMP_PREFIX}{}-", std::process::id()))
+        // Created with this mode (tempfile's default for directories follows the umask).
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .map_err(SandboxError::Tmp)?
+        .keep();
+    dir.canonicalize().map_err(SandboxError::Tmp)
+}
+
+/// Removes the private tmp directories a killed baton left behind: those of this user whose
+/// process is gone. Never follows a symlink; what cannot be removed is left alone.
+pub fn remove_stale_private_tmps() -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::getuid().as_raw();
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(TMP_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if meta.is_dir()
+            && meta.uid() == me
+            && !alive
+            && std::fs::remove_dir_all(entry.path()).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
 
 impl Sandbox {
     /// `trampoline` is an executable that dispatches [`SUBCOMMAND`] to
     /// [`crate::trampoline::main`] (for baton: `std::env::current_exe()`).
     pub fn new(config: SandboxConfig, trampoline: &Path) -> Result<Sandbox, SandboxError> {
+        remove_stale_private_tmps();
         let platform = platform::detect(trampoline);
         let backend = platform
             .backend(config.backend)
@@ -186,10 +236,7 @@ impl Sandbox {
         let (Some(platform), Some(trampoline)) = (self.platform, &self.trampoline) else {
             return self.prepare_unconfined(&workspace, argv, parent_env);
         };
-        let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
-        let tmp = std::env::temp_dir().join(format!("baton-sbx-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&tmp).map_err(SandboxError::Tmp)?;
-        let tmp = tmp.canonicalize().map_err(SandboxError::Tmp)?;
+        let tmp = private_tmp()?;
         let max = self.config.limits.max_processes;
         let cgroup = match (&platform.cgroup_base, max) {
             (Some(base), Some(max)) if self.backend != Backend::Unsandboxed => {
@@ -261,8 +308,10 @@ impl Sandbox {
             .env_clear()
             .envs(self.environment(parent_env, &tmp_inside))
             .envs(git_boundary(&workspace));
-        // Own process group, so a timeout can kill everything the command started.
-        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        // The trampoline starts a session of its own first thing (`setsid`): its own process
+        // group, with its pid as id, so a timeout can kill everything the command started, and
+        // no controlling terminal. (`process_group(0)` here would make it a group leader, which
+        // `setsid` refuses.)
         Ok(Prepared { command, guard })
     }
 
@@ -272,9 +321,7 @@ impl Sandbox {
         argv: &[OsString],
         parent_env: impl IntoIterator<Item = (OsString, OsString)>,
     ) -> Result<Prepared, SandboxError> {
-        let n = NEXT_TMP.fetch_add(1, Ordering::Relaxed);
-        let tmp = std::env::temp_dir().join(format!("baton-sbx-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&tmp).map_err(SandboxError::Tmp)?;
+        let tmp = private_tmp()?;
         let Some((program, args)) = argv.split_first() else {
             return Err(SandboxError::Backend("empty command".into()));
         };

@@ -98,6 +98,12 @@ fn run(args: Vec<OsString>) -> Result<Never, String> {
 }
 
 fn first_stage(spec: &ExecSpec) -> Result<(), String> {
+    if spec.parent_pid.is_some() {
+        // A session of its own (and with it a process group whose id is this pid, which is
+        // what a timeout kills): no controlling terminal, so nothing the command runs can open
+        // `/dev/tty` to read the user's keys or type into their shell.
+        rustix::process::setsid().map_err(|e| format!("starting a new session: {e}"))?;
+    }
     if let Some(procs) = &spec.cgroup_procs {
         let me = std::process::id().to_string();
         std::fs::write(procs, me)
