@@ -96,11 +96,24 @@ impl<'a> Call<'a> {
 
     /// Runs git and hands back whatever it did (for callers that judge the status themselves).
     pub(crate) fn output(&self) -> Result<Output> {
+        if self.repo_env {
+            crate::init::restore_own_config(&self.git.git_dir)?;
+        }
         let mut cmd = Command::new("git");
-        cmd.args(&self.args)
-            .current_dir(&self.git.work_tree)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        // Also on the command line, which wins over any file: no hooks, no fsmonitor program, no
+        // attributes file of the machine.
+        cmd.args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.attributesFile=/dev/null",
+        ])
+        .args(&self.args)
+        .current_dir(&self.git.work_tree)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         // Anything inherited could point git elsewhere (a hook's GIT_DIR, GIT_INDEX_FILE, an
         // object directory, a namespace) or change its output.
         for (name, _) in std::env::vars_os() {

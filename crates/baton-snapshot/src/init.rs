@@ -118,6 +118,80 @@ fn keep_out_of_users_git(state_dir: &Path) {
     }
 }
 
+/// Files in a git directory that would make git read configuration, hooks or objects baton did
+/// not write: another "common" directory (with its own config), per-worktree config, hooks.
+const FOREIGN: &[&str] = &["commondir", "config.worktree", "hooks"];
+
+/// Puts back exactly the configuration baton wrote, before every git run on `git_dir`.
+///
+/// The shadow repository lives in the workspace, where the agent's commands may write: a
+/// `filter.*.clean` driver in `config` with `* filter=…` in `info/attributes` would otherwise run
+/// as baton's user, outside the sandbox, on the next `git add`. Nothing written there survives:
+/// the three files are replaced when their bytes differ (a symlink is replaced, never written
+/// through), and files that point git elsewhere are removed. No command runs while git does, so
+/// what git then reads is what this wrote.
+pub(crate) fn restore_own_config(git_dir: &Path) -> Result<()> {
+    for (name, text) in [
+        ("config", CONFIG),
+        ("info/exclude", EXCLUDE),
+        ("info/attributes", ATTRIBUTES),
+    ] {
+        let path = git_dir.join(name);
+        let exact = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file())
+            && std::fs::read(&path).is_ok_and(|bytes| bytes == text.as_bytes());
+        if !exact {
+            tracing::warn!(
+                "{} was changed by someone other than baton: restoring it",
+                path.display()
+            );
+            replace_file(&path, text)?;
+        }
+    }
+    for name in FOREIGN {
+        let path = git_dir.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => {
+                std::fs::remove_dir_all(&path).map_err(|e| SnapshotError::io(&path, e))?
+            }
+            Ok(_) => std::fs::remove_file(&path).map_err(|e| SnapshotError::io(&path, e))?,
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Makes `path` a regular file holding `text`: written to a new file beside it and renamed over
+/// it (a rename replaces a symlink, it never writes through one); a directory in the way is
+/// removed, and a parent that is not a directory is replaced by one.
+fn replace_file(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    let Some(dir) = path.parent() else {
+        return Err(SnapshotError::io(
+            path,
+            std::io::ErrorKind::InvalidInput.into(),
+        ));
+    };
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        std::fs::remove_file(dir).map_err(|e| SnapshotError::io(dir, e))?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| SnapshotError::io(dir, e))?;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir()) {
+        std::fs::remove_dir_all(path).map_err(|e| SnapshotError::io(path, e))?;
+    }
+    let tmp = dir.join(format!(".baton-restore-{}", unique()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(SnapshotError::io(path, e));
+    }
+    Ok(())
+}
+
 /// Removes temporary repositories a crashed `open` left behind.
 fn clean_debris(state_dir: &Path) {
     let Ok(entries) = std::fs::read_dir(state_dir) else {
