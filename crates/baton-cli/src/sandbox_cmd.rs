@@ -232,8 +232,7 @@ pub fn run_one(
         .iter()
         .map(|s| s.to_string())
         .collect();
-    let env = std::env::vars_os()
-        .filter(|(name, _)| !baton_tools::is_secret_var(&name.to_string_lossy(), &names));
+    let env = baton_tools::without_secrets(std::env::vars_os().collect(), &names);
     let prepared = sandbox
         .prepare(workspace, &args.command, env)
         .map_err(CliError::usage)?;

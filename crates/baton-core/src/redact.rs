@@ -9,9 +9,13 @@ pub struct Redactor {
 const MIN_SECRET_LEN: usize = 8;
 
 impl Redactor {
+    /// Redacts each value and the forms a command can turn it into without knowing it: reversed,
+    /// hex (either case), and base64 / base64url at every alignment in the encoded stream.
     pub fn new(secrets: impl IntoIterator<Item = String>) -> Self {
         let mut secrets: Vec<String> = secrets
             .into_iter()
+            .filter(|s| s.len() >= MIN_SECRET_LEN)
+            .flat_map(|s| encodings(&s))
             .filter(|s| s.len() >= MIN_SECRET_LEN)
             .collect();
         // Longest first, so a secret containing another is replaced whole.
@@ -31,9 +35,76 @@ impl Redactor {
     }
 }
 
+/// `secret` and what it becomes when a command encodes it.
+///
+/// Base64 turns each 3-byte group into 4 characters, so how a secret inside a longer text is
+/// encoded depends on its offset modulo 3. For each of the three offsets the characters that
+/// encode whole groups of the secret's own bytes are the same in every text; those are what is
+/// redacted (the at most two bytes at either end that share a group with their neighbours stay).
+fn encodings(secret: &str) -> Vec<String> {
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+    let bytes = secret.as_bytes();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let mut forms = vec![
+        secret.to_string(),
+        secret.chars().rev().collect(),
+        hex.to_ascii_uppercase(),
+        hex,
+    ];
+    for shift in 0..3 {
+        let Some(rest) = bytes.get(shift..) else {
+            continue;
+        };
+        let whole = &rest[..rest.len() / 3 * 3];
+        for engine in [STANDARD_NO_PAD, URL_SAFE_NO_PAD] {
+            forms.push(engine.encode(whole));
+        }
+    }
+    forms
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine;
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE};
+
+    const KEY: &str = "sk-proj-Abc123Def456Ghi789";
+
+    #[test]
+    fn encoded_and_reversed_forms_are_redacted_wherever_they_sit() {
+        let r = Redactor::new([KEY.to_string()]);
+        // What `echo $KEY | base64` and friends print, with the key at every alignment.
+        for prefix in ["", "x", "xy", "xyz", "Authorization: Bearer "] {
+            let text = format!("{prefix}{KEY}\n");
+            for encoded in [
+                STANDARD.encode(&text),
+                URL_SAFE.encode(&text),
+                text.bytes().map(|b| format!("{b:02x}")).collect::<String>(),
+                text.bytes().map(|b| format!("{b:02X}")).collect::<String>(),
+                text.chars().rev().collect::<String>(),
+            ] {
+                let shown = r.redact(&encoded);
+                assert!(
+                    shown.contains("[REDACTED]"),
+                    "{prefix:?}: {encoded} → {shown}"
+                );
+                // Decoding what is left gives at most a few bytes of the key.
+                if let Ok(decoded) = STANDARD.decode(shown.replace("[REDACTED]", "")) {
+                    let decoded = String::from_utf8_lossy(&decoded);
+                    assert!(!decoded.contains(&KEY[..6]), "{decoded}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ordinary_text_is_left_alone() {
+        let r = Redactor::new([KEY.to_string()]);
+        let text = "cargo test: 12 passed; base64 of hello is aGVsbG8=; 68656c6c6f";
+        assert_eq!(r.redact(text), text);
+    }
 
     #[test]
     fn replaces_every_occurrence_and_ignores_short_values() {

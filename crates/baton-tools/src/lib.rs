@@ -24,7 +24,7 @@ pub use path::{Access, PathError, STATE_DIR, Workspace};
 pub use read_file::ReadFile;
 pub use registry::ToolRegistry;
 pub use shell::Shell;
-pub use shell::is_secret_var;
+pub use shell::{is_secret_var, without_secrets};
 
 use async_trait::async_trait;
 use baton_core::{ToolResult, ToolSpec};

@@ -115,6 +115,28 @@ impl Drop for TreeGuard {
     }
 }
 
+/// `env` without credentials: variables named like one, and any variable whose value holds a
+/// credential's value (`LC_X=$OPENAI_API_KEY` passes the sandbox's allowlist by its name).
+pub fn without_secrets(
+    env: Vec<(OsString, OsString)>,
+    configured: &[String],
+) -> Vec<(OsString, OsString)> {
+    let secret = |name: &OsString| is_secret_var(&name.to_string_lossy(), configured);
+    let values: Vec<String> = env
+        .iter()
+        .filter(|(name, _)| secret(name))
+        .map(|(_, value)| value.to_string_lossy().into_owned())
+        // As short a value as the redactor ignores would match ordinary text.
+        .filter(|value| value.len() >= 8)
+        .collect();
+    env.into_iter()
+        .filter(|(name, value)| {
+            let value = value.to_string_lossy();
+            !secret(name) && !values.iter().any(|v| value.contains(v.as_str()))
+        })
+        .collect()
+}
+
 /// Runs `command_line` in the sandbox with `env` (minus the secrets, then through the sandbox's
 /// allowlist) as its environment. The environment is a parameter so tests can check the
 /// scrubbing without mutating the test process's own.
@@ -124,9 +146,7 @@ async fn run(
     timeout: Duration,
     env: Vec<(OsString, OsString)>,
 ) -> ToolResult {
-    let env = env
-        .into_iter()
-        .filter(|(name, _)| !is_secret_var(&name.to_string_lossy(), &ctx.secret_env_vars));
+    let env = without_secrets(env, &ctx.secret_env_vars);
     // Absolute, so lookup does not depend on a PATH the command environment may lack.
     let argv: Vec<OsString> = ["/bin/sh", "-c", command_line].map(OsString::from).to_vec();
     let prepared = match ctx.exec.sandbox.prepare(ctx.workspace.root(), &argv, env) {
@@ -392,6 +412,9 @@ mod tests {
             ("PLAIN_CONFIGURED", "hidden-value-3"),
             ("DB_PASSWORD", "hidden-value-4"),
             ("KEEP_ME", "visible"),
+            // Allowlisted by name (LC_*), but carrying a credential's value.
+            ("LC_SMUGGLED", "x-hidden-value-1-x"),
+            ("LC_HARMLESS", "en_US.UTF-8"),
         ]
         .map(|(k, v)| (OsString::from(k), OsString::from(v)));
         let r = run(&ctx, "env | sort", Duration::from_secs(10), env.to_vec()).await;
@@ -399,6 +422,12 @@ mod tests {
         // Only allowlisted variables reach commands; HOME is the command's private tmp.
         assert!(!r.content.contains("KEEP_ME"), "{}", r.content);
         assert!(r.content.contains("HOME="), "{}", r.content);
+        assert!(!r.content.contains("LC_SMUGGLED"), "{}", r.content);
+        assert!(
+            r.content.contains("LC_HARMLESS=en_US.UTF-8"),
+            "{}",
+            r.content
+        );
         // Values that cannot occur by chance (e.g. in the random temp dir name in PWD).
         for secret in [
             "hidden-value-1",
