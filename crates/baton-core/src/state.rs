@@ -889,14 +889,15 @@ impl RunState {
                 self.claim_end(summary, FinishedBy::Text);
             }
             Event::RunPaused { reason, detail } => {
-                // The pause an ending decided is carried out by this event.
+                // The pause an ending decided is carried out by this event (another pause — a
+                // Ctrl-C, say — leaves it due, so the resumed run still makes it).
                 if let Phase::RunningTools { after, .. } = &mut self.phase {
                     after.take_if(|a| {
                         matches!(
-                            a,
-                            AfterReply::PauseForPerson
-                                | AfterReply::PauseLoop { .. }
-                                | AfterReply::PauseNoPlan
+                            (a, reason),
+                            (AfterReply::PauseForPerson, PauseReason::TextReply)
+                                | (AfterReply::PauseLoop { .. }, PauseReason::Loop)
+                                | (AfterReply::PauseNoPlan, PauseReason::NoPlan)
                         )
                     });
                 }

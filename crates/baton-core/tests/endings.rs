@@ -556,3 +556,47 @@ fn runs_journaled_before_endings_existed_keep_their_replay() {
         }
     );
 }
+
+#[test]
+fn a_ctrl_c_before_a_due_ending_pause_leaves_it_due_for_the_resumed_run() {
+    let setup = Setup {
+        mode: OnTextReply::Pause,
+        no_tool_turns: 3,
+        forced: false,
+        planning: false,
+        open_items: OpenItems::RemindOnce,
+    };
+    let run = settings(&setup, 50);
+    let mut d = Driver {
+        state: RunState::default(),
+        records: vec![],
+        answered: 0,
+    };
+    d.push(Event::RunStarted {
+        goal: "g".into(),
+        workspace: "/w".into(),
+        settings: run.clone(),
+        system_prompt: "s".into(),
+        project_instructions: None,
+        tools: vec![],
+    });
+    let text = |_: usize| Reply::Text(0);
+    // Text, nudge, text: the pause for a person is due.
+    while !matches!(next_action(&d.state), NextAction::PauseEnding { .. }) {
+        assert!(step(&mut d, &text, &run, false));
+    }
+    d.push(Event::RunPaused {
+        reason: PauseReason::Interrupted,
+        detail: "stopped on request".into(),
+    });
+    d.push(Event::RunResumed {
+        settings: run.clone(),
+    });
+    assert!(matches!(
+        next_action(&d.state),
+        NextAction::PauseEnding {
+            reason: PauseReason::TextReply,
+            ..
+        }
+    ));
+}
