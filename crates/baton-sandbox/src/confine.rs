@@ -140,8 +140,8 @@ fn add_beneath(
 }
 
 /// Denies debugging other processes, io_uring (whose operations bypass the seccomp filter),
-/// typing into a terminal (`TIOCSTI`, `TIOCLINUX`), and — with the network off — every socket
-/// family but AF_UNIX.
+/// typing into a terminal (`TIOCSTI`, `TIOCLINUX`), changing other processes' resource limits or
+/// priorities, and — with the network off — every socket family but AF_UNIX.
 #[cfg(target_os = "linux")]
 pub fn apply_seccomp(allow_network: bool) -> Result<(), ConfineError> {
     use seccompiler::{
@@ -177,6 +177,16 @@ pub fn apply_seccomp(allow_network: bool) -> Result<(), ConfineError> {
         libc::SYS_ioctl,
         vec![request_is(tiocsti)?, request_is(tioclinux)?],
     );
+    // Other processes' limits and priorities (baton's own, as the red-team did with `prlimit
+    // --pid BATON --cpu=0:0`): only the caller itself (pid / who 0, which is what `ulimit`,
+    // `setrlimit` and `nice` use) may be changed; another pid is refused, reading included.
+    let other_process = |arg: u8| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| err(&e))
+    };
+    rules.insert(libc::SYS_prlimit64, vec![other_process(0)?]);
+    rules.insert(libc::SYS_setpriority, vec![other_process(1)?]);
     if !allow_network {
         let not_unix = SeccompCondition::new(
             0,

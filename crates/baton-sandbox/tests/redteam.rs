@@ -1,8 +1,9 @@
 //! Red-team findings (issue 15), each replayed as the attack it was, through the real sandbox on
 //! every backend this machine has: the test fails if the protection is removed.
 //!
-//! Covered here: the terminal (finding 5: `TIOCSTI` typed a command into the user's shell) and
-//! the private tmp (finding 8: a predictable, reused name that another user could plant).
+//! Covered here: the terminal (finding 5: `TIOCSTI` typed a command into the user's shell), the
+//! private tmp (finding 8: a predictable, reused name that another user could plant) and other
+//! processes' limits and priorities (finding 12: `prlimit --pid BATON --cpu=0:0` killed baton).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -155,4 +156,71 @@ fn stale_private_tmps_of_dead_processes_are_removed_without_following_symlinks()
     assert!(live.exists(), "a live process's private tmp was removed");
     let _ = std::fs::remove_file(&planted);
     let _ = std::fs::remove_dir_all(&live);
+}
+
+/// A field of `/proc/PID/limits` ("Max open files  1024  1048576  files" → "1024 1048576").
+fn open_files_limit(pid: u32) -> String {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    line.split_whitespace()
+        .skip(3)
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The nice value, field 19 of `/proc/PID/stat`.
+fn nice(pid: u32) -> String {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    after_comm.split(' ').nth(16).unwrap().to_string()
+}
+
+#[test]
+fn other_processes_limits_and_priorities_cannot_be_changed() {
+    for backend in backends() {
+        // A process outside the sandbox, of the same user: what baton is to its commands.
+        let mut victim = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = victim.id();
+        let (limits, priority) = (open_files_limit(pid), nice(pid));
+        let ws = tempdir();
+        let sb = sandbox(backend, ws.path(), |_| {});
+        let r = sh(
+            &sb,
+            &format!(
+                "prlimit --pid {pid} --nofile=4:4; echo prlimit=$?; renice -n 7 -p {pid}; \
+                 echo renice=$?; ulimit -n 64 && echo own-limit-ok; nice -n 3 true && echo own-nice-ok"
+            ),
+            T,
+        );
+        let out = text(&r.stdout);
+        assert_eq!(
+            open_files_limit(pid),
+            limits,
+            "{backend:?}: {out}{}",
+            text(&r.stderr)
+        );
+        assert_eq!(nice(pid), priority, "{backend:?}: {out}{}", text(&r.stderr));
+        assert!(!out.contains("prlimit=0"), "{backend:?}: {out}");
+        assert!(!out.contains("renice=0"), "{backend:?}: {out}");
+        // Its own limits and priority stay the command's to change.
+        assert!(
+            out.contains("own-limit-ok"),
+            "{backend:?}: {out}{}",
+            text(&r.stderr)
+        );
+        assert!(
+            out.contains("own-nice-ok"),
+            "{backend:?}: {out}{}",
+            text(&r.stderr)
+        );
+        victim.kill().unwrap();
+        victim.wait().unwrap();
+    }
 }
