@@ -78,6 +78,17 @@ fn count(events: &[EventRecord], kind: &str) -> usize {
     events.iter().filter(|e| e.event.kind() == kind).count()
 }
 
+/// The texts of the run's notes to the model, in order.
+fn notes(events: &[EventRecord]) -> Vec<&str> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::NoteAdded { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
 fn paused(outcome: &RunOutcome) -> PauseReason {
     match outcome {
         RunOutcome::Paused { reason, .. } => *reason,
@@ -227,13 +238,7 @@ async fn empty_replies_are_never_an_ending(backend: Backend) {
     assert_eq!(provider.requests.lock().unwrap().len(), 3);
     assert_eq!(count(&events, "text_end_accepted"), 0);
     assert_eq!(count(&events, "run_finished"), 0);
-    let notes: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::NoteAdded { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let notes = notes(&events);
     assert!(notes.iter().all(|n| n.contains("empty")), "{notes:?}");
 }
 
@@ -300,13 +305,7 @@ async fn finish_with_open_todo_items_is_answered_once_then_accepted(backend: Bac
     assert!(summary.starts_with("a.txt written"), "{summary}");
     assert!(summary.contains("2. [pending] write docs"), "{summary}");
     assert_eq!(provider.requests.lock().unwrap().len(), 3);
-    let notes: Vec<&str> = events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::NoteAdded { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect();
+    let notes = notes(&events);
     assert_eq!(notes.len(), 1);
     assert!(notes[0].contains("2. [pending] write docs"), "{notes:?}");
 }
