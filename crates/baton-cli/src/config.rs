@@ -61,7 +61,7 @@ pub struct ConfigLayer {
     pub supervise: Option<bool>,
     /// How many times the supervisor restarts a crashed agent process (`--max-restarts`).
     pub max_restarts: Option<u32>,
-    /// `[snapshots]`: workspace snapshots in `.baton/shadow.git`.
+    /// `[snapshots]`: workspace snapshots in the state directory's `shadow.git`.
     pub snapshots: Option<SnapshotsConfig>,
 }
 

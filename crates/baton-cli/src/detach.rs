@@ -1,6 +1,6 @@
 //! Background runs: `--detach` starts the supervisor in a session of its own with its output in
-//! `.baton/logs/RUN.log`; `baton attach` follows a run's journal live; `baton stop` pauses a run
-//! cleanly by sending SIGTERM to its supervisor (found by its pidfile in `.baton/supervisors/`)
+//! `logs/RUN.log` in the workspace's state directory; `baton attach` follows a run's journal live; `baton stop` pauses a run
+//! cleanly by sending SIGTERM to its supervisor (found by its pidfile in the state directory's `supervisors/`)
 //! or, for an unsupervised run, to the lease holder.
 
 use std::io::Write;
@@ -36,15 +36,15 @@ macro_rules! outln {
     }};
 }
 
-/// `.baton/supervisors/RUN.pid`: the supervisor of a run, as "pid start-time host". Removed when
+/// `supervisors/RUN.pid` in the workspace's state directory: the supervisor of a run, as "pid start-time host". Removed when
 /// the supervisor ends; one left by a killed supervisor names a dead process and is ignored.
 pub(crate) struct PidFile {
     path: PathBuf,
 }
 
 fn pidfile_path(workspace: &Path, run_id: &RunId) -> PathBuf {
-    workspace
-        .join(".baton/supervisors")
+    baton_state::StateDir::for_workspace(workspace)
+        .supervisors()
         .join(format!("{run_id}.pid"))
 }
 
@@ -129,7 +129,9 @@ fn worker_of(workspace: &Path, summary: &RunSummary) -> Option<Holder> {
 }
 
 fn log_path(workspace: &Path, run_id: &RunId) -> PathBuf {
-    workspace.join(".baton/logs").join(format!("{run_id}.log"))
+    baton_state::StateDir::for_workspace(workspace)
+        .logs()
+        .join(format!("{run_id}.log"))
 }
 
 async fn event_count(globals: Globals<'_>, run_id: &RunId) -> Option<u64> {

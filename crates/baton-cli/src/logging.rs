@@ -1,6 +1,6 @@
 //! Logs: human-readable on stderr (default `warn`; `-v` info, `-vv` debug, `-vvv` trace), and,
 //! for the processes that drive a run (`run`, `resume`, their supervised children, `worker`),
-//! JSON lines in a file: `.baton/logs/RUN.trace.jsonl` (default `info`). `RUST_LOG` overrides
+//! JSON lines in a file: `logs/RUN.trace.jsonl` in the workspace's state directory (default `info`). `RUST_LOG` overrides
 //! both levels. Nothing is logged to stdout, which belongs to `--json`'s event stream.
 //!
 //! The file is known only once the run id is (a `resume` resolves it from the store), so the
@@ -173,8 +173,8 @@ fn with_field(text: &str, field: &str) -> String {
 
 /// Where a run's JSON log lives (next to detached runs' `RUN.log`, under another name).
 pub fn run_log_path(workspace: &Path, run_id: &RunId) -> PathBuf {
-    workspace
-        .join(".baton/logs")
+    baton_state::StateDir::for_workspace(workspace)
+        .logs()
         .join(format!("{run_id}.trace.jsonl"))
 }
 

@@ -66,12 +66,13 @@ impl<E: Into<anyhow::Error>> From<E> for CliError {
     about = "A durable harness for long-running coding agents"
 )]
 struct Cli {
-    /// Workspace directory (where the agent works and `.baton/` lives).
+    /// Workspace directory (where the agent works; its `.baton/` holds config, policy, plans).
     #[arg(long, global = true, value_name = "DIR")]
     workspace: Option<PathBuf>,
 
     /// Where runs are kept: a postgres:// URL (shared by many workspaces and machines) or a
-    /// SQLite file; default: the workspace's .baton/baton.db.
+    /// SQLite file; default: the journal in the workspace's state directory
+    /// ($BATON_STATE_DIR/workspaces/NAME-HASH/baton.db, see `baton doctor`).
     #[arg(
         long,
         global = true,
@@ -264,7 +265,7 @@ pub struct ModelFlags {
 /// How `run` / `resume` keep the agent process (see `supervise.rs`).
 #[derive(Args, Clone, Default)]
 pub struct SuperviseFlags {
-    /// Run in the background (output to .baton/logs/RUN.log); print the run id and return.
+    /// Run in the background (output to logs/RUN.log in the state directory); print the run id and return.
     #[arg(long)]
     detach: bool,
     /// Work in this process instead of a supervised child process that is restarted if it

@@ -155,7 +155,7 @@ pub(crate) fn progress_line(event: &Event, state: &RunState) -> Option<String> {
 
 /// The task a `--parallel` child run works on (its workspace is a worktree of the parent's).
 fn parallel_task(state: &RunState) -> Option<&str> {
-    if !baton_core::task::is_worktree(std::path::Path::new(&state.workspace)) {
+    if !baton_state::is_worktree(std::path::Path::new(&state.workspace)) {
         return None;
     }
     state
@@ -370,7 +370,7 @@ pub fn task_line(event: &Event) -> Option<String> {
         Event::TaskDelegated {
             task, child_run, ..
         } => format!(
-            "▶ task {task} in parallel run {} (.baton/worktrees/{child_run})",
+            "▶ task {task} in parallel run {} (worktree {child_run})",
             short_id(child_run)
         ),
         Event::TaskReturned { task, result, .. } => match result {

@@ -35,7 +35,7 @@ pub struct TaskFlags {
     #[arg(long, value_name = "N")]
     approaches: Option<u32>,
     /// Independent tasks worked on at once (default 1), each by its own run in its own
-    /// worktree (`.baton/worktrees/RUN`), merged back when verified; a merge conflict becomes a
+    /// worktree (`worktrees/RUN` in the state directory), merged back when verified; a merge conflict becomes a
     /// follow-up task.
     #[arg(long, value_name = "N")]
     parallel: Option<u32>,

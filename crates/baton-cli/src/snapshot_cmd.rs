@@ -1,5 +1,5 @@
 //! `baton snapshots`, `baton diff` and `baton rollback`: a run's workspace snapshots (commits in
-//! the shadow repository `.baton/shadow.git`, journaled as `snapshot_taken`), what changed
+//! the shadow repository in the state directory, journaled as `snapshot_taken`), what changed
 //! since one, and restoring one.
 
 use std::io::Write;
@@ -164,7 +164,7 @@ pub async fn snapshots(workspace: &Path, store: Option<&str>, run: Option<&str>)
             reason_name(record.reason),
             record.task.as_deref().unwrap_or("-"),
             at.strftime("%Y-%m-%d %H:%M:%S"),
-            // A commit the shadow repository lost (deleted .baton/) is shown, not hidden.
+            // A commit the shadow repository lost (a deleted state directory) is shown, not hidden.
             count.map_or_else(|_| "?".to_string(), |n| n.to_string())
         );
     }

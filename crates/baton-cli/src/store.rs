@@ -34,7 +34,35 @@ impl Opened {
 }
 
 fn store_location(workspace: &Path, store: Option<&str>) -> Result<StoreLocation, CliError> {
-    StoreLocation::choose(store, workspace).map_err(store_error)
+    let location = StoreLocation::choose(store, workspace).map_err(store_error)?;
+    let state = baton_state::StateDir::for_workspace(workspace);
+    if location == StoreLocation::Sqlite(state.journal()) && state.has_old_layout() {
+        move_old_layout(&state)?;
+    }
+    Ok(location)
+}
+
+/// A workspace last used by a baton that kept its state in `.baton/`: moved once, and said so.
+pub(crate) fn move_old_layout(state: &baton_state::StateDir) -> Result<(), CliError> {
+    let migration = state.prepare()?;
+    if let Some(from) = &migration.from {
+        eprintln!(
+            "baton: moved this workspace's state ({}) from {} to {}, out of the reach of the \
+             agent's commands",
+            migration.moved.join(", "),
+            from.display(),
+            state.root().display()
+        );
+    }
+    if !migration.left.is_empty() {
+        eprintln!(
+            "baton: left {} in {}: {} has its own",
+            migration.left.join(", "),
+            state.inputs_dir().display(),
+            state.root().display()
+        );
+    }
+    Ok(())
 }
 
 /// Opens (creating if needed) the store a new run goes to.
@@ -110,7 +138,7 @@ pub(crate) async fn resolve_run(opened: &Opened, prefix: &str) -> Result<RunId, 
 /// A run that works on one task of another run (`--parallel`): never "the latest run" (its
 /// parent is).
 fn is_parallel_child(run: &RunSummary) -> bool {
-    baton_core::task::is_worktree(Path::new(&run.workspace))
+    baton_state::is_worktree(Path::new(&run.workspace))
 }
 
 pub(crate) async fn latest_run(opened: &Opened) -> Result<RunSummary, CliError> {

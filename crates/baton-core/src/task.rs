@@ -6,7 +6,6 @@
 //! journaled plan is always a DAG with known dependencies and a check per task.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,18 +39,6 @@ pub enum PlanSource {
     Planner,
     /// Follow-up tasks baton added itself (after a failed final check or a merge conflict).
     Baton,
-}
-
-/// Where `--parallel` puts the worktree of child run `child_run`, under the parent's workspace.
-pub fn worktree_dir(workspace: &Path, child_run: &str) -> PathBuf {
-    workspace.join(".baton").join("worktrees").join(child_run)
-}
-
-/// Whether a run working in `workspace` is a parallel task's child run (it is in a worktree).
-pub fn is_worktree(workspace: &Path) -> bool {
-    workspace
-        .parent()
-        .is_some_and(|dir| dir.ends_with(".baton/worktrees"))
 }
 
 /// Why the workspace was snapshotted.

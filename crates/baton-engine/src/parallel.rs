@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use futures::future::BoxFuture;
 
 use baton_core::board::{DelegatedTask, TaskAction};
-use baton_core::task::{SnapshotReason, TaskSpec, worktree_dir};
+use baton_core::task::{SnapshotReason, TaskSpec};
 use baton_core::{Event, NextAction, PauseReason, RunId, next_action};
 use baton_snapshot::{Change, MergeOutcome, ShadowRepo, SnapshotId};
 use baton_tools::Workspace;
@@ -221,7 +221,7 @@ impl Engine {
             .iter()
             .filter(|t| t.status == baton_core::board::TaskStatus::Verified)
             .filter_map(|t| t.delegation.as_ref())
-            .map(|d| worktree_dir(workspace.root(), &d.child_run))
+            .map(|d| baton_state::StateDir::for_workspace(workspace.root()).worktree(&d.child_run))
             .filter(|dir| dir.exists())
             .collect();
         if dirs.is_empty() {
@@ -382,7 +382,7 @@ impl Engine {
             .record(Event::TaskFinished { task, summary })
             .await?;
         if let Some(child) = child {
-            let dir = worktree_dir(workspace.root(), &child);
+            let dir = baton_state::StateDir::for_workspace(workspace.root()).worktree(&child);
             let removed = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(&dir)).await;
             if let Ok(Err(e)) = removed
                 && e.kind() != std::io::ErrorKind::NotFound

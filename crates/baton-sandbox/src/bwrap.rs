@@ -13,6 +13,9 @@ pub struct BwrapInput<'a> {
     /// Host directory mounted as the command's `/tmp`.
     pub private_tmp: &'a Path,
     pub extra_writable: &'a [PathBuf],
+    /// baton's own files (the workspace's state directory, its `.baton/` inputs): mounted
+    /// read-only over whatever writable bind holds them, in every mode.
+    pub protected: &'a [PathBuf],
     pub trampoline: &'a Path,
     /// A user namespace is what makes RLIMIT_NPROC count only the sandbox's processes; root
     /// does not get one (it would lose access to files of unmapped users and gain nothing:
@@ -34,16 +37,9 @@ pub fn argv(input: &BwrapInput<'_>) -> Vec<String> {
     if input.mode != Mode::FullAccess {
         push(&["--bind", &tmp, "/tmp"]);
     }
-    if input.mode == Mode::ReadOnly {
-        // Visible even when it lives under the /tmp just replaced.
-        push(&["--ro-bind", &ws, &ws]);
-    }
-    if input.mode == Mode::WorkspaceWrite {
-        push(&["--bind", &ws, &ws]);
-        for extra in input.extra_writable {
-            let p = extra.display().to_string();
-            push(&["--bind", &p, &p]);
-        }
+    for (flag, path) in binds(input) {
+        let p = path.display().to_string();
+        push(&[flag, &p, &p]);
     }
     // The trampoline may live under the /tmp just replaced.
     let tramp = input.trampoline.display().to_string();
@@ -68,6 +64,32 @@ pub fn argv(input: &BwrapInput<'_>) -> Vec<String> {
     a
 }
 
+/// The workspace, extra writable paths and protected paths as bubblewrap binds, shallowest
+/// first: a later bind covers an earlier one's subtree, so a protected directory inside the
+/// workspace stays read-only, and a worktree inside the protected state directory stays
+/// writable.
+fn binds<'a>(input: &BwrapInput<'a>) -> Vec<(&'static str, &'a Path)> {
+    let mut binds: Vec<(&'static str, &'a Path)> = Vec::new();
+    match input.mode {
+        // Visible even when it lives under the /tmp just replaced.
+        Mode::ReadOnly => binds.push(("--ro-bind", input.workspace)),
+        Mode::WorkspaceWrite => {
+            binds.push(("--bind", input.workspace));
+            binds.extend(input.extra_writable.iter().map(|p| ("--bind", p.as_path())));
+        }
+        Mode::FullAccess => {}
+    }
+    // `-try`: the workspace's `.baton/` may not exist.
+    binds.extend(
+        input
+            .protected
+            .iter()
+            .map(|p| ("--ro-bind-try", p.as_path())),
+    );
+    binds.sort_by_key(|(_, path)| path.components().count());
+    binds
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +102,7 @@ mod tests {
             workspace: Path::new("/w/proj"),
             private_tmp: Path::new("/var/tmp/sbx1"),
             extra_writable: &[PathBuf::from("/cache")],
+            protected: &[PathBuf::from("/w/proj/.baton")],
             trampoline: Path::new("/bin/baton"),
             unshare_user,
         })
@@ -90,7 +113,8 @@ mod tests {
         assert_eq!(
             build(Mode::WorkspaceWrite, false, true).join(" "),
             "/usr/bin/bwrap --ro-bind / / --dev /dev --proc /proc --bind /var/tmp/sbx1 /tmp \
-             --bind /w/proj /w/proj --bind /cache /cache --ro-bind /bin/baton /bin/baton \
+             --bind /cache /cache --bind /w/proj /w/proj --ro-bind-try /w/proj/.baton \
+             /w/proj/.baton --ro-bind /bin/baton /bin/baton \
              --unshare-pid --unshare-ipc --unshare-uts --unshare-cgroup-try --die-with-parent \
              --new-session --unshare-net --unshare-user --chdir /w/proj --"
         );
@@ -106,9 +130,40 @@ mod tests {
     }
 
     #[test]
+    fn protected_paths_cover_writable_parents_and_writable_children_cover_them() {
+        let state = PathBuf::from("/home/u/.local/state/baton/workspaces/p-1");
+        let worktree = state.join("worktrees/child");
+        let a = argv(&BwrapInput {
+            bwrap: Path::new("/usr/bin/bwrap"),
+            mode: Mode::WorkspaceWrite,
+            allow_network: false,
+            workspace: &worktree,
+            private_tmp: Path::new("/var/tmp/sbx1"),
+            extra_writable: &[PathBuf::from("/home/u")],
+            protected: std::slice::from_ref(&state),
+            trampoline: Path::new("/bin/baton"),
+            unshare_user: true,
+        });
+        let at = |path: &Path| {
+            a.iter()
+                .position(|x| x == &path.display().to_string())
+                .unwrap()
+        };
+        assert!(at(Path::new("/home/u")) < at(&state), "{a:?}");
+        assert!(at(&state) < at(&worktree), "{a:?}");
+        assert_eq!(a[at(&state) - 1], "--ro-bind-try");
+        assert_eq!(a[at(&worktree) - 1], "--bind");
+    }
+
+    #[test]
     fn full_access_binds_root_writable() {
         let a = build(Mode::FullAccess, false, false);
         assert_eq!(&a[1..4], ["--bind", "/", "/"]);
+        // baton's own files stay read-only even then.
+        assert!(
+            a.windows(2)
+                .any(|w| w[0] == "--ro-bind-try" && w[1] == "/w/proj/.baton")
+        );
         assert!(a.contains(&"--unshare-net".to_string()));
         assert_eq!(a.last().map(String::as_str), Some("--"));
     }

@@ -8,6 +8,7 @@ mod cgroup;
 mod confine;
 mod platform;
 pub mod policy;
+mod protect;
 mod run;
 mod sandbox;
 mod spec;

@@ -30,6 +30,14 @@ pub enum SandboxError {
     },
     #[error("creating the private temporary directory: {0}")]
     Tmp(std::io::Error),
+    #[error(
+        "baton's state directory {} lies inside {}, which commands may write: under Landlock \
+         they could rewrite the journal. Set BATON_STATE_DIR to a directory outside it, or use \
+         the bubblewrap backend",
+        state.display(),
+        writable.display()
+    )]
+    StateReachable { state: PathBuf, writable: PathBuf },
 }
 
 /// A configured sandbox; each command names the workspace it may write.
@@ -249,6 +257,7 @@ impl Sandbox {
 
         let sandboxed = self.backend != Backend::Unsandboxed;
         let unshare_user = !platform.root;
+        let protected = crate::protect::protected_paths(&workspace);
         let (wrapper, tmp_inside) = match self.backend {
             Backend::Bwrap => (
                 bwrap::argv(&BwrapInput {
@@ -258,6 +267,7 @@ impl Sandbox {
                     workspace: &workspace,
                     private_tmp: &tmp,
                     extra_writable: &self.config.writable_paths,
+                    protected: &protected,
                     trampoline,
                     unshare_user,
                 }),
@@ -273,6 +283,9 @@ impl Sandbox {
         if self.config.mode == Mode::WorkspaceWrite {
             writable.push(workspace.clone());
             writable.extend(self.config.writable_paths.iter().cloned());
+        }
+        if self.backend == Backend::Landlock {
+            crate::protect::check_landlock_reach(&protected[0], &writable)?;
         }
         // Without a user namespace of its own, RLIMIT_NPROC counts all of the user's processes.
         let own_user_ns = self.backend == Backend::Bwrap && unshare_user;
@@ -307,7 +320,7 @@ impl Sandbox {
             .current_dir(&workspace)
             .env_clear()
             .envs(self.environment(parent_env, &tmp_inside))
-            .envs(git_boundary(&workspace));
+            .envs(crate::protect::git_boundary(&workspace));
         // The trampoline starts a session of its own first thing (`setsid`): its own process
         // group, with its pid as id, so a timeout can kill everything the command started, and
         // no controlling terminal. (`process_group(0)` here would make it a group leader, which
@@ -331,7 +344,7 @@ impl Sandbox {
             .current_dir(workspace)
             .env_clear()
             .envs(self.environment(parent_env, &tmp))
-            .envs(git_boundary(workspace));
+            .envs(crate::protect::git_boundary(workspace));
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         Ok(Prepared {
             command,
@@ -374,20 +387,6 @@ impl Sandbox {
         env.push(("TMPDIR".into(), tmp.into()));
         env
     }
-}
-
-/// A baton worktree (a `--parallel` task's copy of the workspace: its `.baton/shadow.git` is a
-/// file naming the parent's) lies inside the user's workspace. git run in it must not find the
-/// user's repository above it — and show or change that one instead.
-fn git_boundary(workspace: &Path) -> Option<(OsString, OsString)> {
-    if !workspace.join(".baton").join("shadow.git").is_file() {
-        return None;
-    }
-    let above = workspace.parent()?;
-    Some((
-        "GIT_CEILING_DIRECTORIES".into(),
-        above.as_os_str().to_owned(),
-    ))
 }
 
 /// Whether `name` may reach a command: allowlisted (exactly or by a `PREFIX*` entry) and not

@@ -294,9 +294,9 @@ fn ptrace_and_io_uring_are_denied() {
 #[test]
 fn git_in_a_parallel_tasks_worktree_does_not_find_the_users_repository() {
     for backend in backends() {
-        // The repository above the workspace must be visible inside the sandbox for the second
-        // half of the test to mean anything.
-        let ws = tempdir_outside_tmp();
+        // A state directory inside a git repository (a home directory kept in git). It must be
+        // visible inside the sandbox for the second half of the test to mean anything.
+        let home = tempdir_outside_tmp();
         let git = |dir: &std::path::Path, args: &[&str]| {
             let out = std::process::Command::new("git")
                 .args(args)
@@ -305,11 +305,13 @@ fn git_in_a_parallel_tasks_worktree_does_not_find_the_users_repository() {
                 .unwrap();
             assert!(out.status.success(), "{}", text(&out.stderr));
         };
-        git(ws.path(), &["init", "-q"]);
-        let worktree = ws.path().join(".baton/worktrees/child");
-        std::fs::create_dir_all(worktree.join(".baton")).unwrap();
-        std::fs::write(worktree.join(".baton/shadow.git"), "gitdir: /somewhere\n").unwrap();
-        let plain = ws.path().join("src");
+        git(home.path(), &["init", "-q"]);
+        let ws = tempdir();
+        let state = baton_state::StateDir::under(Some(&home.path().join("state")), ws.path());
+        state.prepare().unwrap();
+        let worktree = state.worktree("child");
+        std::fs::create_dir_all(&worktree).unwrap();
+        let plain = home.path().join("src");
         std::fs::create_dir_all(&plain).unwrap();
 
         let in_worktree = sh(
@@ -328,7 +330,7 @@ fn git_in_a_parallel_tasks_worktree_does_not_find_the_users_repository() {
             "{backend:?}: {}",
             text(&in_worktree.stderr)
         );
-        // Any other directory of the workspace still finds it.
+        // Any other directory in that repository still finds it.
         let in_src = sh(
             &sandbox(backend, &plain, |_| {}),
             "git rev-parse --show-toplevel",

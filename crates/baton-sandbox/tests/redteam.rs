@@ -1,7 +1,8 @@
 //! Red-team findings (issue 15), each replayed as the attack it was, through the real sandbox on
 //! every backend this machine has: the test fails if the protection is removed.
 //!
-//! Covered here: the terminal (finding 5: `TIOCSTI` typed a command into the user's shell), the
+//! Covered here: baton's state (finding 1: a command rewrote or truncated the journal in
+//! `.baton/`), the terminal (finding 5: `TIOCSTI` typed a command into the user's shell), the
 //! private tmp (finding 8: a predictable, reused name that another user could plant) and other
 //! processes' limits and priorities (finding 12: `prlimit --pid BATON --cpu=0:0` killed baton).
 
@@ -9,6 +10,7 @@
 
 mod support;
 
+use baton_sandbox::BackendChoice;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::time::Duration;
 use support::*;
@@ -223,4 +225,158 @@ fn other_processes_limits_and_priorities_cannot_be_changed() {
         victim.kill().unwrap();
         victim.wait().unwrap();
     }
+}
+
+/// Every way a command could change a file or directory of baton's, each printing a line only
+/// if it worked.
+const TAMPER: &str = r#"
+S="$1"
+(printf x >> "$S/baton.db") 2>/dev/null && echo "appended to the journal"
+(: > "$S/baton.db") 2>/dev/null && echo "truncated the journal"
+rm -f "$S/baton.db-wal" 2>/dev/null; [ -e "$S/baton.db-wal" ] || echo "deleted the WAL"
+mv "$S/baton.db" "$S/moved" 2>/dev/null && echo "renamed the journal"
+(printf '[filter "x"]\n' >> "$S/shadow.git/config") 2>/dev/null && echo "armed the shadow repository"
+mkdir "$S/supervisors/x" 2>/dev/null && echo "made a directory"
+ln -s / "$S/link" 2>/dev/null && echo "made a symlink"
+[ "$2" = metadata ] && chmod 777 "$S" 2>/dev/null && echo "changed its mode"
+true
+"#;
+
+/// Landlock has no right for metadata: a command may chmod a file it owns outside the workspace
+/// (it still cannot write it). Only the read-only mounts of bubblewrap stop that.
+fn tamper(backend: BackendChoice, state: &str) -> String {
+    let metadata = if backend == BackendChoice::Bwrap {
+        "metadata"
+    } else {
+        "data"
+    };
+    format!("sh tamper.sh '{state}' {metadata}")
+}
+
+/// A state directory as baton leaves it, with bytes to compare afterwards.
+fn fake_state(state: &baton_state::StateDir) {
+    state.prepare().unwrap();
+    std::fs::write(state.journal(), "journal").unwrap();
+    std::fs::write(state.root().join("baton.db-wal"), "wal").unwrap();
+    std::fs::create_dir_all(state.shadow_git()).unwrap();
+    std::fs::write(state.shadow_git().join("config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(state.supervisors()).unwrap();
+}
+
+fn assert_state_intact(backend: BackendChoice, state: &baton_state::StateDir, out: &str) {
+    assert_eq!(out, "", "{backend:?}: {out}");
+    assert_eq!(std::fs::read_to_string(state.journal()).unwrap(), "journal");
+    assert!(state.root().join("baton.db-wal").exists(), "{backend:?}");
+    assert_eq!(
+        std::fs::read_to_string(state.shadow_git().join("config")).unwrap(),
+        "[core]\n"
+    );
+    let mode = std::fs::metadata(state.root())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "{backend:?}");
+}
+
+#[test]
+fn commands_cannot_change_the_state_of_their_workspace() {
+    for backend in backends() {
+        let ws = tempdir();
+        let state = baton_state::StateDir::for_workspace(ws.path());
+        assert!(!state.root().starts_with(ws.path()));
+        fake_state(&state);
+        std::fs::write(ws.path().join("tamper.sh"), TAMPER).unwrap();
+        let sb = sandbox(backend, ws.path(), |_| {});
+        let r = sh(
+            &sb,
+            &tamper(backend, &state.root().display().to_string()),
+            T,
+        );
+        assert_eq!(r.code(), 0, "{backend:?}: {}", text(&r.stderr));
+        assert_state_intact(backend, &state, &text(&r.stdout));
+    }
+}
+
+#[test]
+fn a_parallel_tasks_worktree_is_writable_but_the_state_around_it_is_not() {
+    for backend in backends() {
+        // Outside /tmp, so that under bubblewrap the state directory is really visible (and
+        // really protected, not just hidden by the private /tmp).
+        let base = tempdir_outside_tmp();
+        let ws = tempdir();
+        let state = baton_state::StateDir::under(Some(base.path()), ws.path());
+        fake_state(&state);
+        let worktree = state.worktree("child");
+        std::fs::create_dir_all(&worktree).unwrap();
+        std::fs::write(worktree.join("tamper.sh"), TAMPER).unwrap();
+        let sb = sandbox(backend, &worktree, |_| {});
+        let script = format!("echo work > done.txt && {}", tamper(backend, "../.."));
+        let r = sh(&sb, &script, T);
+        assert_eq!(r.code(), 0, "{backend:?}: {}", text(&r.stderr));
+        assert_state_intact(backend, &state, &text(&r.stdout));
+        assert_eq!(
+            std::fs::read_to_string(worktree.join("done.txt")).unwrap(),
+            "work\n"
+        );
+    }
+}
+
+#[test]
+fn a_writable_path_holding_the_state_is_masked_by_bwrap_and_refused_by_landlock() {
+    for backend in backends() {
+        let base = tempdir_outside_tmp();
+        let ws = tempdir();
+        // A command may write `base` (say a cache directory the user allowed), which holds the
+        // state directory of a worktree workspace.
+        let state = baton_state::StateDir::under(Some(base.path()), ws.path());
+        fake_state(&state);
+        let worktree = state.worktree("child");
+        std::fs::create_dir_all(&worktree).unwrap();
+        std::fs::write(worktree.join("tamper.sh"), TAMPER).unwrap();
+        let sb = sandbox(backend, &worktree, |c| {
+            c.writable_paths = vec![base.path().canonicalize().unwrap()]
+        });
+        match backend {
+            BackendChoice::Landlock => {
+                let argv = ["sh".into(), "-c".into(), "true".into()];
+                let err = sb
+                    .sandbox
+                    .prepare(&worktree, &argv, std::iter::empty())
+                    .unwrap_err();
+                assert!(err.to_string().contains("BATON_STATE_DIR"), "{err}");
+            }
+            _ => {
+                let r = sh(&sb, &tamper(backend, "../.."), T);
+                assert_eq!(r.code(), 0, "{backend:?}: {}", text(&r.stderr));
+                assert_state_intact(backend, &state, &text(&r.stdout));
+                let r = sh(&sb, &format!("touch '{}/other'", base.path().display()), T);
+                assert_eq!(r.code(), 0, "the rest stays writable: {}", text(&r.stderr));
+            }
+        }
+    }
+}
+
+#[test]
+fn under_bubblewrap_the_workspaces_baton_inputs_are_read_only() {
+    // Landlock cannot take a subtree back from the writable workspace: there a changed
+    // `.baton/config.toml` is caught by the trust check instead (see the CLI's tests).
+    if !backends().contains(&BackendChoice::Bwrap) {
+        return;
+    }
+    let ws = tempdir();
+    std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
+    std::fs::write(ws.path().join(".baton/config.toml"), "model = \"m\"\n").unwrap();
+    let sb = sandbox(BackendChoice::Bwrap, ws.path(), |_| {});
+    let r = sh(
+        &sb,
+        "echo 'base_url = \"http://evil\"' >> .baton/config.toml; \
+         rm -f .baton/config.toml; mv .baton .b; echo ok > mine.txt",
+        T,
+    );
+    assert_eq!(r.code(), 0, "{}", text(&r.stderr));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".baton/config.toml")).unwrap(),
+        "model = \"m\"\n"
+    );
+    assert!(ws.path().join("mine.txt").is_file());
 }

@@ -25,6 +25,9 @@ pub enum SnapshotError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The workspace's state directory (where the shadow repository lives) is not usable.
+    #[error(transparent)]
+    State(#[from] baton_state::StateError),
     #[error("workspace {} is not a directory", path.display())]
     NotADirectory { path: PathBuf },
     /// Run ids name a ref and an index file, so they are held to a safe alphabet.

@@ -1,6 +1,7 @@
 //! Workspace snapshots in a shadow git repository.
 //!
-//! A run's workspace is snapshotted into `<workspace>/.baton/shadow.git`, a git directory of its
+//! A run's workspace is snapshotted into `shadow.git` in the workspace's state directory (outside
+//! the workspace, where no sandboxed command can write; see `baton_state`), a git directory of its
 //! own: the user's `.git` (HEAD, index, refs, objects) is never read or written, and git itself
 //! never tracks `.git` paths. Each run has its own chain of commits under
 //! `refs/baton/runs/RUN_ID` and its own index file (so concurrent runs never share an index
@@ -16,8 +17,8 @@
 //! workspace's `.gitattributes` is overridden (no end-of-line conversion, no filters), so what
 //! is restored is byte for byte what was snapshotted.
 //!
-//! For tasks worked on at once, [`ShadowRepo::create_worktree`] makes a directory holding a
-//! snapshot whose `.baton/shadow.git` names this repository, and [`ShadowRepo::merge`] merges a
+//! For tasks worked on at once, [`ShadowRepo::create_worktree`] makes a directory in the state
+//! directory's `worktrees/` holding a snapshot and sharing this repository, and [`ShadowRepo::merge`] merges a
 //! worktree's snapshot back (see `worktree.rs`).
 //!
 //! All git commands run with no system or global configuration, no hooks, a fixed identity
@@ -143,8 +144,10 @@ pub struct ShadowRepo {
 }
 
 impl ShadowRepo {
-    /// Opens `<workspace>/.baton/shadow.git`, creating it on first use. Idempotent, safe when
-    /// several processes open it at once and after a crash during creation.
+    /// Opens the workspace's shadow repository, creating it (and the state directory, moving a
+    /// repository of the old in-workspace layout there) on first use. Idempotent, safe when
+    /// several processes open it at once and after a crash during creation. A parallel task's
+    /// worktree shares its parent workspace's repository.
     pub fn open(workspace: &Path) -> Result<ShadowRepo> {
         let workspace = workspace
             .canonicalize()
@@ -152,16 +155,14 @@ impl ShadowRepo {
         if !workspace.is_dir() {
             return Err(SnapshotError::NotADirectory { path: workspace });
         }
-        let state_dir = workspace.join(".baton");
-        // A worktree of `--parallel` work shares its parent workspace's repository.
-        let git_dir = match ShadowRepo::linked_git_dir(&state_dir)? {
-            Some(git_dir) => git_dir,
-            None => {
-                let git_dir = state_dir.join("shadow.git");
-                init::ensure(&state_dir, &git_dir)?;
-                git_dir
-            }
-        };
+        let state = baton_state::StateDir::for_workspace(&workspace);
+        let git_dir = state.shadow_git();
+        if baton_state::is_worktree(&workspace) {
+            ShadowRepo::check_worktree_parent(&workspace, &git_dir)?;
+        } else {
+            state.prepare()?;
+            init::ensure(state.root(), &git_dir)?;
+        }
         let repo = ShadowRepo {
             git: Git {
                 git_dir,

@@ -1,8 +1,9 @@
 //! Worktrees and merges for tasks worked on at the same time (`--parallel`).
 //!
-//! A worktree is a plain directory holding a snapshot's files. Its `.baton/shadow.git` is a
-//! *file* naming the parent workspace's shadow git directory (like git's own `.git` files), so
-//! [`ShadowRepo::open`] on the worktree shares the parent's object store: the worktree's run
+//! A worktree is a plain directory holding a snapshot's files, at `worktrees/CHILD` in the parent
+//! workspace's state directory, so [`ShadowRepo::open`] on the worktree finds the parent's
+//! repository by where it is (nothing in the worktree, where commands write, points at it) and
+//! shares its object store: the worktree's run
 //! starts its chain at the snapshot it was made from, and merging it back needs no copying.
 //! Merges are three-way merges of trees (`git merge-tree --write-tree`): nothing is checked
 //! out for them and the workspace is changed only by the [`ShadowRepo::restore`] that follows.
@@ -16,9 +17,6 @@ use crate::{ShadowRepo, SnapshotId, init, run_ref};
 /// The oldest git whose `merge-tree` takes `--write-tree` and `--merge-base`.
 const MERGE_MIN_GIT: (u32, u32) = (2, 40);
 
-/// What a `.baton/shadow.git` file starts with.
-const GITDIR_PREFIX: &str = "gitdir: ";
-
 /// The result of [`ShadowRepo::merge`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MergeOutcome {
@@ -30,37 +28,27 @@ pub enum MergeOutcome {
 }
 
 impl ShadowRepo {
-    /// The shadow git directory a worktree's `.baton/shadow.git` file names, if it is one.
-    pub(crate) fn linked_git_dir(state_dir: &Path) -> Result<Option<PathBuf>> {
-        let pointer = state_dir.join("shadow.git");
-        if !pointer.is_file() {
-            return Ok(None);
+    /// A worktree's parent state directory must still hold the repository it shares.
+    pub(crate) fn check_worktree_parent(worktree: &Path, git_dir: &Path) -> Result<()> {
+        if git_dir.join(init::MARKER).is_file() {
+            return Ok(());
         }
-        let text = std::fs::read_to_string(&pointer).map_err(|e| SnapshotError::io(&pointer, e))?;
-        let target = text
-            .strip_prefix(GITDIR_PREFIX)
-            .map(|rest| PathBuf::from(rest.trim_end_matches('\n')))
-            .filter(|path| path.is_absolute())
-            .ok_or_else(|| SnapshotError::Unexpected {
-                command: "open".into(),
-                detail: format!(
-                    "{} is neither a shadow repository nor a `{GITDIR_PREFIX}/absolute/path` \
-                     file",
-                    pointer.display()
-                ),
-            })?;
-        if !target.join(init::MARKER).is_file() {
-            return Err(SnapshotError::Unexpected {
-                command: "open".into(),
-                detail: format!(
-                    "{} names {}, which is not a shadow repository (was the parent workspace \
-                     moved or its .baton removed?)",
-                    pointer.display(),
-                    target.display()
-                ),
-            });
-        }
-        Ok(Some(target))
+        Err(SnapshotError::Unexpected {
+            command: "open".into(),
+            detail: format!(
+                "{} is a parallel task's worktree, but {} is not a shadow repository (was \
+                 baton's state directory removed?)",
+                worktree.display(),
+                git_dir.display()
+            ),
+        })
+    }
+
+    /// Where the worktree of child run `child_run` goes: in the state directory beside this
+    /// repository.
+    pub fn worktree_dir(&self, child_run: &str) -> PathBuf {
+        let state = self.git.git_dir.parent().unwrap_or(&self.git.git_dir);
+        state.join("worktrees").join(child_run)
     }
 
     /// Makes `dir` a worktree holding snapshot `base`, for run `run` whose chain starts there
@@ -89,15 +77,24 @@ impl ShadowRepo {
         Ok(worktree)
     }
 
-    /// Creates `dir` and its `.baton/shadow.git` pointer to this repository.
+    /// Creates `dir`, which must be [`ShadowRepo::worktree_dir`] of a child (that is how
+    /// opening it finds this repository again).
     fn link_worktree(&self, dir: &Path) -> Result<ShadowRepo> {
-        let state_dir = dir.join(".baton");
-        std::fs::create_dir_all(&state_dir).map_err(|e| SnapshotError::io(&state_dir, e))?;
-        let pointer = state_dir.join("shadow.git");
-        let content = format!("{GITDIR_PREFIX}{}\n", self.git.git_dir.display());
-        if std::fs::read(&pointer).ok().as_deref() != Some(content.as_bytes()) {
-            write_atomically(&pointer, content.as_bytes())?;
+        let parent = dir.parent().map(Path::to_path_buf);
+        let expected = dir
+            .file_name()
+            .map(|name| self.worktree_dir(&name.to_string_lossy()));
+        if parent.is_none() || expected.as_deref() != Some(dir) {
+            return Err(SnapshotError::Unexpected {
+                command: "worktree".into(),
+                detail: format!(
+                    "{} is not in {}: a worktree goes where `worktree_dir` says",
+                    dir.display(),
+                    self.worktree_dir("").display()
+                ),
+            });
         }
+        std::fs::create_dir_all(dir).map_err(|e| SnapshotError::io(dir, e))?;
         let dir = dir.canonicalize().map_err(|e| SnapshotError::io(dir, e))?;
         Ok(ShadowRepo {
             git: Git {
@@ -222,15 +219,4 @@ impl ShadowRepo {
             .run()?;
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     }
-}
-
-fn write_atomically(path: &Path, content: &[u8]) -> Result<()> {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp-{}", init::unique()));
-    let tmp = path.with_file_name(name);
-    std::fs::write(&tmp, content).map_err(|e| SnapshotError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        SnapshotError::io(path, e)
-    })
 }

@@ -24,8 +24,10 @@ fn driver(dir: &Path, proof: &Path) -> String {
     script.display().to_string()
 }
 
+/// The shadow repository now lives outside the workspace; these attacks plant into it directly
+/// (what a command could do if it ever got write access there, or in the old layout).
 fn shadow(root: &Path) -> std::path::PathBuf {
-    root.join(".baton/shadow.git")
+    baton_state::StateDir::for_workspace(root).shadow_git()
 }
 
 fn append(path: &Path, text: &str) {
@@ -45,7 +47,7 @@ fn assert_planted_driver_never_runs(plant: impl Fn(&Path, &str)) {
     repo.snapshot("run-1", "run_start", at(0)).unwrap();
     let config_before = std::fs::read(shadow(root).join("config")).unwrap();
 
-    // What a command in the sandbox can do: write anywhere in the workspace, .baton/ included.
+    // Planted as a command of the old layout could (the repository was inside the workspace).
     let program = driver(outside.path(), &proof);
     plant(root, &program);
     write(root, "src/main.rs", b"fn main() { changed() }\n");

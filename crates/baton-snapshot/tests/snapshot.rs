@@ -262,7 +262,8 @@ fn an_unchanged_workspace_gives_the_previous_snapshot_and_list_follows_the_chain
     // Restoring the empty snapshot empties the workspace (but .baton/).
     repo.restore("r", &empty.id).unwrap();
     assert!(tree(root, &[]).is_empty());
-    assert!(root.join(".baton/shadow.git").is_dir());
+    assert!(repo.git_dir().is_dir());
+    assert!(!root.join(".baton").exists(), "no state in the workspace");
 }
 
 #[test]
@@ -362,11 +363,12 @@ fn open_is_idempotent_and_survives_a_half_made_repository() {
     let root = ws.path();
     write(root, "f", b"x");
     // What a crash during creation could look like: a directory without the marker.
-    std::fs::create_dir_all(root.join(".baton/shadow.git/objects")).unwrap();
-    std::fs::write(root.join(".baton/shadow.git/HEAD"), "garbage").unwrap();
+    let state = baton_state::StateDir::for_workspace(root);
+    std::fs::create_dir_all(state.shadow_git().join("objects")).unwrap();
+    std::fs::write(state.shadow_git().join("HEAD"), "garbage").unwrap();
     let repo = ShadowRepo::open(root).unwrap();
     let snap = repo.snapshot("r", "s", at(0)).unwrap();
-    let moved_aside = std::fs::read_dir(root.join(".baton"))
+    let moved_aside = std::fs::read_dir(state.root())
         .unwrap()
         .filter(|e| {
             e.as_ref()
@@ -467,4 +469,31 @@ fn concurrent_runs_snapshot_the_same_workspace_without_sharing_a_lock() {
     for t in 0..4 {
         assert_eq!(repo.list(&format!("run{t}")).unwrap().len(), 1);
     }
+}
+
+#[test]
+fn a_repository_of_the_old_layout_is_moved_out_of_the_workspace_with_its_snapshots() {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    write(root, "f", b"1\n");
+    let repo = ShadowRepo::open(root).unwrap();
+    let first = repo.snapshot("r", "s", at(0)).unwrap().id;
+    // The old layout: the repository in `<workspace>/.baton/shadow.git`.
+    let state = baton_state::StateDir::for_workspace(root);
+    std::fs::create_dir_all(root.join(".baton")).unwrap();
+    std::fs::rename(state.shadow_git(), root.join(".baton/shadow.git")).unwrap();
+    std::fs::write(root.join(".baton/config.toml"), "model = \"m\"\n").unwrap();
+
+    write(root, "f", b"2\n");
+    let repo = ShadowRepo::open(root).unwrap();
+    assert_eq!(repo.git_dir(), state.shadow_git());
+    assert!(!root.join(".baton/shadow.git").exists());
+    assert!(
+        root.join(".baton/config.toml").is_file(),
+        "the user's file stays"
+    );
+    assert_eq!(repo.latest("r").unwrap(), Some(first.clone()));
+    repo.snapshot("r", "s2", at(1)).unwrap();
+    repo.restore("r", &first).unwrap();
+    assert_eq!(std::fs::read(root.join("f")).unwrap(), b"1\n");
 }

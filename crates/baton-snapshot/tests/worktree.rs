@@ -18,7 +18,7 @@ fn a_worktree_holds_the_snapshot_and_shares_the_parents_repository() {
     write(root, "dir/b.txt", b"two\n");
     let repo = ShadowRepo::open(root).unwrap();
     let base = repo.snapshot("parent", "base", at(0)).unwrap().id;
-    let dir = root.join(".baton/worktrees/child");
+    let dir = repo.worktree_dir("child");
 
     let worktree = repo.create_worktree(&dir, "child", &base).unwrap();
     assert_eq!(tree(&dir, &[".baton"]), tree(root, &[".baton"]));
@@ -55,9 +55,9 @@ fn independent_changes_merge_and_conflicting_ones_are_reported() {
     write(root, "left.txt", b"left\n");
     let repo = ShadowRepo::open(root).unwrap();
     let base = repo.snapshot("parent", "base", at(0)).unwrap().id;
-    let one = root.join(".baton/worktrees/one");
-    let two = root.join(".baton/worktrees/two");
-    let three = root.join(".baton/worktrees/three");
+    let one = repo.worktree_dir("one");
+    let two = repo.worktree_dir("two");
+    let three = repo.worktree_dir("three");
     let w1 = repo.create_worktree(&one, "one", &base).unwrap();
     let w2 = repo.create_worktree(&two, "two", &base).unwrap();
     let w3 = repo.create_worktree(&three, "three", &base).unwrap();
@@ -104,13 +104,27 @@ fn independent_changes_merge_and_conflicting_ones_are_reported() {
 }
 
 #[test]
-fn a_broken_pointer_file_is_a_clear_error() {
+fn a_worktree_lives_in_the_state_directory_and_needs_its_repository() {
     let ws = tempfile::tempdir().unwrap();
     let root = ws.path();
-    write(root, ".baton/shadow.git", b"gitdir: /nowhere/at/all\n");
-    let err = ShadowRepo::open(root).unwrap_err().to_string();
+    write(root, "a.txt", b"one\n");
+    let repo = ShadowRepo::open(root).unwrap();
+    let base = repo.snapshot("parent", "base", at(0)).unwrap().id;
+    assert!(
+        !repo.worktree_dir("c").starts_with(root),
+        "out of the workspace"
+    );
+    // Anywhere else it could not be found again by opening it.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let err = repo
+        .create_worktree(&elsewhere.path().join("c"), "c", &base)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("where `worktree_dir` says"), "{err}");
+
+    let dir = repo.worktree_dir("c");
+    repo.create_worktree(&dir, "c", &base).unwrap();
+    std::fs::remove_dir_all(repo.git_dir()).unwrap();
+    let err = ShadowRepo::open(&dir).unwrap_err().to_string();
     assert!(err.contains("not a shadow repository"), "{err}");
-    write(root, ".baton/shadow.git", b"garbage");
-    let err = ShadowRepo::open(root).unwrap_err().to_string();
-    assert!(err.contains("gitdir:"), "{err}");
 }

@@ -130,6 +130,10 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+
+    /// The workspace's state directory could not be made ready (or its old layout moved).
+    #[error(transparent)]
+    State(#[from] baton_state::StateError),
 }
 
 /// SQLite primary result codes that mean "another connection is in the way right now".
@@ -150,6 +154,7 @@ impl StoreError {
             StoreError::Database { source, .. } => sqlx_error_is_retryable(source),
             StoreError::Io { source, .. } => io_kind_is_retryable(source.kind()),
             StoreError::Unreachable { .. } => true,
+            StoreError::State(e) => e.is_retryable(),
             StoreError::Locked { .. }
             | StoreError::LeaseLost { .. }
             | StoreError::NotFound { .. }

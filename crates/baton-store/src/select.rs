@@ -28,7 +28,7 @@ impl std::fmt::Debug for StoreLocation {
 
 impl StoreLocation {
     /// `postgres://…` and `postgresql://…` are Postgres; `sqlite://PATH` and a plain path are
-    /// a SQLite file; no store at all means the workspace's own `.baton/baton.db`. Any other
+    /// a SQLite file; no store at all means the journal in the workspace's state directory. Any other
     /// `scheme://` is refused rather than taken for a file name.
     pub fn choose(store: Option<&str>, workspace: &Path) -> Result<StoreLocation, StoreError> {
         let Some(store) = store.map(str::trim).filter(|s| !s.is_empty()) else {
@@ -90,14 +90,9 @@ mod tests {
     fn urls_choose_the_backend() {
         let ws = Path::new("/w");
         let choose = |s: Option<&str>| StoreLocation::choose(s, ws);
-        assert_eq!(
-            choose(None).unwrap(),
-            StoreLocation::Sqlite("/w/.baton/baton.db".into())
-        );
-        assert_eq!(
-            choose(Some("  ")).unwrap(),
-            StoreLocation::Sqlite("/w/.baton/baton.db".into())
-        );
+        let own = StoreLocation::Sqlite(baton_state::StateDir::for_workspace(ws).journal());
+        assert_eq!(choose(None).unwrap(), own);
+        assert_eq!(choose(Some("  ")).unwrap(), own);
         for url in [
             "postgres://u@h/db",
             "postgresql://u:p@h:5433/db?sslmode=disable",

@@ -97,7 +97,8 @@ impl SqliteStore {
         })
     }
 
-    /// The store of a workspace: `<workspace>/.baton/baton.db`, creating `.baton/` if needed.
+    /// The store of a workspace: the journal in its state directory (see `baton_state`), made
+    /// ready first (and a store of the old in-workspace layout moved there).
     pub async fn for_workspace(workspace: &Path) -> Result<SqliteStore, StoreError> {
         Self::for_workspace_with(workspace, SqliteOptions::default()).await
     }
@@ -106,19 +107,14 @@ impl SqliteStore {
         workspace: &Path,
         options: SqliteOptions,
     ) -> Result<SqliteStore, StoreError> {
-        let path = Self::workspace_db_path(workspace);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
-                path: dir.to_owned(),
-                source,
-            })?;
-        }
-        Self::open_with(&path, options).await
+        let state = baton_state::StateDir::for_workspace(workspace);
+        state.prepare()?;
+        Self::open_with(&state.journal(), options).await
     }
 
     /// Where [`SqliteStore::for_workspace`] keeps the database of `workspace`.
     pub fn workspace_db_path(workspace: &Path) -> PathBuf {
-        workspace.join(".baton").join("baton.db")
+        baton_state::StateDir::for_workspace(workspace).journal()
     }
 
     /// The database file.

@@ -10,7 +10,7 @@ use futures::stream::FuturesUnordered;
 
 use baton_core::board::DelegatedTask;
 use baton_core::governance::Budget;
-use baton_core::task::{Plan, TaskSpec, worktree_dir};
+use baton_core::task::{Plan, TaskSpec};
 use baton_core::{DelegatedResult, PauseReason, RunId, RunSettings, RunState, RunStatus, replay};
 use baton_snapshot::{ShadowRepo, SnapshotId};
 
@@ -137,7 +137,7 @@ impl Engine {
 
     async fn drive_child_now(&self, root: &Path, job: &ChildJob) -> Result<ChildEnd, EngineError> {
         let child = RunId::from_string(job.delegated.child_run.clone());
-        let dir = worktree_dir(root, child.as_str());
+        let dir = baton_state::StateDir::for_workspace(root).worktree(child.as_str());
         let started = match self.parts.store.get_run(&child).await? {
             None => Started::No,
             Some(run) if run.event_count == 0 => Started::Created,

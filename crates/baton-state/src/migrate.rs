@@ -1,0 +1,157 @@
+//! Making a state directory ready, and moving the old layout's state into it.
+
+use std::fs;
+use std::io::{self, ErrorKind};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use crate::{MARKER, StateDir, StateError};
+
+/// What the old layout kept in `<workspace>/.baton/`, in the order it is moved: SQLite's WAL
+/// and shared memory before the database, so that a crash in between never leaves a database
+/// at the new place without the committed transactions still in its WAL.
+const OLD_LAYOUT: &[&str] = &[
+    "baton.db-wal",
+    "baton.db-shm",
+    "baton.db",
+    "shadow.git",
+    "logs",
+    "supervisors",
+    "worktrees",
+];
+
+/// What [`StateDir::prepare`] moved from the old layout.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Migration {
+    /// The old layout's directory, when something was moved from it.
+    pub from: Option<PathBuf>,
+    /// The entries moved.
+    pub moved: Vec<&'static str>,
+    /// Entries left in the old place because the new place already had them.
+    pub left: Vec<&'static str>,
+}
+
+impl Migration {
+    pub fn is_empty(&self) -> bool {
+        self.moved.is_empty() && self.left.is_empty()
+    }
+}
+
+pub(crate) fn prepare(state: &StateDir) -> Result<Migration, StateError> {
+    let root = state.root();
+    let io_error = |source| StateError::Io {
+        path: root.to_path_buf(),
+        source,
+    };
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(root)
+        .map_err(io_error)?;
+    if state.is_inside_workspace() {
+        return Ok(Migration::default());
+    }
+    write_marker(root, state.workspace()).map_err(io_error)?;
+    let old = state.inputs_dir();
+    let mut migration = Migration::default();
+    for &entry in OLD_LAYOUT {
+        let from = old.join(entry);
+        let Ok(meta) = fs::symlink_metadata(&from) else {
+            continue;
+        };
+        // In the old layout a worktree's `.baton/shadow.git` was a file naming its parent's
+        // repository: not state of its own.
+        if entry == "shadow.git" && !meta.is_dir() {
+            continue;
+        }
+        let to = root.join(entry);
+        if fs::symlink_metadata(&to).is_ok() {
+            migration.left.push(entry);
+            continue;
+        }
+        match move_entry(&from, &to) {
+            Ok(()) => migration.moved.push(entry),
+            Err(e) if e.kind() == ErrorKind::DirectoryNotEmpty => migration.left.push(entry),
+            Err(source) => {
+                return Err(StateError::Migrate {
+                    workspace: state.workspace().to_path_buf(),
+                    from,
+                    to,
+                    source,
+                });
+            }
+        }
+    }
+    if !migration.is_empty() {
+        migration.from = Some(old);
+    }
+    Ok(migration)
+}
+
+/// The marker names the workspace; rewritten only when missing or different.
+fn write_marker(root: &Path, workspace: &Path) -> io::Result<()> {
+    let marker = root.join(MARKER);
+    let content = format!("{}\n", workspace.display());
+    if fs::read(&marker).ok().as_deref() == Some(content.as_bytes()) {
+        return Ok(());
+    }
+    let tmp = root.join(format!(".{MARKER}.{}", std::process::id()));
+    fs::write(&tmp, content)?;
+    fs::rename(&tmp, &marker)
+}
+
+/// A rename, or a copy and removal across file systems. An entry another process moved first
+/// (gone at `from`) counts as moved.
+fn move_entry(from: &Path, to: &Path) -> io::Result<()> {
+    match fs::rename(from, to) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == ErrorKind::CrossesDevices => copy_then_remove(from, to),
+        Err(e) => Err(e),
+    }
+}
+
+/// Copies `from` next to `to`, renames the copy into place, then removes `from`: `to` is either
+/// absent or complete.
+pub(crate) fn copy_then_remove(from: &Path, to: &Path) -> io::Result<()> {
+    let name = to
+        .file_name()
+        .map_or_else(Default::default, |n| n.to_string_lossy().into_owned());
+    let tmp = to.with_file_name(format!(".{name}.moving-{}", std::process::id()));
+    remove(&tmp)?;
+    copy_tree(from, &tmp)?;
+    fs::rename(&tmp, to)?;
+    remove(from)
+}
+
+/// Copies a file, a symlink (as a symlink) or a directory tree, keeping permissions.
+fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(from)?;
+    if meta.file_type().is_symlink() {
+        return std::os::unix::fs::symlink(fs::read_link(from)?, to);
+    }
+    if !meta.is_dir() {
+        fs::copy(from, to)?;
+        return fs::File::open(to)?.sync_all();
+    }
+    fs::create_dir(to)?;
+    fs::set_permissions(to, meta.permissions())?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+    }
+    Ok(())
+}
+
+/// Removes a file, symlink or directory tree, never following a symlink; absent is fine.
+fn remove(path: &Path) -> io::Result<()> {
+    let result = match fs::symlink_metadata(path) {
+        Err(e) => Err(e),
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+    };
+    match result {
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
