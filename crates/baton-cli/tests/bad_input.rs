@@ -32,7 +32,7 @@ fn no_model_configured_explains_how_and_exits_2() {
         assert!(stderr.contains(needle), "missing {needle:?} in: {stderr}");
     }
     assert!(
-        !ws.path().join(".baton").exists(),
+        !ws.path().join(".baton").exists() && !state_dir(ws.path(), home.path()).root().exists(),
         "nothing should be created without a model"
     );
 }
@@ -54,7 +54,7 @@ fn malformed_config_file_is_named() {
 fn garbage_database_is_named_and_left_untouched() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let db = ws.path().join(".baton/baton.db");
+    let db = journal_path(ws.path(), home.path());
     std::fs::create_dir_all(db.parent().unwrap()).unwrap();
     let garbage: Vec<u8> = (0..10_000u32)
         .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
@@ -96,9 +96,9 @@ async fn truncated_database_is_named_and_left_untouched() {
     let home = tempfile::tempdir().unwrap();
     let out = run_against(&server, ws.path(), home.path(), &["x"]).await;
     assert_finished(&out);
-    let db = ws.path().join(".baton/baton.db");
+    let db = journal_path(ws.path(), home.path());
     // A clean exit checkpoints the WAL, so the main file holds the whole journal.
-    let wal = ws.path().join(".baton/baton.db-wal");
+    let wal = db.with_file_name("baton.db-wal");
     assert!(!wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0);
     let bytes = std::fs::read(&db).unwrap();
     let truncated = &bytes[..bytes.len() / 2];
@@ -272,10 +272,12 @@ async fn the_api_key_never_reaches_the_journal_or_commands() {
         !shell.contains(secret) && shell.contains("[REDACTED]"),
         "{shell}"
     );
-    // Everything under .baton/, the log files in .baton/logs/ included.
+    // Everything in the state directory, the journal and the log files included.
     let contains_secret =
         |bytes: &[u8]| bytes.windows(secret.len()).any(|w| w == secret.as_bytes());
-    let mut dirs = vec![ws.path().join(".baton")];
+    let state = state_dir(ws.path(), home.path());
+    assert!(state.logs().is_dir() && state.journal().is_file());
+    let mut dirs = vec![state.root().to_path_buf()];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
@@ -294,7 +296,7 @@ async fn the_api_key_never_reaches_the_journal_or_commands() {
     // Snapshot objects are compressed: read every one of them back through git.
     let objects = std::process::Command::new("git")
         .args(["cat-file", "--batch-all-objects", "--batch"])
-        .env("GIT_DIR", ws.path().join(".baton/shadow.git"))
+        .env("GIT_DIR", state.shadow_git())
         .output()
         .expect("git is needed for this test (apt-get install git)");
     assert!(objects.status.success());
@@ -330,14 +332,15 @@ async fn resuming_a_copied_workspace_refuses_to_touch_the_original() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Copied in the old layout (`.baton/baton.db`), which the next command moves to the copy's
+    // own state directory first.
     let copy = tempfile::tempdir().unwrap();
-    let copied = std::process::Command::new("cp")
-        .arg("-r")
-        .arg(ws.path().join(".baton"))
-        .arg(copy.path())
-        .status()
-        .unwrap();
-    assert!(copied.success());
+    std::fs::create_dir_all(copy.path().join(".baton")).unwrap();
+    std::fs::copy(
+        journal_path(ws.path(), home.path()),
+        copy.path().join(".baton/baton.db"),
+    )
+    .unwrap();
     let mut cmd = baton(copy.path(), home.path());
     cmd.args(["resume", "--last", "--max-turns", "5"]);
     let out = run_output(cmd);
@@ -347,6 +350,12 @@ async fn resuming_a_copied_workspace_refuses_to_touch_the_original() {
         stderr.contains(&ws.path().canonicalize().unwrap().display().to_string()),
         "{stderr}"
     );
+    assert!(
+        stderr.contains("moved this workspace's state (baton.db)"),
+        "{stderr}"
+    );
+    assert!(!copy.path().join(".baton/baton.db").exists());
+    assert!(journal_path(copy.path(), home.path()).is_file());
     assert!(
         server.received().is_empty(),
         "nothing may run for a refused resume"

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use baton_core::Usage;
 use baton_serve::testing::{JournalWriter, TASKS, finished_task_run};
-use baton_store::{SqliteStore, Store};
+use baton_store::Store;
 use fantoccini::error::CmdError;
 use fantoccini::{Client, ClientBuilder, Locator};
 use support::*;
@@ -135,7 +135,7 @@ fn artifacts_dir() -> PathBuf {
 async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::for_workspace(ws.path()).await.unwrap());
+    let store: Arc<dyn Store> = Arc::new(open_journal(ws.path(), home.path()).await);
     let run = finished_task_run(store.clone(), "Write a parser for nested expressions").await;
     // A run still going on (this test holds its lease and appends to it while the page is open).
     let mut live = JournalWriter::start(store.clone(), "A run still going on", "gpt-4o").await;

@@ -311,9 +311,8 @@ async fn a_run_writes_a_json_log_file_without_secrets_and_keeps_stdout_clean() {
         });
     assert!(sent_key, "baton did not use the API key");
 
-    let log = ws
-        .path()
-        .join(".baton/logs")
+    let log = state_dir(ws.path(), home.path())
+        .logs()
         .join(format!("{run_id}.trace.jsonl"));
     let text = std::fs::read_to_string(&log)
         .unwrap_or_else(|e| panic!("no log file {}: {e}", log.display()));

@@ -206,7 +206,7 @@ async fn two_independent_tasks_run_at_once_and_are_merged() {
         "the child's goal says it works in a worktree"
     );
     // Merged worktrees are removed; the children's runs are listed with their own journals.
-    let worktrees = ws.path().join(".baton/worktrees");
+    let worktrees = state_dir(ws.path(), home.path()).root().join("worktrees");
     let left: Vec<_> = std::fs::read_dir(&worktrees)
         .map(|d| d.flatten().collect())
         .unwrap_or_default();
@@ -279,7 +279,7 @@ async fn a_merge_conflict_becomes_a_follow_up_task_that_dependents_wait_for() {
         .unwrap();
     assert!(follow_up_request.body.to_string().contains("conflict"));
     // The conflicted task's worktree, kept while its follow-up worked, is gone at the end.
-    let left = std::fs::read_dir(ws.path().join(".baton/worktrees"))
+    let left = std::fs::read_dir(state_dir(ws.path(), home.path()).root().join("worktrees"))
         .map(|d| d.count())
         .unwrap_or(0);
     assert_eq!(left, 0);

@@ -57,7 +57,7 @@ async fn a_run_journaled_in_postgres_is_listed_and_shown_from_there() {
         "kept in postgres\n"
     );
     // Nothing went to the workspace's SQLite store.
-    assert!(!ws.path().join(".baton/baton.db").exists());
+    assert!(!journal_path(ws.path(), home.path()).exists());
 
     // The store itself holds the run, for this (canonical) workspace.
     let store = schema.store().await;

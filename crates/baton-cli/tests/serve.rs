@@ -225,9 +225,7 @@ async fn binding_beyond_loopback_needs_a_token_and_a_busy_port_is_a_clear_error(
     assert!(stderr.contains("--token"), "{stderr}");
 
     // A store to serve, and its port taken by someone else.
-    let store = baton_store::SqliteStore::for_workspace(ws.path())
-        .await
-        .unwrap();
+    let store = open_journal(ws.path(), home.path()).await;
     baton_store::Store::close(&store).await;
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();

@@ -172,7 +172,7 @@ async fn rollback_is_refused_while_the_run_is_running() {
     let home = tempfile::tempdir().unwrap();
     let (ws_path, home_path) = (ws.path().to_path_buf(), home.path().to_path_buf());
     for supervised in [true, false] {
-        std::fs::remove_dir_all(ws_path.join(".baton")).ok();
+        std::fs::remove_dir_all(state_dir(&ws_path, &home_path).root()).ok();
         let mut cmd = baton(&ws_path, &home_path);
         cmd.args([
             "run",
@@ -224,7 +224,7 @@ async fn no_snapshots_flag_and_missing_git_leave_the_run_alone() {
     let out = run_against(&server, ws.path(), home.path(), &["--no-snapshots", "go"]).await;
     assert_finished(&out);
     assert!(of_type(&journal(ws.path(), home.path()), "snapshot_taken").is_empty());
-    assert!(!ws.path().join(".baton/shadow.git").exists());
+    assert!(!state_dir(ws.path(), home.path()).shadow_git().exists());
     let out = baton_out(ws.path(), home.path(), &["snapshots"]);
     assert!(text(&out).contains("has no snapshots"), "{}", text(&out));
 

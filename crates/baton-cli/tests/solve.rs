@@ -54,13 +54,16 @@ async fn solve(stream: bool) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "baton failed: {stderr}");
 
-    // baton's own state stays out of the user's commits.
+    // baton's own state is not in the workspace (nor in the user's commits): it is in the
+    // state directory under ~/.local/state/baton.
+    assert!(!ws.path().join(".baton").exists());
+    let state = state_dir(ws.path(), home.path());
+    assert!(state.journal().is_file() && state.shadow_git().is_dir());
     assert_eq!(
-        std::fs::read_to_string(ws.path().join(".baton/.gitignore"))
+        std::fs::read_to_string(state.root().join("baton-state"))
             .unwrap()
-            .lines()
-            .last(),
-        Some("*")
+            .trim_end(),
+        ws.path().canonicalize().unwrap().display().to_string()
     );
     // The files really changed.
     assert_eq!(

@@ -379,7 +379,7 @@ fn invalid_plan_files_are_usage_errors_naming_the_problem() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("plan OK: 3 tasks"));
-    assert!(!ws.path().join(".baton/baton.db").exists());
+    assert!(!journal_path(ws.path(), home.path()).exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -453,6 +453,7 @@ fn submit_and_worker_on_the_embedded_sqlite_store_say_they_need_postgres() {
     }
     // Nothing was queued or started in the workspace.
     assert!(!ws.path().join(".baton").exists());
+    assert!(!state_dir(ws.path(), home.path()).root().exists());
 }
 
 /// A worker frozen (SIGSTOP) past its lease while its command runs: another worker takes the run

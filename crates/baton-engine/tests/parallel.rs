@@ -186,7 +186,10 @@ async fn a_failed_child_fails_its_task_and_skips_its_dependents(backend: Backend
     });
     assert!(returned_failed);
     // The failed task's worktree stays for a person to look at; the merged ones are gone.
-    let left: Vec<String> = std::fs::read_dir(ws.path().join(".baton/worktrees"))
+    let worktrees = baton_state::StateDir::for_workspace(ws.path())
+        .root()
+        .join("worktrees");
+    let left: Vec<String> = std::fs::read_dir(worktrees)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
@@ -282,7 +285,7 @@ async fn crashed_parent(
         .await
         .unwrap();
     store.release(&lease).await.unwrap();
-    let worktree = ws.join(".baton/worktrees").join(child.as_str());
+    let worktree = repo.worktree_dir(child.as_str());
     // A child that journaled anything had its worktree made first.
     if !child_events.is_empty() {
         repo.create_worktree(&worktree, child.as_str(), &base)
@@ -356,12 +359,15 @@ async fn a_child_cut_short_at_its_start_is_started_on_resume(backend: Backend) {
     }
 }
 
-/// The worktrees cannot be made (here: `.baton/worktrees` is a file): the run pauses with
-/// reason `workspace` instead of failing the tasks, and a resume after the fix finishes.
+/// The worktrees cannot be made (here: `worktrees` in the state directory is a file): the run
+/// pauses with reason `workspace` instead of failing the tasks, and a resume after the fix
+/// finishes.
 async fn a_worktree_that_cannot_be_made_pauses_the_run_until_fixed(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
-    std::fs::write(ws.path().join(".baton/worktrees"), "in the way").unwrap();
+    let state = baton_state::StateDir::for_workspace(ws.path());
+    state.prepare().unwrap();
+    let in_the_way = state.root().join("worktrees");
+    std::fs::write(&in_the_way, "in the way").unwrap();
     let tasks = vec![
         task("t1", &[], "grep -q t1 t1.txt"),
         task("t2", &[], "grep -q t2 t2.txt"),
@@ -374,7 +380,7 @@ async fn a_worktree_that_cannot_be_made_pauses_the_run_until_fixed(backend: Back
     assert_eq!(*reason, PauseReason::Workspace);
     assert!(detail.contains("worktree"), "{detail}");
 
-    std::fs::remove_file(ws.path().join(".baton/worktrees")).unwrap();
+    std::fs::remove_file(&in_the_way).unwrap();
     let (engine, _observer) = engine(store.clone(), Arc::new(writer(|id| format!("{id}\n"))));
     let resumed = engine
         .with_snapshots(Snapshots::On)

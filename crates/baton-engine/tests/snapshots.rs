@@ -173,7 +173,11 @@ async fn snapshots_follow_the_turns_that_changed_files(backend: Backend) {
     let other = tempfile::tempdir().unwrap();
     let events = drive(backend, other.path(), None).await;
     assert!(!kinds_of(&events).contains(&"snapshot_taken"));
-    assert!(!other.path().join(".baton/shadow.git").exists());
+    assert!(
+        !baton_state::StateDir::for_workspace(other.path())
+            .shadow_git()
+            .exists()
+    );
 }
 
 fn kinds_of(events: &[EventRecord]) -> Vec<&'static str> {

@@ -117,7 +117,7 @@ fn main() {
     let mut first_id = None;
     for rep in 0..cold_reps {
         // A brand-new shadow repository each time: every file is hashed and written.
-        let _ = std::fs::remove_dir_all(root.join(".baton"));
+        let _ = std::fs::remove_dir_all(baton_state::StateDir::for_workspace(root).shadow_git());
         let (took, id) = timed(|| {
             let repo = ShadowRepo::open(root).unwrap();
             repo.snapshot("bench", "run_start", at(rep)).unwrap().id
@@ -191,7 +191,7 @@ fn main() {
     let mut ours = last.clone();
     for rep in 0..cold_reps {
         let child = format!("child-{rep}");
-        let dir = root.join(".baton/worktrees").join(&child);
+        let dir = repo.worktree_dir(&child);
         let (took, tree) = timed(|| repo.create_worktree(&dir, &child, &ours).unwrap());
         worktree.0.push(took);
         change_files(&dir, files, &mut rng, 9000 + rep);

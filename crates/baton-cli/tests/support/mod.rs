@@ -336,6 +336,27 @@ pub fn baton_bin() -> PathBuf {
 }
 
 /// A `baton` command with a clean, isolated environment (no user config, no real keys).
+/// Where baton keeps the state of `workspace` when run by [`baton`] with `home` as HOME: the
+/// documented default, `~/.local/state/baton/workspaces/NAME-HASH` (nothing else is set).
+pub fn state_dir(workspace: &Path, home: &Path) -> baton_state::StateDir {
+    baton_state::StateDir::under(Some(&home.join(".local/state/baton")), workspace)
+}
+
+/// The journal of `workspace` (see [`state_dir`]).
+pub fn journal_path(workspace: &Path, home: &Path) -> PathBuf {
+    state_dir(workspace, home).journal()
+}
+
+/// The store a [`baton`] command with `home` as HOME uses for `workspace`, opened in this
+/// process (its state directory made as baton makes it).
+pub async fn open_journal(workspace: &Path, home: &Path) -> baton_store::SqliteStore {
+    let state = state_dir(workspace, home);
+    state.prepare().unwrap();
+    baton_store::SqliteStore::open(&state.journal())
+        .await
+        .unwrap()
+}
+
 pub fn baton(workspace: &Path, home: &Path) -> Command {
     let mut cmd = Command::new(baton_bin());
     cmd.env_clear()
