@@ -252,12 +252,37 @@ pub fn run_one(
 
 /// The sandbox lines of `baton doctor`.
 pub fn doctor_report(workspace: &Path, layer: &ConfigLayer) -> String {
-    match build(workspace, layer, &SandboxFlags::default()) {
+    let sandbox = match build(workspace, layer, &SandboxFlags::default()) {
         Ok((sandbox, policy, _)) => format!(
             "sandbox: {}\npolicy: {} rules (built-in defaults + your files)",
             sandbox.summary(),
             policy.rules().len()
         ),
         Err(e) => format!("sandbox: NOT AVAILABLE: {:#}", e.error),
+    };
+    format!("{sandbox}\n{}", state_report(workspace))
+}
+
+/// Where the journal, snapshots and logs are, and whether commands can reach them.
+fn state_report(workspace: &Path) -> String {
+    let state = baton_state::StateDir::for_workspace(workspace);
+    let root = state.root().display();
+    if state.is_inside_workspace() {
+        return format!(
+            "state: {root} — INSIDE the workspace (no HOME, XDG_STATE_HOME or BATON_STATE_DIR): \
+             commands that may write the workspace could change the journal; set BATON_STATE_DIR"
+        );
     }
+    let old = if state.has_old_layout() {
+        format!(
+            "; {} still holds state of the old layout, moved there by the next command",
+            state.inputs_dir().display()
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "state: {root} (journal, snapshots, logs, worktrees; outside the workspace, not writable \
+         by commands{old})"
+    )
 }

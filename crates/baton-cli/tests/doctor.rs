@@ -61,6 +61,12 @@ async fn a_working_endpoint_is_ok() {
     // The sandbox is reported too: which backend, and what it enforces.
     assert!(text.contains("\nsandbox: backend "), "{text}");
     assert!(text.contains("network off"), "{text}");
+    // And where the journal is, out of the commands' reach.
+    assert!(
+        text.contains("\nstate: /") && text.contains("/.local/state/baton/workspaces/"),
+        "{text}"
+    );
+    assert!(text.contains("not writable by commands"), "{text}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
