@@ -322,10 +322,11 @@ pub(crate) fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliEr
     if let Some(path) = config::user_config_path(env_var) {
         layer = layer.overlay(config::read_layer(&path).map_err(CliError::usage)?);
     }
+    let project =
+        config::read_layer(&config::project_config_path(workspace)).map_err(CliError::usage)?;
+    crate::trust::check(workspace, &project)?;
     Ok(layer
-        .overlay(
-            config::read_layer(&config::project_config_path(workspace)).map_err(CliError::usage)?,
-        )
+        .overlay(project)
         .overlay(ConfigLayer::from_env(env_var)))
 }
 

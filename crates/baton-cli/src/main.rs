@@ -18,6 +18,7 @@ mod snapshot_cmd;
 mod store;
 mod supervise;
 mod transcript;
+mod trust;
 mod worker;
 
 use std::io::Write;
@@ -113,6 +114,9 @@ enum Command {
         #[command(flatten)]
         model: ModelFlags,
     },
+    /// Trust this workspace's .baton/config.toml and .baton/policy.toml as they are now: their
+    /// keys that redirect the API key or weaken the sandbox are refused until then.
+    Trust,
     /// Run one command in the sandbox under the execution policy, as the agent's would run.
     Sandbox(sandbox_cmd::SandboxArgs),
     /// Follow a run live: its journal so far, then new events until it stops (default: the
@@ -381,6 +385,7 @@ fn main() -> ExitCode {
             Command::Cost { run } => commands::cost(&workspace, store, run.as_deref()).await,
             Command::Doctor { model } => commands::doctor(&workspace, &model).await,
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
+            Command::Trust => trust::trust(&commands::workspace_dir(&workspace)?),
             Command::Logs { run, full, json } => {
                 commands::logs(&workspace, store, run.as_deref(), full, json).await
             }

@@ -115,6 +115,7 @@ fn a_workspace_policy_can_ask_and_a_malformed_one_is_named() {
         "[[rule]]\npattern = \"make deploy*\"\naction = \"ask\"\nreason = \"ships to production\"\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let mut cmd = baton(ws.path(), home.path());
     cmd.args(["sandbox", "--", "make", "deploy"]);
     let out = output(cmd);
@@ -131,6 +132,7 @@ fn a_workspace_policy_can_ask_and_a_malformed_one_is_named() {
         "[[rule]]\npattern = \"x\"\naction = \"sometimes\"\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let mut cmd = baton(ws.path(), home.path());
     cmd.args(["sandbox", "--", "true"]);
     let out = output(cmd);
@@ -212,6 +214,7 @@ fn sigkilled_baton_leaves_nothing(backend: &str) {
         "[sandbox]\nenv = [\"BATON_TEST_MARKER\"]\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let marker = format!("kill-{}-{:?}", std::process::id(), Instant::now());
     let mut cmd = sandbox_cmd(ws.path(), home.path(), backend);
     cmd.env("BATON_TEST_MARKER", &marker).args([
@@ -342,6 +345,7 @@ async fn ask_with_pause_pauses_the_run_and_a_person_can_allow_it() {
         "[[rule]]\npattern = \"echo deployed*\"\naction = \"ask\"\nreason = \"ships it\"\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let out = run_against(&server, ws.path(), home.path(), &["deploy"]).await;
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(!ws.path().join("deployed.txt").exists());
@@ -355,12 +359,13 @@ async fn ask_with_pause_pauses_the_run_and_a_person_can_allow_it() {
         paused[0]
     );
 
-    // A person allows it; the resumed run's retry goes through.
+    // A person allows it (and trusts the changed policy); the resumed run's retry goes through.
     std::fs::write(
         &policy,
         "[[rule]]\npattern = \"echo deployed*\"\naction = \"allow\"\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let mut cmd = baton(ws.path(), home.path());
     cmd.args(["resume", "--last"]);
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())

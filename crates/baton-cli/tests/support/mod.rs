@@ -357,6 +357,17 @@ pub async fn open_journal(workspace: &Path, home: &Path) -> baton_store::SqliteS
         .unwrap()
 }
 
+/// `baton trust` for `workspace` (its `.baton/config.toml` sets keys that need it, or it has a
+/// `.baton/policy.toml`), as the user would after writing them.
+pub fn trust_workspace(workspace: &Path, home: &Path) {
+    let out = baton(workspace, home).arg("trust").output().unwrap();
+    assert!(
+        out.status.success(),
+        "baton trust: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn baton(workspace: &Path, home: &Path) -> Command {
     let mut cmd = Command::new(baton_bin());
     cmd.env_clear()
