@@ -177,6 +177,8 @@ pub struct SandboxLayer {
     pub env: Option<Vec<String>>,
     /// Extra directories writable in `workspace-write` mode.
     pub writable: Option<Vec<PathBuf>>,
+    /// UNIX sockets commands may connect to (default: none; no AF_UNIX socket can be made).
+    pub unix_sockets: Option<Vec<PathBuf>>,
     /// A policy file used instead of `.baton/policy.toml` (on top of the user's).
     pub policy: Option<PathBuf>,
     /// What an `ask` rule does in an unattended run: `refuse`.
@@ -199,6 +201,7 @@ impl SandboxLayer {
             backend: over.backend.or(self.backend),
             env: over.env.or(self.env),
             writable: over.writable.or(self.writable),
+            unix_sockets: over.unix_sockets.or(self.unix_sockets),
             policy: over.policy.or(self.policy),
             ask: over.ask.or(self.ask),
             dangerously_unsandboxed: over

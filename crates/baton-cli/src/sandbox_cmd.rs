@@ -115,6 +115,13 @@ fn resolve(
             )));
         }
     };
+    let unix_sockets = s.unix_sockets.unwrap_or_default();
+    if let Some(relative) = unix_sockets.iter().find(|p| !p.is_absolute()) {
+        return Err(CliError::usage(anyhow!(
+            "[sandbox] unix_sockets: {} is not an absolute path",
+            relative.display()
+        )));
+    }
     let d = Limits::default();
     let config = SandboxConfig {
         mode,
@@ -130,6 +137,7 @@ fn resolve(
         backend,
         allow_unsandboxed: s.dangerously_unsandboxed.unwrap_or(false),
         writable_paths: s.writable.unwrap_or_default(),
+        unix_sockets,
     };
     let mut policy_files = Vec::new();
     if let Some(user) = config::user_config_path(|k| std::env::var(k).ok()) {

@@ -16,6 +16,11 @@ pub struct BwrapInput<'a> {
     /// baton's own files (the workspace's state directory, its `.baton/` inputs): mounted
     /// read-only over whatever writable bind holds them, in every mode.
     pub protected: &'a [PathBuf],
+    /// Directories of host sockets hidden behind an empty tmpfs (`/run`, a real `/var/run`):
+    /// only with an allowlist of UNIX sockets (without one no AF_UNIX socket can be made).
+    pub socket_masks: &'a [PathBuf],
+    /// The allowlisted sockets, mounted back over the masks.
+    pub unix_sockets: &'a [PathBuf],
     pub trampoline: &'a Path,
     /// A user namespace is what makes RLIMIT_NPROC count only the sandbox's processes; root
     /// does not get one (it would lose access to files of unmapped users and gain nothing:
@@ -37,9 +42,25 @@ pub fn argv(input: &BwrapInput<'_>) -> Vec<String> {
     if input.mode != Mode::FullAccess {
         push(&["--bind", &tmp, "/tmp"]);
     }
+    if !input.unix_sockets.is_empty() {
+        for mask in input.socket_masks {
+            let m = mask.display().to_string();
+            push(&["--tmpfs", &m]);
+        }
+        // Name resolution with the network on reads /run/systemd/resolve.
+        push(&[
+            "--ro-bind-try",
+            "/run/systemd/resolve",
+            "/run/systemd/resolve",
+        ]);
+    }
     for (flag, path) in binds(input) {
         let p = path.display().to_string();
         push(&[flag, &p, &p]);
+    }
+    for socket in input.unix_sockets {
+        let s = socket.display().to_string();
+        push(&["--bind-try", &s, &s]);
     }
     // The trampoline may live under the /tmp just replaced.
     let tramp = input.trampoline.display().to_string();
@@ -103,6 +124,8 @@ mod tests {
             private_tmp: Path::new("/var/tmp/sbx1"),
             extra_writable: &[PathBuf::from("/cache")],
             protected: &[PathBuf::from("/w/proj/.baton")],
+            socket_masks: &[PathBuf::from("/run")],
+            unix_sockets: &[],
             trampoline: Path::new("/bin/baton"),
             unshare_user,
         })
@@ -141,6 +164,8 @@ mod tests {
             private_tmp: Path::new("/var/tmp/sbx1"),
             extra_writable: &[PathBuf::from("/home/u")],
             protected: std::slice::from_ref(&state),
+            socket_masks: &[],
+            unix_sockets: &[],
             trampoline: Path::new("/bin/baton"),
             unshare_user: true,
         });
@@ -153,6 +178,32 @@ mod tests {
         assert!(at(&state) < at(&worktree), "{a:?}");
         assert_eq!(a[at(&state) - 1], "--ro-bind-try");
         assert_eq!(a[at(&worktree) - 1], "--bind");
+    }
+
+    #[test]
+    fn host_sockets_are_masked_only_with_an_allowlist_and_the_allowed_ones_bound_back() {
+        assert!(!build(Mode::WorkspaceWrite, false, true).contains(&"--tmpfs".to_string()));
+        let socket = PathBuf::from("/run/postgresql/.s.PGSQL.5432");
+        let a = argv(&BwrapInput {
+            bwrap: Path::new("/usr/bin/bwrap"),
+            mode: Mode::WorkspaceWrite,
+            allow_network: false,
+            workspace: Path::new("/w/proj"),
+            private_tmp: Path::new("/var/tmp/sbx1"),
+            extra_writable: &[],
+            protected: &[],
+            socket_masks: &[PathBuf::from("/run"), PathBuf::from("/var/run")],
+            unix_sockets: std::slice::from_ref(&socket),
+            trampoline: Path::new("/bin/baton"),
+            unshare_user: true,
+        })
+        .join(" ");
+        let mask = a.find("--tmpfs /run ").unwrap();
+        assert!(a.contains("--tmpfs /var/run "), "{a}");
+        let back = a
+            .find("--bind-try /run/postgresql/.s.PGSQL.5432 /run/postgresql/.s.PGSQL.5432")
+            .unwrap();
+        assert!(mask < back, "{a}");
     }
 
     #[test]

@@ -141,9 +141,10 @@ fn add_beneath(
 
 /// Denies debugging other processes, io_uring (whose operations bypass the seccomp filter),
 /// typing into a terminal (`TIOCSTI`, `TIOCLINUX`), changing other processes' resource limits or
-/// priorities, and — with the network off — every socket family but AF_UNIX.
+/// priorities, AF_UNIX sockets unless allowed (host sockets are an escape: a database's
+/// `COPY … TO PROGRAM`, docker, ssh-agent), and — with the network off — every other family.
 #[cfg(target_os = "linux")]
-pub fn apply_seccomp(allow_network: bool) -> Result<(), ConfineError> {
+pub fn apply_seccomp(allow_network: bool, allow_unix: bool) -> Result<(), ConfineError> {
     use seccompiler::{
         BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
         SeccompRule,
@@ -187,18 +188,25 @@ pub fn apply_seccomp(allow_network: bool) -> Result<(), ConfineError> {
     };
     rules.insert(libc::SYS_prlimit64, vec![other_process(0)?]);
     rules.insert(libc::SYS_setpriority, vec![other_process(1)?]);
-    if !allow_network {
-        let not_unix = SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Ne,
-            libc::AF_UNIX as u64,
-        )
-        .map_err(|e| err(&e))?;
-        rules.insert(
-            libc::SYS_socket,
-            vec![SeccompRule::new(vec![not_unix]).map_err(|e| err(&e))?],
-        );
+    // socket(2)'s family, compared as the 32-bit int the kernel reads. `socketpair` is not
+    // filtered: an unnamed pair reaches nothing outside.
+    let family = |op: SeccompCmpOp| {
+        SeccompCondition::new(0, SeccompCmpArgLen::Dword, op, libc::AF_UNIX as u64)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(|e| err(&e))
+    };
+    match (allow_network, allow_unix) {
+        (true, true) => {}
+        (true, false) => {
+            rules.insert(libc::SYS_socket, vec![family(SeccompCmpOp::Eq)?]);
+        }
+        (false, true) => {
+            rules.insert(libc::SYS_socket, vec![family(SeccompCmpOp::Ne)?]);
+        }
+        // An empty rule list matches every call.
+        (false, false) => {
+            rules.insert(libc::SYS_socket, Vec::new());
+        }
     }
     let arch = std::env::consts::ARCH.try_into().map_err(|e| err(&e))?;
     let filter = SeccompFilter::new(
@@ -220,7 +228,7 @@ pub fn apply_landlock(_spec: &ExecSpec) -> Result<String, ConfineError> {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn apply_seccomp(_allow_network: bool) -> Result<(), ConfineError> {
+pub fn apply_seccomp(_allow_network: bool, _allow_unix: bool) -> Result<(), ConfineError> {
     Err(ConfineError::Seccomp(
         "not available on this platform".into(),
     ))

@@ -161,6 +161,7 @@ fn probe(trampoline: &Path) -> Result<Enforced, String> {
     let spec = ExecSpec {
         mode: Mode::WorkspaceWrite,
         allow_network: false,
+        allow_unix_sockets: false,
         limits: Limits {
             cpu_secs: None,
             memory_bytes: None,

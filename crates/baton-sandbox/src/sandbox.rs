@@ -212,8 +212,17 @@ impl Sandbox {
         } else {
             "RLIMIT_NPROC"
         };
+        let sockets = match (self.config.unix_sockets.len(), self.backend) {
+            (0, _) => "none (no AF_UNIX socket can be made)".to_string(),
+            (n, Backend::Bwrap) => format!("{n} allowed (the rest of /run masked)"),
+            (n, _) => format!(
+                "{n} allowed — WARNING: under {} every socket path is reachable",
+                self.backend.describe()
+            ),
+        };
         format!(
-            "backend {}, mode {}, network {}, Landlock {}, seccomp {}, process limit via {procs}",
+            "backend {}, mode {}, network {}, Landlock {}, seccomp {}, process limit via {procs}, \
+             UNIX sockets {sockets}",
             self.backend.describe(),
             self.config.mode,
             if self.config.allow_network {
@@ -268,6 +277,8 @@ impl Sandbox {
                     private_tmp: &tmp,
                     extra_writable: &self.config.writable_paths,
                     protected: &protected,
+                    socket_masks: &socket_masks(),
+                    unix_sockets: &self.config.unix_sockets,
                     trampoline,
                     unshare_user,
                 }),
@@ -297,6 +308,7 @@ impl Sandbox {
         let spec = ExecSpec {
             mode: self.config.mode,
             allow_network: self.config.allow_network,
+            allow_unix_sockets: !self.config.unix_sockets.is_empty(),
             limits: self.config.limits.clone(),
             nproc_offset,
             writable,
@@ -387,6 +399,17 @@ impl Sandbox {
         env.push(("TMPDIR".into(), tmp.into()));
         env
     }
+}
+
+/// Where host sockets live: `/run`, and `/var/run` where it is not a link to it.
+fn socket_masks() -> Vec<PathBuf> {
+    let mut masks = vec![PathBuf::from("/run")];
+    let var_run = Path::new("/var/run");
+    if std::fs::symlink_metadata(var_run).is_ok_and(|m| m.is_dir()) {
+        masks.push(var_run.to_path_buf());
+    }
+    masks.retain(|m| m.is_dir());
+    masks
 }
 
 /// Whether `name` may reach a command: allowlisted (exactly or by a `PREFIX*` entry) and not

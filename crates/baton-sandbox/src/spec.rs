@@ -136,6 +136,12 @@ pub struct SandboxConfig {
     pub allow_unsandboxed: bool,
     /// Extra directories writable in `workspace-write` mode (a build cache, say).
     pub writable_paths: Vec<PathBuf>,
+    /// UNIX sockets commands may connect to. Empty (the default): no AF_UNIX socket can be made
+    /// at all (`socketpair` still works), so no host socket — a database, docker, ssh-agent —
+    /// is reachable. Non-empty: AF_UNIX sockets may be made; under bubblewrap `/run` and
+    /// `/var/run` are masked but for these paths, under Landlock any socket path is reachable
+    /// (Landlock cannot restrict them by path).
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -148,6 +154,7 @@ impl Default for SandboxConfig {
             backend: BackendChoice::Auto,
             allow_unsandboxed: false,
             writable_paths: Vec::new(),
+            unix_sockets: Vec::new(),
         }
     }
 }
@@ -159,6 +166,9 @@ impl Default for SandboxConfig {
 pub struct ExecSpec {
     pub mode: Mode,
     pub allow_network: bool,
+    /// Whether AF_UNIX sockets may be made (the user allowlisted some socket paths).
+    #[serde(default)]
+    pub allow_unix_sockets: bool,
     pub limits: Limits,
     /// Added to `max_processes` for RLIMIT_NPROC: without a user namespace of its own the
     /// limit counts every process of the user, so baton adds the number already running.

@@ -131,7 +131,8 @@ fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
         "none".to_string()
     };
     if spec.seccomp {
-        confine::apply_seccomp(spec.allow_network).map_err(|e| e.to_string())?;
+        confine::apply_seccomp(spec.allow_network, spec.allow_unix_sockets)
+            .map_err(|e| e.to_string())?;
     }
     Ok(Enforced {
         landlock,

@@ -4,7 +4,9 @@
 //! Covered here: baton's state (finding 1: a command rewrote or truncated the journal in
 //! `.baton/`), the terminal (finding 5: `TIOCSTI` typed a command into the user's shell), the
 //! private tmp (finding 8: a predictable, reused name that another user could plant) and other
-//! processes' limits and priorities (finding 12: `prlimit --pid BATON --cpu=0:0` killed baton).
+//! processes' limits and priorities (finding 12: `prlimit --pid BATON --cpu=0:0` killed baton),
+//! host UNIX sockets (finding 4: `psql -h /var/run/postgresql` connected as superuser, and
+//! `COPY … TO PROGRAM` ran a program outside the sandbox).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -379,4 +381,73 @@ fn under_bubblewrap_the_workspaces_baton_inputs_are_read_only() {
         "model = \"m\"\n"
     );
     assert!(ws.path().join("mine.txt").is_file());
+}
+
+/// Connects to each argument (a path, or `@name` for an abstract socket) and prints `connected`
+/// or the errno; then checks that an unnamed socket pair still works.
+const CONNECT: &str = r#"
+import socket, sys
+for target in sys.argv[1:]:
+    address = "\0" + target[1:] if target.startswith("@") else target
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(address)
+        print("connected")
+    except OSError as e:
+        print(e.errno)
+a, b = socket.socketpair()
+a.send(b"x")
+print("pair " + b.recv(1).decode())
+"#;
+
+const POSTGRES: &str = "/var/run/postgresql/.s.PGSQL.5432";
+
+#[test]
+fn host_unix_sockets_are_unreachable_unless_allowlisted() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    let dir = tempdir_outside_tmp();
+    let path = dir.path().join("host.sock");
+    let _listener = UnixListener::bind(&path).unwrap();
+    let name = format!("baton-redteam-{}", std::process::id());
+    let _abstract =
+        UnixListener::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).unwrap()).unwrap();
+    // The machine's real PostgreSQL, where there is one (CI starts it).
+    let postgres = std::path::Path::new(POSTGRES).exists();
+    let mut targets = vec![path.display().to_string(), format!("@{name}")];
+    if postgres {
+        targets.push(POSTGRES.to_string());
+    }
+    let script = format!("python3 connect.py {}", targets.join(" "));
+    let eperm = libc_eperm();
+    for backend in backends() {
+        let ws = tempdir();
+        std::fs::write(ws.path().join("connect.py"), CONNECT).unwrap();
+        for allow_network in [false, true] {
+            let sb = sandbox(backend, ws.path(), |c| c.allow_network = allow_network);
+            let r = sh(&sb, &script, T);
+            assert_eq!(r.code(), 0, "{backend:?}: {}", text(&r.stderr));
+            let mut expected = vec![eperm.clone(); targets.len()];
+            expected.push("pair x".to_string());
+            let lines: Vec<String> = text(&r.stdout).lines().map(str::to_string).collect();
+            assert_eq!(lines, expected, "{backend:?}, network {allow_network}");
+        }
+
+        // Allowlisted: that socket is reachable; an abstract one outside the sandbox still is
+        // not (Landlock's scope); the host's others are masked under bubblewrap.
+        let sb = sandbox(backend, ws.path(), |c| c.unix_sockets = vec![path.clone()]);
+        let r = sh(&sb, &script, T);
+        assert_eq!(r.code(), 0, "{backend:?}: {}", text(&r.stderr));
+        let lines: Vec<String> = text(&r.stdout).lines().map(str::to_string).collect();
+        assert_eq!(lines[0], "connected", "{backend:?}: {lines:?}");
+        // EPERM from Landlock's scope, or ECONNREFUSED in bubblewrap's own network namespace
+        // (abstract names are per namespace).
+        assert!(
+            ["1", "111"].contains(&lines[1].as_str()),
+            "{backend:?}: {lines:?}"
+        );
+        if postgres && backend == BackendChoice::Bwrap {
+            assert_eq!(lines[2], "2", "bwrap masks /run: ENOENT, {lines:?}");
+        }
+    }
 }
