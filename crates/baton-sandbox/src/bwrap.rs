@@ -80,6 +80,10 @@ pub fn argv(input: &BwrapInput<'_>) -> Vec<String> {
     }
     if input.unshare_user {
         push(&["--unshare-user"]);
+    } else {
+        // Root without a user namespace would keep every capability inside (the red-team wrote
+        // /root/.bashrc with open_by_handle_at through the writable bind).
+        push(&["--cap-drop", "ALL"]);
     }
     push(&["--chdir", &ws, "--"]);
     a

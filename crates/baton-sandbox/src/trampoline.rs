@@ -125,6 +125,9 @@ fn first_stage(spec: &ExecSpec) -> Result<(), String> {
 
 fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
     confine::apply_limits(&spec.limits, spec.nproc_offset).map_err(|e| e.to_string())?;
+    if spec.landlock || spec.seccomp {
+        confine::drop_privileges().map_err(|e| e.to_string())?;
+    }
     let landlock = if spec.landlock {
         confine::apply_landlock(spec).map_err(|e| e.to_string())?
     } else {

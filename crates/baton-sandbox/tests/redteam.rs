@@ -6,7 +6,10 @@
 //! private tmp (finding 8: a predictable, reused name that another user could plant) and other
 //! processes' limits and priorities (finding 12: `prlimit --pid BATON --cpu=0:0` killed baton),
 //! host UNIX sockets (finding 4: `psql -h /var/run/postgresql` connected as superuser, and
-//! `COPY … TO PROGRAM` ran a program outside the sandbox).
+//! `COPY … TO PROGRAM` ran a program outside the sandbox), root's capabilities and setuid files
+//! and devices (findings 6 and 7: `mknod` of a block device, `chown` of outside files,
+//! `clock_settime`; a setuid shell built in the workspace gave another user uid 0), and other
+//! processes' environments (finding 9: `/proc/BATON/environ` held the API keys).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -450,4 +453,156 @@ fn host_unix_sockets_are_unreachable_unless_allowlisted() {
             assert_eq!(lines[2], "2", "bwrap masks /run: ENOENT, {lines:?}");
         }
     }
+}
+
+/// Each privileged operation prints its errno, or `ok`.
+const PRIVILEGED: &str = r#"
+import os, stat, sys, time
+outside = sys.argv[1]
+def attempt(name, f):
+    try:
+        f()
+        print(name, "ok")
+    except OSError as e:
+        print(name, e.errno)
+attempt("block-device", lambda: os.mknod("blk", 0o600 | stat.S_IFBLK, os.makedev(7, 0)))
+attempt("char-device", lambda: os.mknod("chr", 0o600 | stat.S_IFCHR, os.makedev(1, 3)))
+attempt("fifo", lambda: os.mkfifo("fifo"))
+attempt("create-setuid", lambda: os.close(os.open("suid", os.O_CREAT | os.O_WRONLY, 0o4755)))
+open("plain", "w").close()
+attempt("chmod-setuid", lambda: os.chmod("plain", 0o4755))
+attempt("chmod-setgid", lambda: os.chmod("plain", 0o2755))
+attempt("chmod-exec", lambda: os.chmod("plain", 0o755))
+def fchmod():
+    fd = os.open("plain", os.O_RDONLY)
+    try:
+        os.fchmod(fd, 0o4755)
+    finally:
+        os.close(fd)
+attempt("fchmod-setuid", fchmod)
+attempt("chown-outside", lambda: os.chown(outside, 4321, 4321))
+attempt("clock", lambda: time.clock_settime(time.CLOCK_REALTIME, time.clock_gettime(time.CLOCK_REALTIME)))
+"#;
+
+#[test]
+fn commands_have_no_privileges_and_cannot_make_setuid_files_or_devices() {
+    let root = rustix_is_root();
+    for backend in backends() {
+        let ws = tempdir();
+        let outside = tempdir_outside_tmp();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "x").unwrap();
+        std::fs::write(ws.path().join("privileged.py"), PRIVILEGED).unwrap();
+        let sb = sandbox(backend, ws.path(), |_| {});
+        let r = sh(
+            &sb,
+            "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status",
+            T,
+        );
+        let status = text(&r.stdout);
+        for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+            assert!(
+                status.contains(&format!("{set}:\t0000000000000000")),
+                "{backend:?}: {status}"
+            );
+        }
+        // Root under Landlock drops the bounding set too; inside bubblewrap it cannot (no
+        // CAP_SETPCAP left), and no_new_privs keeps an exec from gaining any capability.
+        if root && backend == BackendChoice::Landlock {
+            assert!(
+                status.contains("CapBnd:\t0000000000000000"),
+                "{backend:?}: {status}"
+            );
+        }
+        assert!(status.contains("NoNewPrivs:\t1"), "{backend:?}: {status}");
+
+        let script = format!("python3 privileged.py '{}'", victim.display());
+        let r = sh(&sb, &script, T);
+        assert_eq!(r.code(), 0, "{backend:?}: {}", text(&r.stderr));
+        let said: std::collections::BTreeMap<String, String> = text(&r.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let eperm = libc_eperm();
+        for refused in [
+            "block-device",
+            "char-device",
+            "create-setuid",
+            "chmod-setuid",
+            "chmod-setgid",
+            "fchmod-setuid",
+            "clock",
+        ] {
+            assert_eq!(
+                said.get(refused),
+                Some(&eperm),
+                "{backend:?} {refused}: {said:?}"
+            );
+        }
+        assert_eq!(said.get("fifo").map(String::as_str), Some("ok"), "{said:?}");
+        assert_eq!(
+            said.get("chmod-exec").map(String::as_str),
+            Some("ok"),
+            "{said:?}"
+        );
+        // EPERM without CAP_CHOWN, EROFS (30) under bubblewrap's read-only root.
+        let chown = said.get("chown-outside").map(String::as_str);
+        assert!(
+            matches!(chown, Some("1") | Some("30")),
+            "{backend:?}: {said:?}"
+        );
+        let meta = std::fs::metadata(&victim).unwrap();
+        assert_ne!(meta.uid(), 4321);
+        assert!(!ws.path().join("blk").exists() && !ws.path().join("suid").exists());
+        let mode = std::fs::metadata(ws.path().join("plain"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o6000, 0, "{mode:o}");
+    }
+}
+
+#[test]
+fn other_processes_environments_are_unreadable() {
+    let secret = format!("sk-environ-{}", std::process::id());
+    let mut outside = std::process::Command::new("sleep")
+        .arg("60")
+        .env("BATON_REDTEAM_SECRET", &secret)
+        .spawn()
+        .unwrap();
+    let pid = outside.id();
+    for backend in backends() {
+        let ws = tempdir();
+        let sb = sandbox(backend, ws.path(), |_| {});
+        for file in ["environ", "cmdline", "mem", "fd/0"] {
+            let r = sh(
+                &sb,
+                &format!("cat /proc/{pid}/{file} 2>&1 | head -c 4096"),
+                T,
+            );
+            let out = text(&r.stdout);
+            assert!(
+                !out.contains(&secret),
+                "{backend:?} read /proc/{pid}/{file}"
+            );
+            if file == "environ" {
+                assert!(
+                    out.contains("Permission denied") || out.contains("No such file"),
+                    "{backend:?}: {out}"
+                );
+            }
+        }
+    }
+    outside.kill().unwrap();
+    outside.wait().unwrap();
+}
+
+fn rustix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        == Some("0")
 }
