@@ -179,6 +179,10 @@ pub struct SandboxLayer {
     pub writable: Option<Vec<PathBuf>>,
     /// UNIX sockets commands may connect to (default: none; no AF_UNIX socket can be made).
     pub unix_sockets: Option<Vec<PathBuf>>,
+    /// Paths commands may not read, besides the built-in credential list (`~/` = home).
+    pub deny_read: Option<Vec<PathBuf>>,
+    /// Paths taken out of the built-in credential list.
+    pub allow_read: Option<Vec<PathBuf>>,
     /// A policy file used instead of `.baton/policy.toml` (on top of the user's).
     pub policy: Option<PathBuf>,
     /// What an `ask` rule does in an unattended run: `refuse`.
@@ -202,6 +206,8 @@ impl SandboxLayer {
             env: over.env.or(self.env),
             writable: over.writable.or(self.writable),
             unix_sockets: over.unix_sockets.or(self.unix_sockets),
+            deny_read: over.deny_read.or(self.deny_read),
+            allow_read: over.allow_read.or(self.allow_read),
             policy: over.policy.or(self.policy),
             ask: over.ask.or(self.ask),
             dangerously_unsandboxed: over

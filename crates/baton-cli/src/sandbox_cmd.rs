@@ -138,6 +138,8 @@ fn resolve(
         allow_unsandboxed: s.dangerously_unsandboxed.unwrap_or(false),
         writable_paths: s.writable.unwrap_or_default(),
         unix_sockets,
+        deny_read: s.deny_read.unwrap_or_default(),
+        allow_read: s.allow_read.unwrap_or_default(),
     };
     let mut policy_files = Vec::new();
     if let Some(user) = config::user_config_path(|k| std::env::var(k).ok()) {

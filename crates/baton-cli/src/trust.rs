@@ -45,6 +45,7 @@ pub(crate) fn sensitive_keys(layer: &ConfigLayer) -> Vec<String> {
                 "dangerously_unsandboxed",
             ),
             (s.unix_sockets.is_some(), "unix_sockets"),
+            (s.allow_read.is_some(), "allow_read"),
             (s.cpu_secs.is_some(), "cpu_secs"),
             (s.memory_mb.is_some(), "memory_mb"),
             (s.max_processes.is_some(), "max_processes"),

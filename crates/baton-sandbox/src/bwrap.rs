@@ -21,6 +21,9 @@ pub struct BwrapInput<'a> {
     pub socket_masks: &'a [PathBuf],
     /// The allowlisted sockets, mounted back over the masks.
     pub unix_sockets: &'a [PathBuf],
+    /// Credentials: directories hidden behind an empty tmpfs, files behind `/dev/null`.
+    pub masked_dirs: &'a [PathBuf],
+    pub masked_files: &'a [PathBuf],
     pub trampoline: &'a Path,
     /// A user namespace is what makes RLIMIT_NPROC count only the sandbox's processes; root
     /// does not get one (it would lose access to files of unmapped users and gain nothing:
@@ -54,9 +57,16 @@ pub fn argv(input: &BwrapInput<'_>) -> Vec<String> {
             "/run/systemd/resolve",
         ]);
     }
-    for (flag, path) in binds(input) {
+    for (kind, path) in binds(input) {
         let p = path.display().to_string();
-        push(&[flag, &p, &p]);
+        match kind {
+            Bind::Tmpfs => push(&["--tmpfs", &p]),
+            Bind::Null => push(&["--ro-bind", "/dev/null", &p]),
+            Bind::Writable => push(&["--bind", &p, &p]),
+            Bind::ReadOnly => push(&["--ro-bind", &p, &p]),
+            // `-try`: the workspace's `.baton/` may not exist.
+            Bind::ReadOnlyIfThere => push(&["--ro-bind-try", &p, &p]),
+        }
     }
     for socket in input.unix_sockets {
         let s = socket.display().to_string();
@@ -89,28 +99,42 @@ pub fn argv(input: &BwrapInput<'_>) -> Vec<String> {
     a
 }
 
-/// The workspace, extra writable paths and protected paths as bubblewrap binds, shallowest
-/// first: a later bind covers an earlier one's subtree, so a protected directory inside the
-/// workspace stays read-only, and a worktree inside the protected state directory stays
-/// writable.
-fn binds<'a>(input: &BwrapInput<'a>) -> Vec<(&'static str, &'a Path)> {
-    let mut binds: Vec<(&'static str, &'a Path)> = Vec::new();
+/// What is mounted at a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bind {
+    Writable,
+    ReadOnly,
+    ReadOnlyIfThere,
+    /// An empty tmpfs (a masked directory).
+    Tmpfs,
+    /// `/dev/null` (a masked file).
+    Null,
+}
+
+/// The workspace, extra writable paths, protected paths and masked credentials as bubblewrap
+/// mounts, shallowest first: a later mount covers an earlier one's subtree, so a protected
+/// directory or a credential inside the workspace stays read-only or hidden, and a worktree
+/// inside the protected state directory stays writable.
+fn binds<'a>(input: &BwrapInput<'a>) -> Vec<(Bind, &'a Path)> {
+    let mut binds: Vec<(Bind, &'a Path)> = Vec::new();
     match input.mode {
         // Visible even when it lives under the /tmp just replaced.
-        Mode::ReadOnly => binds.push(("--ro-bind", input.workspace)),
+        Mode::ReadOnly => binds.push((Bind::ReadOnly, input.workspace)),
         Mode::WorkspaceWrite => {
-            binds.push(("--bind", input.workspace));
-            binds.extend(input.extra_writable.iter().map(|p| ("--bind", p.as_path())));
+            binds.push((Bind::Writable, input.workspace));
+            binds.extend(
+                input
+                    .extra_writable
+                    .iter()
+                    .map(|p| (Bind::Writable, p.as_path())),
+            );
         }
         Mode::FullAccess => {}
     }
-    // `-try`: the workspace's `.baton/` may not exist.
-    binds.extend(
-        input
-            .protected
-            .iter()
-            .map(|p| ("--ro-bind-try", p.as_path())),
-    );
+    let each = |paths: &'a [PathBuf], kind: Bind| paths.iter().map(move |p| (kind, p.as_path()));
+    binds.extend(each(input.protected, Bind::ReadOnlyIfThere));
+    binds.extend(each(input.masked_dirs, Bind::Tmpfs));
+    binds.extend(each(input.masked_files, Bind::Null));
     binds.sort_by_key(|(_, path)| path.components().count());
     binds
 }
@@ -130,6 +154,8 @@ mod tests {
             protected: &[PathBuf::from("/w/proj/.baton")],
             socket_masks: &[PathBuf::from("/run")],
             unix_sockets: &[],
+            masked_dirs: &[],
+            masked_files: &[],
             trampoline: Path::new("/bin/baton"),
             unshare_user,
         })
@@ -170,6 +196,8 @@ mod tests {
             protected: std::slice::from_ref(&state),
             socket_masks: &[],
             unix_sockets: &[],
+            masked_dirs: &[],
+            masked_files: &[],
             trampoline: Path::new("/bin/baton"),
             unshare_user: true,
         });
@@ -198,6 +226,8 @@ mod tests {
             protected: &[],
             socket_masks: &[PathBuf::from("/run"), PathBuf::from("/var/run")],
             unix_sockets: std::slice::from_ref(&socket),
+            masked_dirs: &[],
+            masked_files: &[],
             trampoline: Path::new("/bin/baton"),
             unshare_user: true,
         })
@@ -208,6 +238,30 @@ mod tests {
             .find("--bind-try /run/postgresql/.s.PGSQL.5432 /run/postgresql/.s.PGSQL.5432")
             .unwrap();
         assert!(mask < back, "{a}");
+    }
+
+    #[test]
+    fn credentials_are_masked_after_the_binds_that_hold_them() {
+        let a = argv(&BwrapInput {
+            bwrap: Path::new("/usr/bin/bwrap"),
+            mode: Mode::WorkspaceWrite,
+            allow_network: false,
+            workspace: Path::new("/home/u"),
+            private_tmp: Path::new("/var/tmp/sbx1"),
+            extra_writable: &[],
+            protected: &[],
+            socket_masks: &[],
+            unix_sockets: &[],
+            masked_dirs: &[PathBuf::from("/home/u/.ssh")],
+            masked_files: &[PathBuf::from("/home/u/.netrc")],
+            trampoline: Path::new("/bin/baton"),
+            unshare_user: true,
+        })
+        .join(" ");
+        let home = a.find("--bind /home/u /home/u").unwrap();
+        let ssh = a.find("--tmpfs /home/u/.ssh").unwrap();
+        let netrc = a.find("--ro-bind /dev/null /home/u/.netrc").unwrap();
+        assert!(home < ssh && home < netrc, "{a}");
     }
 
     #[test]

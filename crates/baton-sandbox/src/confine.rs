@@ -162,12 +162,21 @@ pub fn apply_landlock(spec: &ExecSpec) -> Result<String, ConfineError> {
     if confine_fs {
         let read = AccessFs::from_read(abi);
         let all = AccessFs::from_all(abi);
-        created = created
-            .add_rule(PathBeneath::new(
-                PathFd::new("/").map_err(|e| err(&e))?,
-                read,
-            ))
-            .map_err(|e| err(&e))?;
+        // Everything is readable but the credentials (see `credentials.rs`).
+        for path in crate::credentials::read_allowlist(Path::new("/"), &spec.deny_read) {
+            // Gone since it was listed (a temporary file, say): nothing to read there.
+            let Ok(fd) = PathFd::new(&path) else {
+                continue;
+            };
+            let access = if path.is_dir() {
+                read
+            } else {
+                read & AccessFs::from_file(abi)
+            };
+            created = created
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(|e| ConfineError::Landlock(format!("{}: {e}", path.display())))?;
+        }
         for path in &spec.writable {
             created = add_beneath(created, path, all)?;
         }

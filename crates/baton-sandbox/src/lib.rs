@@ -6,6 +6,7 @@
 mod bwrap;
 mod cgroup;
 mod confine;
+mod credentials;
 mod platform;
 pub mod policy;
 mod protect;
@@ -15,6 +16,7 @@ mod spec;
 pub mod trampoline;
 
 pub use confine::Enforced;
+pub use credentials::DEFAULT_DENY_READ;
 pub use platform::{BACKEND_ENV, Backend, Platform, detect};
 pub use run::{Finished, Output, run};
 pub use sandbox::{Guard, Prepared, Sandbox, SandboxError, is_allowed, remove_stale_private_tmps};

@@ -253,6 +253,10 @@ impl Sandbox {
         let (Some(platform), Some(trampoline)) = (self.platform, &self.trampoline) else {
             return self.prepare_unconfined(&workspace, argv, parent_env);
         };
+        let parent_env: Vec<(OsString, OsString)> = parent_env.into_iter().collect();
+        let deny_read = self.deny_read(&parent_env);
+        let (masked_dirs, masked_files): (Vec<PathBuf>, Vec<PathBuf>) =
+            deny_read.iter().cloned().partition(|p| p.is_dir());
         let tmp = private_tmp()?;
         let max = self.config.limits.max_processes;
         let cgroup = match (&platform.cgroup_base, max) {
@@ -279,6 +283,8 @@ impl Sandbox {
                     protected: &protected,
                     socket_masks: &socket_masks(),
                     unix_sockets: &self.config.unix_sockets,
+                    masked_dirs: &masked_dirs,
+                    masked_files: &masked_files,
                     trampoline,
                     unshare_user,
                 }),
@@ -312,6 +318,7 @@ impl Sandbox {
             limits: self.config.limits.clone(),
             nproc_offset,
             writable,
+            deny_read,
             landlock: sandboxed && platform.landlock != "none",
             seccomp: sandboxed && platform.seccomp,
             cgroup_procs: guard.cgroup.as_ref().map(PidsCgroup::procs_file),
@@ -338,6 +345,24 @@ impl Sandbox {
         // no controlling terminal. (`process_group(0)` here would make it a group leader, which
         // `setsid` refuses.)
         Ok(Prepared { command, guard })
+    }
+
+    /// The credentials commands may not read (none without filesystem confinement).
+    fn deny_read(&self, parent_env: &[(OsString, OsString)]) -> Vec<PathBuf> {
+        if self.config.mode == Mode::FullAccess {
+            return Vec::new();
+        }
+        let home = parent_env
+            .iter()
+            .rev()
+            .find(|(name, _)| name == "HOME")
+            .map(|(_, value)| PathBuf::from(value))
+            .filter(|home| home.is_absolute());
+        crate::credentials::deny_list(
+            home.as_deref(),
+            &self.config.deny_read,
+            &self.config.allow_read,
+        )
     }
 
     fn prepare_unconfined(

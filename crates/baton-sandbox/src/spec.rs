@@ -142,6 +142,10 @@ pub struct SandboxConfig {
     /// `/var/run` are masked but for these paths, under Landlock any socket path is reachable
     /// (Landlock cannot restrict them by path).
     pub unix_sockets: Vec<PathBuf>,
+    /// Read-denied paths besides the built-in credential list (`~/` is the home directory).
+    pub deny_read: Vec<PathBuf>,
+    /// Paths taken out of the built-in credential list.
+    pub allow_read: Vec<PathBuf>,
 }
 
 impl Default for SandboxConfig {
@@ -155,6 +159,8 @@ impl Default for SandboxConfig {
             allow_unsandboxed: false,
             writable_paths: Vec::new(),
             unix_sockets: Vec::new(),
+            deny_read: Vec::new(),
+            allow_read: Vec::new(),
         }
     }
 }
@@ -175,6 +181,9 @@ pub struct ExecSpec {
     pub nproc_offset: u64,
     /// Directories writable beneath (workspace, private tmp, extras), as seen by the command.
     pub writable: Vec<PathBuf>,
+    /// Paths Landlock's read rules leave out (credentials), canonical.
+    #[serde(default)]
+    pub deny_read: Vec<PathBuf>,
     /// Apply Landlock (false only for the unsandboxed opt-in).
     pub landlock: bool,
     /// Apply the seccomp filter.

@@ -9,7 +9,8 @@
 //! `COPY … TO PROGRAM` ran a program outside the sandbox), root's capabilities and setuid files
 //! and devices (findings 6 and 7: `mknod` of a block device, `chown` of outside files,
 //! `clock_settime`; a setuid shell built in the workspace gave another user uid 0), and other
-//! processes' environments (finding 9: `/proc/BATON/environ` held the API keys).
+//! processes' environments (finding 9: `/proc/BATON/environ` held the API keys), credentials in
+//! the home directory (finding 10: `~/.ssh`, `~/.aws/credentials` were readable).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -605,4 +606,70 @@ fn rustix_is_root() -> bool {
         .find_map(|l| l.strip_prefix("Uid:"))
         .and_then(|ids| ids.split_whitespace().nth(1))
         == Some("0")
+}
+
+#[test]
+fn credentials_in_the_home_directory_are_unreadable() {
+    let home = tempdir_outside_tmp();
+    let h = home.path().canonicalize().unwrap();
+    let files = [
+        (".ssh/id_ed25519", false),
+        (".aws/credentials", false),
+        (".config/gh/hosts.yml", false),
+        (".docker/config.json", false),
+        (".netrc", false),
+        (".cargo/credentials.toml", false),
+        (".config/baton/trusted.toml", false),
+        ("secrets/extra.txt", false),
+        (".bashrc", true),
+        (".cargo/config.toml", true),
+        (".config/git/config", true),
+        (".docker/contexts.json", true),
+    ];
+    for (rel, _) in files {
+        std::fs::create_dir_all(h.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(h.join(rel), format!("content of {rel}\n")).unwrap();
+    }
+    let home_var = h.display().to_string();
+    let script: String = files
+        .iter()
+        .map(|(rel, _)| {
+            format!(
+                "cat '{}/{rel}' 2>/dev/null || echo 'refused {rel}'; ",
+                h.display()
+            )
+        })
+        .collect();
+    for backend in backends() {
+        let ws = tempdir();
+        let sb = sandbox(backend, ws.path(), |c| {
+            c.deny_read = vec!["~/secrets".into()]
+        });
+        let r = sh_env(&sb, &script, T, &[("HOME", &home_var)]);
+        let out = text(&r.stdout);
+        for (rel, readable) in files {
+            let shown = out.contains(&format!("content of {rel}"));
+            assert_eq!(shown, readable, "{backend:?} {rel}: {out}");
+        }
+        // Listing ~/.ssh shows nothing of it either.
+        let r = sh_env(
+            &sb,
+            &format!("ls -a '{}/.ssh' 2>&1", h.display()),
+            T,
+            &[("HOME", &home_var)],
+        );
+        assert!(!text(&r.stdout).contains("id_ed25519"), "{backend:?}");
+
+        // allow_read takes one back.
+        let sb = sandbox(backend, ws.path(), |c| {
+            c.allow_read = vec!["~/.netrc".into()]
+        });
+        let r = sh_env(
+            &sb,
+            &format!("cat '{}/.netrc'", h.display()),
+            T,
+            &[("HOME", &home_var)],
+        );
+        assert_eq!(text(&r.stdout), "content of .netrc\n", "{backend:?}");
+    }
 }
