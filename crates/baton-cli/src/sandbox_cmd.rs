@@ -247,7 +247,7 @@ pub fn run_one(
         .prepare(workspace, &args.command, env)
         .map_err(CliError::usage)?;
     let redactor = Arc::new(baton_core::Redactor::new(secrets));
-    let output = Output::Filter(Arc::new(move |line: &str| redactor.redact(line)));
+    let output = Output::Filter(Arc::new(Redacting(redactor)));
     let finished = baton_sandbox::run(prepared, timeout, output)
         .map_err(|e| anyhow!("could not start the sandboxed command: {e}"))?;
     if finished.timed_out {
@@ -258,6 +258,19 @@ pub fn run_one(
         return Ok(TIMED_OUT);
     }
     Ok(u8::try_from(finished.code()).unwrap_or(exit::FAILED))
+}
+
+/// `baton sandbox`'s output filter: secrets redacted, also across the pieces of a long line.
+struct Redacting(Arc<baton_core::Redactor>);
+
+impl baton_sandbox::StreamFilter for Redacting {
+    fn filter(&self, text: &str) -> String {
+        self.0.redact(text)
+    }
+
+    fn hold_back(&self, text: &str) -> usize {
+        self.0.hold_back(text)
+    }
 }
 
 /// The sandbox lines of `baton doctor`.

@@ -169,6 +169,42 @@ fn keys_are_absent_from_the_environment_and_redacted_from_output() {
 }
 
 #[test]
+fn a_secret_across_the_64_kib_piece_of_a_long_line_is_redacted() {
+    // Finding 11 (issue 15): a line longer than 64 KiB is shown in pieces, and a secret that
+    // straddled two pieces was shown whole. Every offset around the boundary, and base64.
+    let secret = "sk-straddle-7c3e9a1f5b2d8e4a";
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let script = format!(
+        "for n in 65520 65526 65530 65535 65536; do \
+           head -c $n /dev/zero | tr '\\0' a; printf '%s' '{secret}'; \
+           printf '%s' '{secret}' | base64 -w0; echo; done"
+    );
+    let mut cmd = sandbox_cmd(ws.path(), home.path(), "auto");
+    cmd.env("OPENAI_API_KEY", secret)
+        .args(["--", "sh", "-c", &script]);
+    let out = output(cmd);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert_eq!(shown.lines().count(), 5);
+    assert!(!shown.contains(secret), "the secret was shown");
+    assert!(!shown.contains("c2stc3RyYWRkbGUt"), "its base64 was shown");
+    for (line, n) in shown.lines().zip([65520, 65526, 65530, 65535, 65536]) {
+        let (filler, rest) = line.split_at(n);
+        assert!(
+            filler.bytes().all(|b| b == b'a'),
+            "nothing lost or added before it"
+        );
+        assert!(
+            rest.starts_with("[REDACTED]"),
+            "{}",
+            &rest[..40.min(rest.len())]
+        );
+        assert_eq!(rest.matches("[REDACTED]").count(), 2, "{rest}");
+    }
+}
+
+#[test]
 fn the_timeout_kills_the_command_with_exit_124() {
     for backend in backends() {
         let ws = tempfile::tempdir().unwrap();

@@ -33,6 +33,38 @@ impl Redactor {
         }
         out
     }
+
+    /// For text read in pieces (a long line of a command's output): how many bytes at the end
+    /// of `text` must wait for the next piece because a secret (in any of its forms) could
+    /// continue there. Redacting and showing the rest now cannot leak part of a secret: no
+    /// form found in `text` is cut, and none can start in what is shown and end after it.
+    pub fn hold_back(&self, text: &str) -> usize {
+        let longest = self.secrets.first().map_or(0, String::len);
+        let mut cut = text.len().saturating_sub(longest.saturating_sub(1));
+        // Moving the cut back to a form's start can cut another one: repeat until none is.
+        loop {
+            let straddling = self.secrets.iter().find_map(|form| {
+                let from = floor_char_boundary(text, cut.saturating_sub(form.len()));
+                text[from..]
+                    .match_indices(form.as_str())
+                    .map(|(at, _)| from + at)
+                    .find(|&start| start < cut && start + form.len() > cut)
+            });
+            match straddling {
+                Some(start) => cut = start,
+                None => break,
+            }
+        }
+        text.len() - floor_char_boundary(text, cut)
+    }
+}
+
+fn floor_char_boundary(text: &str, mut at: usize) -> usize {
+    at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
 }
 
 /// `secret` and what it becomes when a command encodes it.
@@ -71,6 +103,44 @@ mod tests {
     use base64::engine::general_purpose::{STANDARD, URL_SAFE};
 
     const KEY: &str = "sk-proj-Abc123Def456Ghi789";
+
+    /// Shows `text` in pieces of `size` bytes the way a streamer does: each piece but what
+    /// `hold_back` keeps is redacted and shown.
+    fn streamed(r: &Redactor, text: &str, size: usize) -> String {
+        let (mut shown, mut pending) = (String::new(), String::new());
+        let mut rest = text;
+        while !rest.is_empty() {
+            let take = floor_char_boundary(rest, size.max(1))
+                .max(rest.chars().next().map_or(0, char::len_utf8));
+            pending.push_str(&rest[..take]);
+            rest = &rest[take..];
+            let keep = if rest.is_empty() {
+                0
+            } else {
+                r.hold_back(&pending)
+            };
+            let now = pending.len() - keep;
+            shown.push_str(&r.redact(&pending[..now]));
+            pending.drain(..now);
+        }
+        shown + &r.redact(&pending)
+    }
+
+    #[test]
+    fn a_secret_read_in_pieces_is_redacted_wherever_the_pieces_end() {
+        let r = Redactor::new([KEY.to_string(), "another-secret-value".to_string()]);
+        let text = format!(
+            "{}{KEY}é{}another-secret-value{KEY}",
+            "a".repeat(70),
+            "b".repeat(33)
+        );
+        let whole = r.redact(&text);
+        assert!(!whole.contains(KEY));
+        for size in 1..text.len() + 2 {
+            assert_eq!(streamed(&r, &text, size), whole, "pieces of {size}");
+        }
+        assert_eq!(Redactor::default().hold_back("anything"), 0);
+    }
 
     #[test]
     fn encoded_and_reversed_forms_are_redacted_wherever_they_sit() {

@@ -18,6 +18,6 @@ pub mod trampoline;
 pub use confine::Enforced;
 pub use credentials::DEFAULT_DENY_READ;
 pub use platform::{BACKEND_ENV, Backend, Platform, detect};
-pub use run::{Finished, Output, run};
+pub use run::{Finished, LineFilter, Output, StreamFilter, run};
 pub use sandbox::{Guard, Prepared, Sandbox, SandboxError, is_allowed, remove_stale_private_tmps};
 pub use spec::{BackendChoice, DEFAULT_ENV_ALLOWLIST, ExecSpec, Limits, Mode, SandboxConfig};

@@ -8,8 +8,16 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Rewrites one line of output before it is shown (secret redaction).
-pub type LineFilter = Arc<dyn Fn(&str) -> String + Send + Sync>;
+/// Rewrites output before it is shown (secret redaction).
+pub trait StreamFilter: Send + Sync {
+    /// What to show for `text`: a whole line, or the start of a long one.
+    fn filter(&self, text: &str) -> String;
+    /// How many bytes at the end of `text`, the start of a line still being read, must wait
+    /// for what follows (so that nothing the filter would change is cut in two).
+    fn hold_back(&self, text: &str) -> usize;
+}
+
+pub type LineFilter = Arc<dyn StreamFilter>;
 
 /// Where the command's output goes.
 #[derive(Clone)]
@@ -127,6 +135,27 @@ fn reader(mut pipe: impl Read + Send + 'static, cap: usize) -> std::thread::Join
     })
 }
 
+/// The longest prefix of `bytes` that does not end inside a UTF-8 character (the bytes of a
+/// character cut at the end wait for the rest; invalid bytes elsewhere are shown as U+FFFD).
+fn utf8_prefix(bytes: &[u8]) -> usize {
+    let start = bytes.len().saturating_sub(4);
+    if let Some(lead) = (start..bytes.len())
+        .rev()
+        .find(|&i| bytes[i] & 0xC0 != 0x80)
+    {
+        let needs = match bytes[lead] {
+            b if b >= 0xF0 => 4,
+            b if b >= 0xE0 => 3,
+            b if b >= 0xC0 => 2,
+            _ => 1,
+        };
+        if bytes.len() - lead < needs {
+            return lead;
+        }
+    }
+    bytes.len()
+}
+
 fn streamer(
     pipe: impl Read + Send + 'static,
     filter: LineFilter,
@@ -134,18 +163,56 @@ fn streamer(
 ) -> std::thread::JoinHandle<Vec<u8>> {
     std::thread::spawn(move || {
         let mut pipe = std::io::BufReader::new(pipe);
-        let mut line = Vec::new();
+        let mut raw = Vec::new();
+        let mut pending = String::new();
         let mut out = sink();
-        // A line without a newline is still shown once it reaches this size.
-        while let Ok(n) = (&mut pipe).take(64 * 1024).read_until(b'\n', &mut line) {
+        let mut show = |text: &str| {
+            let _ = out.write_all(filter.filter(text).as_bytes());
+            let _ = out.flush();
+        };
+        // A line without a newline is still shown once it reaches this size, but for what
+        // the filter holds back.
+        while let Ok(n) = (&mut pipe).take(64 * 1024).read_until(b'\n', &mut raw) {
             if n == 0 {
                 break;
             }
-            let shown = filter(&String::from_utf8_lossy(&line));
-            let _ = out.write_all(shown.as_bytes());
-            let _ = out.flush();
-            line.clear();
+            let line_ends = raw.ends_with(b"\n");
+            // A character cut at the end of the piece waits for the rest of its bytes.
+            let valid = if line_ends {
+                raw.len()
+            } else {
+                utf8_prefix(&raw)
+            };
+            pending.push_str(&String::from_utf8_lossy(&raw[..valid]));
+            raw.drain(..valid);
+            let now = if line_ends {
+                pending.len()
+            } else {
+                pending.len() - filter.hold_back(&pending).min(pending.len())
+            };
+            if now > 0 {
+                show(&pending[..now]);
+                pending.drain(..now);
+            }
+        }
+        pending.push_str(&String::from_utf8_lossy(&raw));
+        if !pending.is_empty() {
+            show(&pending);
         }
         Vec::new()
     })
+}
+
+#[cfg(test)]
+mod utf8_tests {
+    #[test]
+    fn a_character_cut_at_the_end_waits() {
+        let text = "aé€😀".as_bytes();
+        assert_eq!(super::utf8_prefix(text), text.len());
+        for cut in 1..text.len() {
+            let prefix = super::utf8_prefix(&text[..cut]);
+            assert!(std::str::from_utf8(&text[..prefix]).is_ok(), "{cut}");
+            assert!(cut - prefix < 4);
+        }
+    }
 }
