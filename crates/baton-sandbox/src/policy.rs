@@ -253,7 +253,7 @@ impl Policy {
     /// the line as a whole, for rules about pipelines). Unmatched commands are allowed.
     pub fn decide(&self, command_line: &str) -> Decision {
         let mut units: Vec<String> = Vec::new();
-        collect_units(command_line, 0, &mut units);
+        units::collect_units(command_line, &mut units);
         let mut decision = Decision {
             action: Action::Allow,
             risky: false,
@@ -300,143 +300,11 @@ fn normalize_pattern(pattern: &str) -> String {
     pattern.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// What rules are matched against: each simple command (words re-joined by single spaces,
-/// leading `VAR=value`, `sudo`, `env`, `nohup`, `time`, `exec`, `command` dropped and the
-/// program reduced to its file name), and the whole line with its operators.
-fn collect_units(line: &str, depth: usize, out: &mut Vec<String>) {
-    let segments = split_segments(line);
-    let mut whole = Vec::new();
-    for (words, op) in &segments {
-        let words = strip_prefixes(words);
-        if words.is_empty() {
-            continue;
-        }
-        // `sh -c STRING` is a command line of its own.
-        if depth < 2
-            && words.len() >= 3
-            && matches!(words[0].as_str(), "sh" | "bash" | "zsh" | "dash")
-            && words[1] == "-c"
-        {
-            collect_units(&words[2], depth + 1, out);
-        }
-        let unit = words.join(" ");
-        whole.push(unit.clone());
-        if let Some(op) = op {
-            whole.push(op.clone());
-        }
-        out.push(unit);
-    }
-    if segments.len() > 1 {
-        out.push(whole.join(" "));
-    }
-}
+#[path = "policy_units.rs"]
+mod units;
 
-fn strip_prefixes(words: &[String]) -> Vec<String> {
-    let mut rest = words;
-    loop {
-        match rest.first().map(String::as_str) {
-            Some(w) if is_assignment(w) => rest = &rest[1..],
-            Some("sudo" | "env" | "nohup" | "time" | "exec" | "command" | "nice") => {
-                rest = &rest[1..]
-            }
-            _ => break,
-        }
-    }
-    let mut out: Vec<String> = rest.to_vec();
-    if let Some(first) = out.first_mut()
-        && let Some(name) = Path::new(first.as_str()).file_name()
-    {
-        *first = name.to_string_lossy().into_owned();
-    }
-    out
-}
-
-fn is_assignment(word: &str) -> bool {
-    word.split_once('=').is_some_and(|(name, _)| {
-        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    })
-}
-
-/// Splits a shell line into simple commands (as unquoted words) and the operator after each:
-/// `|`, `||`, `&&`, `;`, `&`, newlines and parentheses separate; quotes and backslashes are
-/// honoured.
-fn split_segments(line: &str) -> Vec<(Vec<String>, Option<String>)> {
-    let mut segments = Vec::new();
-    let mut words: Vec<String> = Vec::new();
-    let mut word = String::new();
-    let mut in_word = false;
-    let mut chars = line.chars().peekable();
-    let finish_word = |word: &mut String, in_word: &mut bool, words: &mut Vec<String>| {
-        if *in_word {
-            words.push(std::mem::take(word));
-            *in_word = false;
-        }
-    };
-    while let Some(c) = chars.next() {
-        match c {
-            '\'' => {
-                in_word = true;
-                for c in chars.by_ref() {
-                    if c == '\'' {
-                        break;
-                    }
-                    word.push(c);
-                }
-            }
-            '"' => {
-                in_word = true;
-                while let Some(c) = chars.next() {
-                    match c {
-                        '"' => break,
-                        '\\' => {
-                            if let Some(n) = chars.next() {
-                                word.push(n);
-                            }
-                        }
-                        c => word.push(c),
-                    }
-                }
-            }
-            '\\' => {
-                in_word = true;
-                if let Some(n) = chars.next() {
-                    word.push(n);
-                }
-            }
-            '|' | '&' | ';' | '\n' | '(' | ')' => {
-                finish_word(&mut word, &mut in_word, &mut words);
-                let mut op = c.to_string();
-                if matches!(c, '|' | '&') && chars.peek() == Some(&c) {
-                    chars.next();
-                    op.push(c);
-                }
-                // `2>&1` and `&>` are redirections, not operators.
-                if c == '&'
-                    && op == "&"
-                    && (words.last().is_some_and(|w| w.ends_with('>'))
-                        || chars.peek() == Some(&'>'))
-                {
-                    word.push('&');
-                    in_word = true;
-                    continue;
-                }
-                segments.push((std::mem::take(&mut words), Some(op)));
-            }
-            c if c.is_whitespace() => finish_word(&mut word, &mut in_word, &mut words),
-            c => {
-                in_word = true;
-                word.push(c);
-            }
-        }
-    }
-    finish_word(&mut word, &mut in_word, &mut words);
-    segments.push((words, None));
-    segments.retain(|(w, _)| !w.is_empty());
-    if let Some((_, op)) = segments.last_mut() {
-        *op = None;
-    }
-    segments
-}
+#[cfg(test)]
+use units::split_segments;
 
 #[cfg(test)]
 #[path = "policy_tests.rs"]

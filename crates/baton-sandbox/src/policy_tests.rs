@@ -42,6 +42,85 @@ fn destructive_commands_are_forbidden() {
     }
 }
 
+/// Red-team finding 15 (issue 15): the forbid rules were bypassed 27 of 47 ways. Each of these
+/// wraps or spells `rm -rf /` (or another forbidden command) differently.
+#[test]
+fn forbidden_commands_are_seen_through_wrappers_and_spellings() {
+    for line in [
+        "echo / | xargs rm -rf",
+        "xargs -0 -n1 rm -rf /",
+        "find / -maxdepth 0 -exec rm -rf {} \\;",
+        "find / -exec rm -rf '{}' +",
+        "env -i rm -rf /",
+        "env -u HOME FOO=1 rm -rf /",
+        "env -S 'rm -rf /'",
+        "timeout 5 rm -rf /",
+        "timeout -s KILL 5s rm -rf /",
+        "nice -n 10 rm -rf /",
+        "nice rm -rf /",
+        "nohup rm -rf / &",
+        "ionice -c 3 rm -rf /",
+        "stdbuf -oL rm -rf /",
+        "setsid rm -rf /",
+        "sudo -u root rm -rf /",
+        "command rm -rf /",
+        "busybox rm -rf /",
+        "{ rm -rf /; }",
+        "if true; then rm -rf /; fi",
+        "while true; do rm -rf /; done",
+        "! rm -rf /",
+        ">/dev/null rm -rf /",
+        "2>&1 rm -rf /",
+        "rm -rf / 2>/dev/null",
+        "rm -rf / > log 2>&1",
+        "sh -xc 'rm -rf /'",
+        "bash -lc 'rm -rf /'",
+        "bash -e -c 'rm -rf /'",
+        "sh -c \"sh -c 'sh -c \\\"rm -rf /\\\"'\"",
+        "rm --recursive --force /",
+        "rm --force --recursive ~",
+        "rm -rfv /",
+        "rm -vrf /etc",
+        "rm -r -v -f /usr",
+        "rm -rf -- /",
+        "rm -R -f /",
+        "/usr/bin/env rm -rf /",
+        "exec rm -rf /",
+        "time -p rm -rf /",
+        "timeout 10 git push --force",
+        "nice dd if=/dev/zero of=/dev/sda",
+    ] {
+        assert_eq!(action(line), Action::Forbid, "{line}");
+    }
+}
+
+#[test]
+fn wrappers_of_ordinary_commands_stay_allowed() {
+    for line in [
+        "timeout 60 cargo test",
+        "find . -name '*.rs' -exec grep -n TODO {} +",
+        "find . -name x -exec rm -f {} \\;",
+        "ls | xargs -n1 echo",
+        "env RUST_LOG=debug cargo run",
+        "nice -n 5 make -j2",
+        "sh -c 'cargo build && cargo test'",
+        "bash -lc 'echo hi'",
+        "{ echo a; echo b; } > out.txt",
+        "if [ -f x ]; then cat x; fi",
+        "rm -rf target/ 2>/dev/null",
+        "rm -f /tmp/x.log",
+        "echo rm -rf / > notes.txt",
+    ] {
+        assert_eq!(action(line), Action::Allow, "{line}");
+    }
+    // Still risky where they delete a tree.
+    assert!(
+        Policy::builtin()
+            .decide("timeout 5 rm --recursive build")
+            .risky
+    );
+}
+
 #[test]
 fn ordinary_commands_are_allowed_and_risky_ones_marked() {
     for line in [
