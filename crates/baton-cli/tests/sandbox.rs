@@ -241,6 +241,54 @@ fn nothing_survives_a_sigkilled_baton() {
     }
 }
 
+/// Finding 17 (issue 15): a kill -9 of baton while bubblewrap was still setting the sandbox up
+/// left its inner init asleep forever on its setup pipe. baton is killed here at every instant
+/// from its start to the command running, over and over; nothing may be left.
+#[test]
+fn nothing_survives_baton_killed_anywhere_in_the_set_up_window() {
+    for backend in backends() {
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
+        std::fs::write(
+            ws.path().join(".baton/config.toml"),
+            "[sandbox]\nenv = [\"BATON_TEST_MARKER\"]\n",
+        )
+        .unwrap();
+        trust_workspace(ws.path(), home.path());
+        let marker = format!(
+            "window-{}-{backend}-{:?}",
+            std::process::id(),
+            Instant::now()
+        );
+        for step in 0..100u64 {
+            let mut cmd = sandbox_cmd(ws.path(), home.path(), backend);
+            cmd.env("BATON_TEST_MARKER", &marker)
+                .args(["--", "sh", "-c", "setsid sleep 1000 & sleep 1000"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            let mut child = cmd.spawn().unwrap();
+            // 0.2 ms steps over the first 20 ms: baton's start, the trampoline, bubblewrap.
+            std::thread::sleep(Duration::from_micros(200 * step));
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+        let start = Instant::now();
+        loop {
+            // Whatever carries the marker, bubblewrap's own processes included.
+            let left = marked(&marker);
+            if left.is_empty() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{backend}: processes outlived baton: {left:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
 fn sigkilled_baton_leaves_nothing(backend: &str) {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();

@@ -13,6 +13,7 @@ mod protect;
 mod run;
 mod sandbox;
 mod spec;
+mod supervisor;
 pub mod trampoline;
 
 pub use confine::Enforced;

@@ -91,7 +91,7 @@ pub fn run(mut prepared: Prepared, timeout: Duration, output: Output) -> std::io
         }
         if Instant::now() >= deadline {
             timed_out = true;
-            prepared.guard.kill_tree(Some(pgid));
+            prepared.guard.kill_running_tree(pgid);
             break child.wait()?;
         }
         std::thread::sleep(pause);

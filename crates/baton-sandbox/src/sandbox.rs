@@ -66,8 +66,18 @@ pub struct Guard {
 }
 
 impl Guard {
-    /// Kills the command's whole tree: its process group and, where there is one, every
-    /// process in its cgroup (which catches those that called setsid).
+    /// Kills the tree of a command that is still running (not reaped: its pid cannot have been
+    /// reused): every descendant of the trampoline — whose supervisor is the subreaper of what
+    /// called setsid or double-forked — then what [`Guard::kill_tree`] kills.
+    pub fn kill_running_tree(&self, pid: u32) {
+        if let Ok(pid) = i32::try_from(pid) {
+            crate::supervisor::kill_tree_from_outside(pid);
+        }
+        self.kill_tree(Some(pid));
+    }
+
+    /// Kills the command's process group and, where there is one, every process in its cgroup
+    /// (which catches those that called setsid).
     pub fn kill_tree(&self, pgid: Option<u32>) {
         if let Some(pid) = pgid
             .and_then(|p| i32::try_from(p).ok())

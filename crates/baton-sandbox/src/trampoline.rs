@@ -2,10 +2,12 @@
 //! child, confines that process and then execs the command. Doing it in a fresh process rather
 //! than in a `pre_exec` hook keeps the whole sandbox free of `unsafe`.
 //!
-//! Stage one (outside bubblewrap) joins the pids cgroup and arms the parent-death signal, then
-//! execs bubblewrap with the trampoline as the wrapped command. Stage two (inside) sets the
-//! resource limits, Landlock and seccomp, and execs the command. Without bubblewrap both stages
-//! run in one process.
+//! Stage one (outside bubblewrap) starts a session of its own, joins the pids cgroup and checks
+//! that baton is still there, then stays as the command's supervisor and subreaper
+//! (`supervisor.rs`) and runs bubblewrap with the trampoline as the wrapped command. Stage two
+//! (inside) drops privileges, sets the resource limits, Landlock and seccomp, and execs the
+//! command. Without bubblewrap both stages run in one process, which confines itself and then
+//! supervises the command.
 
 use crate::confine::{self, Enforced};
 use crate::spec::ExecSpec;
@@ -71,16 +73,22 @@ fn run(args: Vec<OsString>) -> Result<Never, String> {
             ..spec.clone()
         };
         let inner_json = serde_json::to_string(&inner).map_err(|e| e.to_string())?;
-        let mut wrapped = Command::new(&spec.wrapper[0]);
-        wrapped
-            .args(&spec.wrapper[1..])
-            .arg(&spec.trampoline)
-            .arg(SUBCOMMAND)
-            .arg("--spec")
-            .arg(inner_json)
-            .arg("--")
-            .args(&command);
-        let err = wrapped.exec();
+        let mut wrapped_args: Vec<OsString> =
+            spec.wrapper[1..].iter().map(OsString::from).collect();
+        wrapped_args.extend([
+            spec.trampoline.clone().into_os_string(),
+            SUBCOMMAND.into(),
+            "--spec".into(),
+            inner_json.into(),
+            "--".into(),
+        ]);
+        wrapped_args.extend(command.iter().cloned());
+        if let Some(parent) = spec.parent_pid {
+            // Not exec'd: bubblewrap's inner init must not outlive a baton killed while it is
+            // still setting up (see `supervisor.rs`).
+            return supervise(parent, &spec, spec.wrapper[0].as_ref(), &wrapped_args);
+        }
+        let err = Command::new(&spec.wrapper[0]).args(&wrapped_args).exec();
         return Err(format!("could not start {}: {err}", spec.wrapper[0]));
     }
     confine_self(&spec)?;
@@ -88,7 +96,7 @@ fn run(args: Vec<OsString>) -> Result<Never, String> {
         // No bubblewrap: no pid namespace dies with baton, and the parent-death signal reaches
         // only this process, not what the command starts in the background. So stay as a
         // small supervisor that takes the whole process group down if baton disappears.
-        return supervise(parent, spec.cgroup_procs.as_deref(), program, rest);
+        return supervise(parent, &spec, program, rest);
     }
     let err = Command::new(program).args(rest).exec();
     Err(format!(
@@ -145,61 +153,12 @@ fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
 
 /// Runs the command as a child, mirrors its exit, and kills the process group (itself
 /// included) as soon as baton is gone.
+
 fn supervise(
     parent: i32,
-    cgroup_procs: Option<&std::path::Path>,
-    program: &OsString,
+    spec: &ExecSpec,
+    program: &std::ffi::OsStr,
     args: &[OsString],
 ) -> Result<Never, String> {
-    use std::os::unix::process::ExitStatusExt;
-    // The supervisor must outlive baton long enough to clean up: it polls instead.
-    #[cfg(target_os = "linux")]
-    rustix::process::set_parent_process_death_signal(None)
-        .map_err(|e| format!("clearing the parent-death signal: {e}"))?;
-    let mut child = Command::new(program)
-        .args(args)
-        .spawn()
-        .map_err(|e| format!("could not run {}: {e}", program.to_string_lossy()))?;
-    let mut pause = std::time::Duration::from_micros(200);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                if let Some(code) = status.code() {
-                    std::process::exit(code);
-                }
-                if let Some(signal) = status.signal() {
-                    // Die the same way, so baton sees what the command saw; a signal this
-                    // process ignores (SIGPIPE) falls back to the shell convention.
-                    if let Some(sig) = rustix::process::Signal::from_named_raw(signal) {
-                        let _ = rustix::process::kill_process(rustix::process::getpid(), sig);
-                        std::thread::sleep(std::time::Duration::from_millis(100));
-                    }
-                    std::process::exit(128 + signal);
-                }
-                std::process::exit(1);
-            }
-            Ok(None) => {}
-            Err(e) => return Err(format!("waiting for the command: {e}")),
-        }
-        let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
-        if ppid != Some(parent) {
-            // The cgroup also holds what left the process group (setsid).
-            let me = rustix::process::getpid().as_raw_nonzero().get();
-            let others = cgroup_procs
-                .and_then(|p| std::fs::read_to_string(p).ok())
-                .unwrap_or_default();
-            for pid in others.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-                if let Some(pid) = rustix::process::Pid::from_raw(pid).filter(|_| pid != me) {
-                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-                }
-            }
-            let _ = rustix::process::kill_process_group(
-                rustix::process::getpgrp(),
-                rustix::process::Signal::KILL,
-            );
-            std::process::exit(128 + 9);
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(std::time::Duration::from_millis(50));
-    }
+    match crate::supervisor::supervise(parent, spec.cgroup_procs.as_deref(), program, args)? {}
 }

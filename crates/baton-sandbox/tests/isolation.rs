@@ -213,34 +213,28 @@ fn sleep_1000_is_killed_at_the_timeout_with_nothing_left_behind() {
 }
 
 #[test]
-fn a_process_that_left_the_group_is_killed_where_a_namespace_or_cgroup_holds_it() {
-    let platform = baton_sandbox::detect(std::path::Path::new(TRAMPOLINE));
+fn a_process_that_left_the_group_is_killed_with_the_command_in_every_setup() {
+    // Red-team finding 13 (issue 15): `setsid` and double-forked children survived the
+    // command, its timeout and a killed baton where no pid namespace or cgroup held them. The
+    // trampoline's supervisor is their subreaper now. Without a process limit there is no pids
+    // cgroup either, so this also holds where one cannot be made (an unprivileged user).
     for backend in backends() {
-        let ws = tempdir();
-        let sb = sandbox(backend, ws.path(), |_| {});
-        let m = marker();
-        let r = sh_env(
-            &sb,
-            "setsid sleep 1000 & sleep 1000",
-            Duration::from_secs(2),
-            &[(MARKER_VAR, &m)],
-        );
-        assert!(r.timed_out, "{backend:?}");
-        let held = backend == BackendChoice::Bwrap || platform.cgroup_base.is_some();
-        let left = wait_gone(&m);
-        if held {
-            assert!(left.is_empty(), "{backend:?}: left behind: {left:?}");
-        } else {
-            // The documented gap (ARCHITECTURE.md): without a pid namespace or a pids cgroup
-            // a process that called setsid is out of reach of the group kill.
-            eprintln!(
-                "\n!!! {backend:?} without a pids cgroup: setsid escapee survives (known gap) !!!\n"
-            );
-            assert_eq!(left.len(), 1, "{backend:?}: {left:?}");
-            for pid in left {
-                let _ = rustix::process::kill_process(
-                    rustix::process::Pid::from_raw(pid).unwrap(),
-                    rustix::process::Signal::KILL,
+        for limit in [Some(512), None] {
+            let ws = tempdir();
+            let sb = sandbox(backend, ws.path(), |c| c.limits.max_processes = limit);
+            for (script, timeout) in [
+                // Ends at the timeout.
+                ("setsid sleep 1000 & sleep 1000", Duration::from_secs(2)),
+                // Ends at once, leaving a setsid child and a double-forked grandchild.
+                ("setsid sleep 1000 & (sleep 1000 &) ; exit 0", T),
+            ] {
+                let m = marker();
+                let r = sh_env(&sb, script, timeout, &[(MARKER_VAR, &m)]);
+                assert_eq!(r.timed_out, timeout != T, "{backend:?} {script}");
+                let left = wait_gone(&m);
+                assert!(
+                    left.is_empty(),
+                    "{backend:?}, limit {limit:?}, `{script}`: left behind: {left:?}"
                 );
             }
         }

@@ -107,11 +107,16 @@ pub fn is_secret_var(name: &str, configured: &[String]) -> bool {
 struct TreeGuard {
     pgid: Option<u32>,
     sandbox: baton_sandbox::Guard,
+    /// Not reaped yet (its pid is still its own): the whole tree can be found from it.
+    running: bool,
 }
 
 impl Drop for TreeGuard {
     fn drop(&mut self) {
-        self.sandbox.kill_tree(self.pgid);
+        match self.pgid {
+            Some(pid) if self.running => self.sandbox.kill_running_tree(pid),
+            pgid => self.sandbox.kill_tree(pgid),
+        }
     }
 }
 
@@ -164,9 +169,10 @@ async fn run(
         Ok(child) => child,
         Err(e) => return ToolResult::error(format!("could not start `sh -c`: {e}")),
     };
-    let guard = TreeGuard {
+    let mut guard = TreeGuard {
         pgid: child.id(),
         sandbox: prepared.guard,
+        running: true,
     };
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return ToolResult::error("could not capture the command's output");
@@ -201,8 +207,12 @@ async fn run(
     }
 
     let exited_before_deadline = status.is_some();
+    guard.running = status.is_none();
     if timed_out {
-        guard.sandbox.kill_tree(guard.pgid);
+        match guard.pgid {
+            Some(pid) if guard.running => guard.sandbox.kill_running_tree(pid),
+            pgid => guard.sandbox.kill_tree(pgid),
+        }
         let grace = Instant::now() + DRAIN_GRACE;
         if status.is_none() {
             status = tokio::time::timeout_at(grace, child.wait()).await.ok();
@@ -212,6 +222,7 @@ async fn run(
     }
     // Background processes end with the command (the guard kills the tree): in the sandbox
     // nothing a command started may keep running unobserved.
+    guard.running = status.is_none();
     drop(guard);
 
     let status = match status {
