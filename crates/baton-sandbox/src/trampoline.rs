@@ -151,9 +151,7 @@ fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
     })
 }
 
-/// Runs the command as a child, mirrors its exit, and kills the process group (itself
-/// included) as soon as baton is gone.
-
+/// Stays as the command's supervisor (see `supervisor.rs`); returns only on failure.
 fn supervise(
     parent: i32,
     spec: &ExecSpec,
