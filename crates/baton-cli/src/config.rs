@@ -195,6 +195,8 @@ pub struct SandboxLayer {
     pub max_processes: Option<u64>,
     pub file_size_mb: Option<u64>,
     pub open_files: Option<u64>,
+    /// Size of the private /tmp in MB (bubblewrap); `0` removes the bound.
+    pub tmp_size_mb: Option<u64>,
 }
 
 impl SandboxLayer {
@@ -218,6 +220,7 @@ impl SandboxLayer {
             max_processes: over.max_processes.or(self.max_processes),
             file_size_mb: over.file_size_mb.or(self.file_size_mb),
             open_files: over.open_files.or(self.open_files),
+            tmp_size_mb: over.tmp_size_mb.or(self.tmp_size_mb),
         }
     }
 }

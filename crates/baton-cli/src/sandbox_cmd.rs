@@ -132,6 +132,7 @@ fn resolve(
             max_processes: limit(s.max_processes, d.max_processes, 1),
             file_size_bytes: limit(s.file_size_mb, d.file_size_bytes, 1 << 20),
             open_files: limit(s.open_files, d.open_files, 1),
+            tmp_bytes: limit(s.tmp_size_mb, d.tmp_bytes, 1 << 20),
         },
         env_allowlist: s.env.unwrap_or_default(),
         backend,

@@ -46,6 +46,7 @@ pub(crate) fn sensitive_keys(layer: &ConfigLayer) -> Vec<String> {
             ),
             (s.unix_sockets.is_some(), "unix_sockets"),
             (s.allow_read.is_some(), "allow_read"),
+            (s.tmp_size_mb.is_some(), "tmp_size_mb"),
             (s.cpu_secs.is_some(), "cpu_secs"),
             (s.memory_mb.is_some(), "memory_mb"),
             (s.max_processes.is_some(), "max_processes"),

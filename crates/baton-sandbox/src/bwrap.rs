@@ -10,8 +10,11 @@ pub struct BwrapInput<'a> {
     pub mode: Mode,
     pub allow_network: bool,
     pub workspace: &'a Path,
-    /// Host directory mounted as the command's `/tmp`.
+    /// Host directory mounted as the command's `/tmp` when it has no size.
     pub private_tmp: &'a Path,
+    /// The size of a tmpfs mounted as `/tmp` instead (a bound on what the command writes
+    /// there; in memory, so counted by the memory cgroup too).
+    pub tmp_bytes: Option<u64>,
     pub extra_writable: &'a [PathBuf],
     /// baton's own files (the workspace's state directory, its `.baton/` inputs): mounted
     /// read-only over whatever writable bind holds them, in every mode.
@@ -42,8 +45,10 @@ pub fn argv(input: &BwrapInput<'_>) -> Vec<String> {
         Mode::ReadOnly | Mode::WorkspaceWrite => push(&["--ro-bind", "/", "/", "--dev", "/dev"]),
     }
     push(&["--proc", "/proc"]);
-    if input.mode != Mode::FullAccess {
-        push(&["--bind", &tmp, "/tmp"]);
+    match (input.mode, input.tmp_bytes) {
+        (Mode::FullAccess, _) => {}
+        (_, Some(bytes)) => push(&["--size", &bytes.to_string(), "--tmpfs", "/tmp"]),
+        (_, None) => push(&["--bind", &tmp, "/tmp"]),
     }
     if !input.unix_sockets.is_empty() {
         for mask in input.socket_masks {
@@ -150,6 +155,7 @@ mod tests {
             allow_network,
             workspace: Path::new("/w/proj"),
             private_tmp: Path::new("/var/tmp/sbx1"),
+            tmp_bytes: None,
             extra_writable: &[PathBuf::from("/cache")],
             protected: &[PathBuf::from("/w/proj/.baton")],
             socket_masks: &[PathBuf::from("/run")],
@@ -192,6 +198,7 @@ mod tests {
             allow_network: false,
             workspace: &worktree,
             private_tmp: Path::new("/var/tmp/sbx1"),
+            tmp_bytes: None,
             extra_writable: &[PathBuf::from("/home/u")],
             protected: std::slice::from_ref(&state),
             socket_masks: &[],
@@ -222,6 +229,7 @@ mod tests {
             allow_network: false,
             workspace: Path::new("/w/proj"),
             private_tmp: Path::new("/var/tmp/sbx1"),
+            tmp_bytes: None,
             extra_writable: &[],
             protected: &[],
             socket_masks: &[PathBuf::from("/run"), PathBuf::from("/var/run")],
@@ -248,6 +256,7 @@ mod tests {
             allow_network: false,
             workspace: Path::new("/home/u"),
             private_tmp: Path::new("/var/tmp/sbx1"),
+            tmp_bytes: None,
             extra_writable: &[],
             protected: &[],
             socket_masks: &[],

@@ -34,6 +34,85 @@ pub fn find_base() -> Option<PathBuf> {
     })
 }
 
+/// Where a memory cgroup per command can be made: the unified hierarchy's directory of baton's
+/// own cgroup when its `memory` controller is on for children, else the v1 `memory`
+/// hierarchy's; `None` when baton may create neither.
+pub fn find_memory_base() -> Option<MemoryBase> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let writable = |base: &Path| {
+        base.join("cgroup.procs").exists()
+            && rustix::fs::access(base, rustix::fs::Access::WRITE_OK).is_ok()
+    };
+    for line in own.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let rel = path.trim_start_matches('/');
+        if controllers.split(',').any(|c| c == "memory") {
+            let base = Path::new("/sys/fs/cgroup/memory").join(rel);
+            if writable(&base) {
+                return Some(MemoryBase::V1(base));
+            }
+        } else if controllers.is_empty() {
+            let base = Path::new("/sys/fs/cgroup").join(rel);
+            let on_for_children = std::fs::read_to_string(base.join("cgroup.subtree_control"))
+                .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"));
+            if on_for_children && writable(&base) {
+                return Some(MemoryBase::V2(base));
+            }
+        }
+    }
+    None
+}
+
+/// Where memory cgroups are made, and which interface they have.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum MemoryBase {
+    /// `memory.max` in the unified hierarchy.
+    V2(PathBuf),
+    /// `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`) in the v1 hierarchy.
+    V1(PathBuf),
+}
+
+/// One command's memory cgroup: a bound on the memory of its whole tree (RLIMIT_AS bounds each
+/// process only).
+#[derive(Debug)]
+pub struct MemoryCgroup {
+    cgroup: PidsCgroup,
+}
+
+impl MemoryCgroup {
+    pub fn create(base: &MemoryBase, max_bytes: u64) -> std::io::Result<MemoryCgroup> {
+        let (dir, files): (&Path, &[&str]) = match base {
+            MemoryBase::V2(dir) => (dir, &["memory.max", "memory.swap.max"]),
+            // memsw (memory + swap) must be set after, and not below, the memory limit.
+            MemoryBase::V1(dir) => (
+                dir,
+                &["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"],
+            ),
+        };
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = dir.join(format!("baton-mem-{}-{n}", std::process::id()));
+        std::fs::create_dir(&dir)?;
+        let cgroup = PidsCgroup { dir };
+        let value = |file: &str| {
+            if file == "memory.swap.max" {
+                "0".to_string()
+            } else {
+                max_bytes.to_string()
+            }
+        };
+        std::fs::write(cgroup.dir.join(files[0]), value(files[0]))?;
+        if cgroup.dir.join(files[1]).exists() {
+            std::fs::write(cgroup.dir.join(files[1]), value(files[1]))?;
+        }
+        Ok(MemoryCgroup { cgroup })
+    }
+
+    pub fn procs_file(&self) -> PathBuf {
+        self.cgroup.procs_file()
+    }
+}
+
 /// One command's cgroup; removed (after killing what is left in it) on drop.
 #[derive(Debug)]
 pub struct PidsCgroup {

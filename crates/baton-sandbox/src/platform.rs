@@ -45,6 +45,8 @@ pub struct Platform {
     pub root: bool,
     /// The pids cgroup directory per-command cgroups are created in.
     pub cgroup_base: Option<PathBuf>,
+    /// Where a memory cgroup per command can be made (a bound for the whole command tree).
+    pub memory_cgroup_base: Option<crate::cgroup::MemoryBase>,
 }
 
 static PLATFORM: OnceLock<Platform> = OnceLock::new();
@@ -70,6 +72,7 @@ pub fn detect(trampoline: &Path) -> &'static Platform {
             seccomp,
             root,
             cgroup_base: crate::cgroup::find_base(),
+            memory_cgroup_base: crate::cgroup::find_memory_base(),
         }
     })
 }
@@ -168,6 +171,7 @@ fn probe(trampoline: &Path) -> Result<Enforced, String> {
             max_processes: None,
             file_size_bytes: None,
             open_files: None,
+            tmp_bytes: None,
         },
         nproc_offset: 0,
         writable: vec![tmp],
@@ -175,6 +179,7 @@ fn probe(trampoline: &Path) -> Result<Enforced, String> {
         landlock: true,
         seccomp: true,
         cgroup_procs: None,
+        memory_cgroup_procs: None,
         parent_pid: None,
         wrapper: Vec::new(),
         trampoline: trampoline.to_path_buf(),

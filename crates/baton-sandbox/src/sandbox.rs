@@ -63,6 +63,7 @@ pub struct Prepared {
 pub struct Guard {
     tmp: PathBuf,
     cgroup: Option<PidsCgroup>,
+    memory: Option<crate::cgroup::MemoryCgroup>,
 }
 
 impl Guard {
@@ -95,6 +96,7 @@ impl Guard {
 impl Drop for Guard {
     fn drop(&mut self) {
         self.cgroup.take();
+        self.memory.take();
         let _ = std::fs::remove_dir_all(&self.tmp);
     }
 }
@@ -275,7 +277,20 @@ impl Sandbox {
             }
             _ => None,
         };
-        let guard = Guard { tmp, cgroup };
+        let memory = match (
+            &platform.memory_cgroup_base,
+            self.config.limits.memory_bytes,
+        ) {
+            (Some(base), Some(max)) if self.backend != Backend::Unsandboxed => {
+                crate::cgroup::MemoryCgroup::create(base, max).ok()
+            }
+            _ => None,
+        };
+        let guard = Guard {
+            tmp,
+            cgroup,
+            memory,
+        };
         let tmp = guard.tmp.clone();
 
         let sandboxed = self.backend != Backend::Unsandboxed;
@@ -289,6 +304,7 @@ impl Sandbox {
                     allow_network: self.config.allow_network,
                     workspace: &workspace,
                     private_tmp: &tmp,
+                    tmp_bytes: self.config.limits.tmp_bytes,
                     extra_writable: &self.config.writable_paths,
                     protected: &protected,
                     socket_masks: &socket_masks(),
@@ -332,6 +348,10 @@ impl Sandbox {
             landlock: sandboxed && platform.landlock != "none",
             seccomp: sandboxed && platform.seccomp,
             cgroup_procs: guard.cgroup.as_ref().map(PidsCgroup::procs_file),
+            memory_cgroup_procs: guard
+                .memory
+                .as_ref()
+                .map(crate::cgroup::MemoryCgroup::procs_file),
             parent_pid: Some(rustix::process::getpid().as_raw_nonzero().get()),
             wrapper,
             trampoline: trampoline.clone(),
@@ -395,7 +415,11 @@ impl Sandbox {
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
         Ok(Prepared {
             command,
-            guard: Guard { tmp, cgroup: None },
+            guard: Guard {
+                tmp,
+                cgroup: None,
+                memory: None,
+            },
         })
     }
 

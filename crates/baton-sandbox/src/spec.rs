@@ -89,6 +89,9 @@ pub struct Limits {
     pub file_size_bytes: Option<u64>,
     /// Open file descriptors per process (RLIMIT_NOFILE).
     pub open_files: Option<u64>,
+    /// Size of the private `/tmp` in bytes (a tmpfs of this size under bubblewrap; not
+    /// enforced under Landlock, where the private tmp is a directory on the host's).
+    pub tmp_bytes: Option<u64>,
 }
 
 impl Default for Limits {
@@ -101,6 +104,7 @@ impl Default for Limits {
             max_processes: Some(512),
             file_size_bytes: Some(2 << 30),
             open_files: Some(4096),
+            tmp_bytes: Some(2 << 30),
         }
     }
 }
@@ -190,6 +194,9 @@ pub struct ExecSpec {
     pub seccomp: bool,
     /// `cgroup.procs` of a pids cgroup the first stage joins.
     pub cgroup_procs: Option<PathBuf>,
+    /// `cgroup.procs` of a memory cgroup the first stage joins (the bound of the whole tree).
+    #[serde(default)]
+    pub memory_cgroup_procs: Option<PathBuf>,
     /// Pid of baton: the first stage asks to be killed when it dies and checks it is still alive.
     pub parent_pid: Option<i32>,
     /// A wrapper (bwrap and its arguments, ending with `--`) the first stage execs, with the

@@ -69,6 +69,7 @@ fn run(args: Vec<OsString>) -> Result<Never, String> {
         let inner = ExecSpec {
             wrapper: Vec::new(),
             cgroup_procs: None,
+            memory_cgroup_procs: None,
             parent_pid: None,
             ..spec.clone()
         };
@@ -112,10 +113,13 @@ fn first_stage(spec: &ExecSpec) -> Result<(), String> {
         // `/dev/tty` to read the user's keys or type into their shell.
         rustix::process::setsid().map_err(|e| format!("starting a new session: {e}"))?;
     }
-    if let Some(procs) = &spec.cgroup_procs {
+    for procs in [&spec.cgroup_procs, &spec.memory_cgroup_procs]
+        .into_iter()
+        .flatten()
+    {
         let me = std::process::id().to_string();
         std::fs::write(procs, me)
-            .map_err(|e| format!("joining the pids cgroup {}: {e}", procs.display()))?;
+            .map_err(|e| format!("joining the cgroup {}: {e}", procs.display()))?;
     }
     #[cfg(target_os = "linux")]
     if let Some(parent) = spec.parent_pid {

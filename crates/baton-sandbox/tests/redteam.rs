@@ -10,7 +10,9 @@
 //! and devices (findings 6 and 7: `mknod` of a block device, `chown` of outside files,
 //! `clock_settime`; a setuid shell built in the workspace gave another user uid 0), and other
 //! processes' environments (finding 9: `/proc/BATON/environ` held the API keys), credentials in
-//! the home directory (finding 10: `~/.ssh`, `~/.aws/credentials` were readable).
+//! the home directory (finding 10: `~/.ssh`, `~/.aws/credentials` were readable), and resource
+//! bounds (finding 14: no bound on what the private tmp holds; the memory limit was per
+//! process, so a tree of processes exceeded it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -671,5 +673,49 @@ fn credentials_in_the_home_directory_are_unreadable() {
             &[("HOME", &home_var)],
         );
         assert_eq!(text(&r.stdout), "content of .netrc\n", "{backend:?}");
+    }
+}
+
+#[test]
+fn the_private_tmp_has_a_size_under_bubblewrap() {
+    if !backends().contains(&BackendChoice::Bwrap) {
+        return;
+    }
+    let ws = tempdir();
+    let sb = sandbox(BackendChoice::Bwrap, ws.path(), |c| {
+        c.limits.tmp_bytes = Some(8 << 20)
+    });
+    let r = sh(
+        &sb,
+        "head -c 20000000 /dev/zero > /tmp/big; echo \"code $?\"; wc -c < /tmp/big",
+        T,
+    );
+    let out = text(&r.stdout);
+    let written: u64 = out.lines().last().unwrap().trim().parse().unwrap();
+    assert!(out.contains("code 1"), "{out} {}", text(&r.stderr));
+    assert!(written <= 8 << 20, "{written}");
+}
+
+#[test]
+fn the_memory_bound_holds_for_the_whole_command_tree() {
+    let platform = baton_sandbox::detect(std::path::Path::new(TRAMPOLINE));
+    // Three processes of 120 MB each, every one within the 256 MB per-process limit.
+    let script = "for i in 1 2 3; do (python3 -c \"b = b'x' * (120 << 20); import time; time.sleep(3)\" && echo ok) & done; wait";
+    for backend in backends() {
+        let ws = tempdir();
+        let sb = sandbox(backend, ws.path(), |c| {
+            c.limits.memory_bytes = Some(256 << 20)
+        });
+        let r = sh(&sb, script, T);
+        let survived = text(&r.stdout).matches("ok").count();
+        if platform.memory_cgroup_base.is_some() {
+            assert!(
+                survived < 3,
+                "{backend:?}: the tree used 360 MB under a 256 MB bound"
+            );
+        } else {
+            eprintln!("\n!!! no memory cgroup can be made here: only RLIMIT_AS per process !!!\n");
+            assert_eq!(survived, 3, "{backend:?}: {}", text(&r.stderr));
+        }
     }
 }
