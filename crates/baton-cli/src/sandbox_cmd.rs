@@ -277,11 +277,20 @@ impl baton_sandbox::StreamFilter for Redacting {
 /// The sandbox lines of `baton doctor`.
 pub fn doctor_report(workspace: &Path, layer: &ConfigLayer) -> String {
     let sandbox = match build(workspace, layer, &SandboxFlags::default()) {
-        Ok((sandbox, policy, _)) => format!(
-            "sandbox: {}\npolicy: {} rules (built-in defaults + your files)",
-            sandbox.summary(),
-            policy.rules().len()
-        ),
+        Ok((sandbox, policy, _)) => {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            let details: String = sandbox
+                .report(home.as_deref())
+                .iter()
+                .map(|line| format!("\n  {line}"))
+                .collect();
+            format!(
+                "sandbox: {}{details}\npolicy: {} rules (built-in defaults + your files; a \
+                 guard rail against mistakes — the sandbox is the boundary)",
+                sandbox.summary(),
+                policy.rules().len()
+            )
+        }
         Err(e) => format!("sandbox: NOT AVAILABLE: {:#}", e.error),
     };
     format!("{sandbox}\n{}", state_report(workspace))

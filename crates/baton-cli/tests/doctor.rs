@@ -67,6 +67,19 @@ async fn a_working_endpoint_is_ok() {
         "{text}"
     );
     assert!(text.contains("not writable by commands"), "{text}");
+    // Each protection, as this backend enforces it.
+    for line in [
+        "\n  capabilities: none, no_new_privs",
+        "\n  UNIX sockets: none",
+        "\n  terminal: a session of its own",
+        "\n  credentials: ",
+        "\n  baton's own files: ",
+        "\n  orphans (setsid, double fork): killed",
+        "\n  memory: ",
+        "\n  not enforced anywhere: ",
+    ] {
+        assert!(text.contains(line), "missing {line:?}: {text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,6 +10,7 @@ mod credentials;
 mod platform;
 pub mod policy;
 mod protect;
+mod report;
 mod run;
 mod sandbox;
 mod spec;

@@ -212,41 +212,6 @@ impl Sandbox {
         self.platform
     }
 
-    /// One line for logs and `baton doctor`: backend, mode, network and process bound.
-    pub fn summary(&self) -> String {
-        let Some(platform) = self.platform else {
-            return "UNCONFINED (no sandbox)".to_string();
-        };
-        let procs = if platform.cgroup_base.is_some() {
-            "pids cgroup"
-        } else if platform.root {
-            "NONE (root is exempt from RLIMIT_NPROC and no pids cgroup is writable)"
-        } else {
-            "RLIMIT_NPROC"
-        };
-        let sockets = match (self.config.unix_sockets.len(), self.backend) {
-            (0, _) => "none (no AF_UNIX socket can be made)".to_string(),
-            (n, Backend::Bwrap) => format!("{n} allowed (the rest of /run masked)"),
-            (n, _) => format!(
-                "{n} allowed — WARNING: under {} every socket path is reachable",
-                self.backend.describe()
-            ),
-        };
-        format!(
-            "backend {}, mode {}, network {}, Landlock {}, seccomp {}, process limit via {procs}, \
-             UNIX sockets {sockets}",
-            self.backend.describe(),
-            self.config.mode,
-            if self.config.allow_network {
-                "on"
-            } else {
-                "off"
-            },
-            platform.landlock,
-            if platform.seccomp { "on" } else { "off" },
-        )
-    }
-
     /// Builds the confined command for `argv` (program and arguments), run in `workspace`
     /// (the directory it may write), with an environment built from `parent_env` through the
     /// allowlist.
