@@ -270,6 +270,17 @@ pub fn apply_seccomp(allow_network: bool, allow_unix: bool) -> Result<(), Confin
     };
     rules.insert(libc::SYS_prlimit64, vec![other_process(0)?]);
     rules.insert(libc::SYS_setpriority, vec![other_process(1)?]);
+    // The same for I/O priority and scheduling: `ioprio_set(which, who, …)`,
+    // `sched_setaffinity/setscheduler/setparam/setattr(pid, …)`.
+    rules.insert(libc::SYS_ioprio_set, vec![other_process(1)?]);
+    for syscall in [
+        libc::SYS_sched_setaffinity,
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+    ] {
+        rules.insert(syscall, vec![other_process(0)?]);
+    }
     // socket(2)'s family, compared as the 32-bit int the kernel reads. `socketpair` is not
     // filtered: an unnamed pair reaches nothing outside.
     let family = |op: SeccompCmpOp| {

@@ -219,6 +219,36 @@ fn other_processes_limits_and_priorities_cannot_be_changed() {
         assert_eq!(nice(pid), priority, "{backend:?}: {out}{}", text(&r.stderr));
         assert!(!out.contains("prlimit=0"), "{backend:?}: {out}");
         assert!(!out.contains("renice=0"), "{backend:?}: {out}");
+        // I/O priority and CPU affinity of another process: refused; its own: fine.
+        let affinity = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+            .map(String::from);
+        let r2 = sh(
+            &sb,
+            &format!(
+                "ionice -c 3 -p {pid}; echo ionice=$?; taskset -p -c 0 {pid} >/dev/null; \
+                 echo taskset=$?; taskset -c 0 true && echo own-affinity-ok"
+            ),
+            T,
+        );
+        let out2 = text(&r2.stdout);
+        assert!(
+            !out2.contains("ionice=0") && !out2.contains("taskset=0"),
+            "{backend:?}: {out2}"
+        );
+        assert!(
+            out2.contains("own-affinity-ok"),
+            "{backend:?}: {out2}{}",
+            text(&r2.stderr)
+        );
+        let affinity_after = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list"))
+            .map(String::from);
+        assert_eq!(affinity, affinity_after, "{backend:?}");
         // Its own limits and priority stay the command's to change.
         assert!(
             out.contains("own-limit-ok"),
