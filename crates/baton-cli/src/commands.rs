@@ -394,12 +394,14 @@ pub(crate) fn check_run(
     workspace: &Path,
     args: &RunArgs,
 ) -> Result<(RunSettings, ConfigLayer), CliError> {
-    if args.goal.trim().is_empty() {
+    if args.goal().trim().is_empty() {
         return Err(CliError::usage(anyhow!(
             "the goal is empty: say what the agent should do"
         )));
     }
-    resolve_settings(workspace, &args.model)
+    let (settings, layer) = resolve_settings(workspace, &args.model)?;
+    crate::goal::check_size(args.goal(), settings.context.window_tokens)?;
+    Ok((settings, layer))
 }
 
 pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliResult {
@@ -438,7 +440,7 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
             run_id,
             StartRun {
                 plan,
-                goal: args.goal,
+                goal: args.goal().to_string(),
                 workspace: workspace.clone(),
                 settings,
             },

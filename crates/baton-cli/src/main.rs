@@ -7,6 +7,7 @@ mod config;
 mod cost;
 mod detach;
 mod doctor;
+mod goal;
 mod logging;
 mod output;
 mod plan_cmd;
@@ -300,8 +301,19 @@ pub struct RunArgs {
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
-    /// What the agent should achieve.
-    goal: String,
+    /// Read the goal from this file (for goals too long for an argument).
+    #[arg(long, value_name = "FILE", conflicts_with = "goal")]
+    goal_file: Option<PathBuf>,
+    /// What the agent should achieve; `-` (or nothing, with stdin not a terminal) reads it
+    /// from stdin.
+    goal: Option<String>,
+}
+
+impl RunArgs {
+    /// The goal, once `supervise::run` has resolved it.
+    fn goal(&self) -> &str {
+        self.goal.as_deref().unwrap_or_default()
+    }
 }
 
 #[derive(Args)]

@@ -57,11 +57,20 @@ fn abort_if_asked() {
     }
 }
 
-pub async fn run(globals: Globals<'_>, args: RunArgs) -> CliResult {
+pub async fn run(globals: Globals<'_>, mut args: RunArgs) -> CliResult {
     if let Some(plan) = args.tasks.check_only() {
         crate::plan_cmd::print_checked(&plan?);
         return Ok(exit::FINISHED);
     }
+    use std::io::IsTerminal;
+    let goal = crate::goal::resolve(
+        args.goal.as_deref(),
+        args.goal_file.as_deref(),
+        std::io::stdin().is_terminal(),
+        crate::goal::read_all_stdin,
+    )?;
+    args.goal = Some(goal);
+    args.goal_file = None;
     let workspace = workspace_dir(globals.workspace)?;
     let (supervise, max_restarts) = supervised(&args.supervise, &workspace)?;
     if !supervise {
@@ -85,7 +94,13 @@ pub async fn run(globals: Globals<'_>, args: RunArgs) -> CliResult {
     if args.json {
         rest.push("--json".into());
     }
-    rest.extend(["--".to_string(), args.goal.clone()]);
+    // A long goal would not fit in one argument: the agent processes read it from a file.
+    if args.goal().len() > crate::goal::PASS_AS_FILE_OVER {
+        let file = crate::goal::write_for_children(&workspace, run_id.as_str(), args.goal())?;
+        rest.extend(["--goal-file".to_string(), file.display().to_string()]);
+    } else {
+        rest.extend(["--".to_string(), args.goal().to_string()]);
+    }
     let globals = Globals {
         workspace: &workspace,
         ..globals
