@@ -204,11 +204,28 @@ pub(crate) fn build_engine_with(
         model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
         breaker_failures: layer.circuit_breaker_failures.unwrap_or(10).max(1),
         rate_limiter,
-        prices: Arc::new(
-            baton_model::pricing::PriceTable::defaults()
-                .with_overrides(layer.prices.clone().unwrap_or_default()),
-        ),
+        prices: Arc::new(price_table(layer)),
     }))
+}
+
+/// The built-in list prices with the config's `[prices."MODEL"]` tables over them.
+fn price_table(layer: &ConfigLayer) -> baton_model::pricing::PriceTable {
+    baton_model::pricing::PriceTable::defaults()
+        .with_overrides(layer.prices.clone().unwrap_or_default())
+}
+
+/// A USD budget on a model without a price would never be reached: refused before the run.
+fn check_budget_is_priced(settings: &RunSettings, layer: &ConfigLayer) -> Result<(), CliError> {
+    let usd_budget = settings.budget.usd.is_some() || settings.tasks.budget.usd.is_some();
+    let model = &settings.model.model;
+    if usd_budget && price_table(layer).price(model).is_none() {
+        return Err(CliError::usage(anyhow!(
+            "--budget-usd needs the price of model '{model}', which baton does not know: add a \
+             [prices.\"{model}\"] table (input_per_mtok, output_per_mtok) to your config, or bound \
+             the run with --budget-tokens instead"
+        )));
+    }
+    Ok(())
 }
 
 /// Values to scrub from everything journaled: the API key and every environment variable named
@@ -401,6 +418,7 @@ pub(crate) fn check_run(
     }
     let (settings, layer) = resolve_settings(workspace, &args.model)?;
     crate::goal::check_size(args.goal(), settings.context.window_tokens)?;
+    check_budget_is_priced(&settings, &layer)?;
     Ok((settings, layer))
 }
 
@@ -702,10 +720,10 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
     rows.push((
         "cost",
         match agg.cost.unknown_calls {
-            0 => format!("${:.4}", agg.cost.usd),
-            n => format!(
-                "at least ${:.4} ({n} calls of unknown cost; `baton cost` has details)",
-                agg.cost.usd
+            0 => agg.cost.text(agg.model_calls()),
+            _ => format!(
+                "{} (`baton cost` has details)",
+                agg.cost.text(agg.model_calls())
             ),
         },
     ));

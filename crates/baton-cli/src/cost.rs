@@ -56,9 +56,13 @@ pub fn render(agg: &RunAggregate) -> String {
     match agg.cost.unknown_calls {
         0 => out.push_str(&format!("${:.4}\n", agg.cost.usd)),
         unknown => out.push_str(&format!(
-            "at least ${:.4} — {unknown} call(s) of unknown cost (no price for the model, or no usage \
+            "{} — {unknown} call(s) of unknown cost (no price for the model, or no usage \
              reported); add a [prices.\"MODEL\"] table to the config to price them\n",
-            agg.cost.usd
+            if unknown >= agg.model_calls() {
+                "cost unknown".to_string()
+            } else {
+                format!("at least ${:.4}", agg.cost.usd)
+            }
         )),
     }
     out

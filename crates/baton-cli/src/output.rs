@@ -119,10 +119,14 @@ pub fn status_line(state: &RunState) -> String {
         "{} tokens",
         state.usage.prompt_tokens + state.usage.completion_tokens
     ));
-    let cost = if state.usage.unpriced_calls > 0 {
-        format!("≥ ${:.4}", state.usage.cost_usd)
-    } else {
-        format!("${:.4}", state.usage.cost_usd)
+    // An unknown cost is never shown as $0: "≥" only when some calls were priced.
+    let priced = state
+        .model_calls_finished
+        .saturating_sub(state.usage.unpriced_calls);
+    let cost = match (state.usage.unpriced_calls, priced) {
+        (0, _) => format!("${:.4}", state.usage.cost_usd),
+        (_, 0) => "cost unknown".to_string(),
+        _ => format!("≥ ${:.4}", state.usage.cost_usd),
     };
     parts.push(cost);
     parts.join(" · ")
@@ -475,4 +479,36 @@ pub fn tasks_table(graph: &baton_serve::TaskGraph) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod cost_tests {
+    use super::*;
+
+    #[test]
+    fn the_status_line_never_shows_an_unknown_cost_as_zero() {
+        let mut state = RunState {
+            model_calls_finished: 2,
+            ..RunState::default()
+        };
+        state.usage.unpriced_calls = 2;
+        assert!(
+            status_line(&state).ends_with("cost unknown"),
+            "{}",
+            status_line(&state)
+        );
+        state.usage.unpriced_calls = 1;
+        state.usage.cost_usd = 0.5;
+        assert!(
+            status_line(&state).ends_with("≥ $0.5000"),
+            "{}",
+            status_line(&state)
+        );
+        state.usage.unpriced_calls = 0;
+        assert!(
+            status_line(&state).ends_with("· $0.5000"),
+            "{}",
+            status_line(&state)
+        );
+    }
 }

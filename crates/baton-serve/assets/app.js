@@ -180,7 +180,7 @@
     root.append(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#deded8" }));
     const text = (x0, y0, s, anchor) => { const t = svg("text", { x: x0, y: y0, "text-anchor": anchor || "start" }); t.textContent = s; return t; };
     root.append(text(L - 6, T + 8, fmt(maxTok), "end"), text(L - 6, H - B, "0", "end"),
-      text(W - R + 6, T + 8, "$" + maxUsd.toFixed(4)), text(L, H - 8, "model call 1"),
+      text(W - R + 6, T + 8, calls.some((c) => c.cost_usd !== null) ? "$" + maxUsd.toFixed(4) : "cost unknown"), text(L, H - 8, "model call 1"),
       text(W - R, H - 8, `call ${detail.calls_total}`, "end"));
     const pts = (f) => calls.map((c, i) => `${x(i).toFixed(1)},${f(c).toFixed(1)}`).join(" ");
     root.append(svg("polyline", { points: pts((c) => yTok(c.cumulative_tokens)), fill: "none", stroke: "#1a5fb4", "stroke-width": 2 }));
