@@ -764,7 +764,10 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
             .to_string(),
     ));
     if let Some(pause) = &view.pause {
-        rows.push(("paused", format!("{:?}: {}", pause.reason, pause.detail)));
+        rows.push((
+            "paused",
+            format!("{}: {}", crate::output::word(&pause.reason), pause.detail),
+        ));
     }
     if let Some(text) = &view.summary {
         rows.push(("summary", output::one_line(text, 500)));

@@ -24,7 +24,7 @@ pub fn diagnose(error: &ModelError, settings: &ModelSettings) -> String {
             settings.model
         ),
         ErrorClass::InvalidRequest => "the server rejected the request as invalid".to_string(),
-        ErrorClass::BadResponse => format!("{url} answered, but not like a {:?} API: check --base-url / --provider", settings.provider),
+        ErrorClass::BadResponse => format!("{url} answered, but not like a {} API: check --base-url / --provider", crate::output::word(&settings.provider)),
         ErrorClass::Transient if text.contains("dns") || text.contains("lookup") || text.contains("resolve") => {
             format!("the host in {url} cannot be found (DNS): check the URL and your network")
         }

@@ -55,14 +55,18 @@ impl RunObserver for JsonLines {
 /// Progress lines on stderr; on a terminal, a status line under them stays current (tasks
 /// done, the current task and attempt, tokens and cost so far).
 pub struct Human {
+    /// stderr is a terminal and `NO_COLOR` is not set: a live status line, redrawn in place
+    /// with escape codes. Otherwise plain lines only.
     live: bool,
 }
 
 impl Human {
     pub fn new() -> Self {
         use std::io::IsTerminal;
+        // https://no-color.org: any non-empty value.
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Human {
-            live: std::io::stderr().is_terminal(),
+            live: std::io::stderr().is_terminal() && !no_color,
         }
     }
 }
@@ -95,6 +99,15 @@ impl RunObserver for Human {
     }
 
     fn on_delta(&self, _delta: &StreamDelta) {}
+}
+
+/// The documented name of an enum value (its serde name, as in docs/events.md), never the
+/// Rust one: `run_start`, not `RunStart`.
+pub fn word<T: serde::Serialize + std::fmt::Debug>(value: &T) -> String {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{value:?}"))
 }
 
 /// The live summary of a run: task progress (when it has a plan), turns, tokens and cost.
@@ -212,12 +225,14 @@ fn run_progress_line(event: &Event, state: &RunState) -> Option<String> {
             ..
         } => match retry_in_ms {
             Some(ms) => format!(
-                "  ! model call attempt {attempt} failed ({class:?}): {} — retrying in {:.1}s",
+                "  ! model call attempt {attempt} failed ({}): {} — retrying in {:.1}s",
+                word(class),
                 one_line(message, 200),
                 *ms as f64 / 1000.0
             ),
             None => format!(
-                "  ! model call attempt {attempt} failed ({class:?}): {}",
+                "  ! model call attempt {attempt} failed ({}): {}",
+                word(class),
                 one_line(message, 300)
             ),
         },
@@ -279,7 +294,8 @@ fn run_progress_line(event: &Event, state: &RunState) -> Option<String> {
             message,
             ..
         } => format!(
-            "  ! compaction attempt {attempt} failed ({class:?}): {}",
+            "  ! compaction attempt {attempt} failed ({}): {}",
+            word(class),
             one_line(message, 200)
         ),
         Event::CompactionFinished {
@@ -355,7 +371,7 @@ pub fn task_line(event: &Event) -> Option<String> {
         Event::TaskSkipped { task, reason } => format!("– task {task} skipped: {reason}"),
         Event::SnapshotTaken {
             snapshot, reason, ..
-        } => format!("  ◉ snapshot {} ({reason:?})", short_id(snapshot)),
+        } => format!("  ◉ snapshot {} ({})", short_id(snapshot), word(reason)),
         Event::RollbackStarted {
             task,
             snapshot,

@@ -1,5 +1,6 @@
 //! `baton logs`: a readable transcript of a run, rendered from its journal.
 
+use crate::output::word;
 use baton_core::{Event, EventRecord, FinishedBy, ToolOutcome};
 
 /// Tool output longer than this is shortened in the transcript (the journal keeps all of it).
@@ -18,11 +19,11 @@ pub fn render(records: &[EventRecord]) -> String {
                 tools,
                 ..
             } => format!(
-                "run {} started in {workspace}\ngoal: {goal}\nmodel: {} at {} ({:?}), max {} turns\ntools: {}{}",
+                "run {} started in {workspace}\ngoal: {goal}\nmodel: {} at {} ({}), max {} turns\ntools: {}{}",
                 record.run_id,
                 settings.model.model,
                 settings.model.base_url,
-                settings.model.response_mode,
+                word(&settings.model.response_mode),
                 settings.limits.max_turns,
                 tools
                     .iter()
@@ -76,7 +77,8 @@ pub fn render(records: &[EventRecord]) -> String {
                 estimated_prompt_tokens,
                 ..
             } => format!(
-                "compaction of {replaced} history entries started ({trigger:?}, prompt ≈ {estimated_prompt_tokens} tokens)"
+                "compaction of {replaced} history entries started ({}, prompt ≈ {estimated_prompt_tokens} tokens)",
+                word(trigger)
             ),
             Event::BudgetWarning {
                 resource,
@@ -88,7 +90,11 @@ pub fn render(records: &[EventRecord]) -> String {
                 pattern,
                 detail,
                 response,
-            } => format!("loop detected ({pattern:?}): {detail} → {response:?}"),
+            } => format!(
+                "loop detected ({}): {detail} → {}",
+                word(pattern),
+                word(response)
+            ),
             Event::CompactionFailed {
                 attempt,
                 class,
@@ -96,7 +102,8 @@ pub fn render(records: &[EventRecord]) -> String {
                 retry_in_ms,
                 ..
             } => format!(
-                "compaction attempt {attempt} failed [{class:?}]: {message}{}",
+                "compaction attempt {attempt} failed [{}]: {message}{}",
+                word(class),
                 retry_in_ms
                     .map(|ms| format!(" (retry in {ms} ms)"))
                     .unwrap_or_default()
@@ -125,7 +132,8 @@ pub fn render(records: &[EventRecord]) -> String {
                 retry_in_ms,
                 ..
             } => format!(
-                "model call attempt {attempt} failed [{class:?}]: {message}{}",
+                "model call attempt {attempt} failed [{}]: {message}{}",
+                word(class),
                 retry_in_ms
                     .map(|ms| format!(" (retry in {ms} ms)"))
                     .unwrap_or_default()
@@ -171,7 +179,7 @@ pub fn render(records: &[EventRecord]) -> String {
                 call_id,
                 effect,
                 ..
-            } => format!("tool {name} [{call_id}] started ({effect:?})"),
+            } => format!("tool {name} [{call_id}] started ({})", word(effect)),
             Event::ToolCallFinished {
                 call_id,
                 result,
@@ -190,7 +198,7 @@ pub fn render(records: &[EventRecord]) -> String {
             }
             Event::NoteAdded { text } => format!("note to model: {text}"),
             Event::TurnFinished { turn } => format!("turn {turn} done"),
-            Event::RunPaused { reason, detail } => format!("PAUSED [{reason:?}]: {detail}"),
+            Event::RunPaused { reason, detail } => format!("PAUSED [{}]: {detail}", word(reason)),
             Event::TextEndAccepted { summary, .. } => {
                 format!("the model's text reply is taken as its claim that it is done: {summary}")
             }
@@ -237,8 +245,10 @@ pub fn render_full(records: &[EventRecord]) -> String {
         } = &record.event
         {
             out.push_str(&format!(
-                "#{} tool [{call_id}] {:?}:\n{}\n",
-                record.seq, result.outcome, result.content
+                "#{} tool [{call_id}] {}:\n{}\n",
+                record.seq,
+                word(&result.outcome),
+                result.content
             ));
         } else {
             out.push_str(&render(std::slice::from_ref(record)));

@@ -1,0 +1,81 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 16: readable output uses the documented words, not Rust names (`run_start`, not
+//! `RunStart`; `max_turns`, not `MaxTurns`), and has no escape codes when stderr is not a
+//! terminal or `NO_COLOR` is set.
+
+mod support;
+
+use serde_json::json;
+use support::*;
+
+fn script() -> Vec<Turn> {
+    vec![
+        turn(&[("write_file", json!({"path": "a.txt", "content": "1\n"}))]),
+        turn(&[("write_file", json!({"path": "b.txt", "content": "2\n"}))]),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_uses_the_documented_words() {
+    let server = ScriptedServer::start(script()).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let out = run_against(&server, ws.path(), home.path(), &["--max-turns", "1", "go"]).await;
+    assert_eq!(out.status.code(), Some(3));
+    let progress = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(progress.contains("(run_start)"), "{progress}");
+    assert!(
+        !progress.contains('\x1b'),
+        "escape codes without a terminal: {progress:?}"
+    );
+    let status = baton_blocking(ws.path(), home.path(), &["status"]).await;
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.contains("max_turns: "), "{status}");
+    let logs = baton_blocking(ws.path(), home.path(), &["logs"]).await;
+    let logs = String::from_utf8_lossy(&logs.stdout).into_owned();
+    assert!(
+        logs.contains("PAUSED [max_turns]") && logs.contains("(mutating)"),
+        "{logs}"
+    );
+    for text in [&progress, &status, &logs] {
+        for rust in ["RunStart", "MaxTurns", "Mutating", "Success"] {
+            assert!(!text.contains(rust), "{rust} in: {text}");
+        }
+    }
+}
+
+/// Under a real terminal (`script` gives baton a pty) the live status line uses reverse video;
+/// with `NO_COLOR` there are no escape codes at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_color_turns_escape_codes_off_on_a_terminal() {
+    for no_color in [false, true] {
+        let server = ScriptedServer::start(script()).await;
+        let ws = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let line = format!(
+            "{} --workspace '{}' run --base-url {} --model m --max-turns 1 go",
+            baton_bin().display(),
+            ws.path().display(),
+            server.base_url()
+        );
+        let mut cmd = std::process::Command::new("script");
+        cmd.args(["-qefc", &line, "/dev/null"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("TERM", "xterm");
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        }
+        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(shown.contains("turn 1"), "{shown}");
+        assert_eq!(
+            shown.contains('\x1b'),
+            !no_color,
+            "NO_COLOR={no_color}: {shown:?}"
+        );
+    }
+}
