@@ -521,10 +521,26 @@ pub async fn plan(workspace: &Path, store: Option<&str>, run: Option<&str>) -> C
     Ok(exit::FINISHED)
 }
 
-pub async fn cost(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
+pub async fn cost(
+    workspace: &Path,
+    store: Option<&str>,
+    run: Option<&str>,
+    json: bool,
+) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
     let (summary, events) = run_journal(&opened, run).await?;
+    if json {
+        let agg = RunAggregate::from_events(&events);
+        let view = RunView::new(&summary, &agg);
+        print_json(&serde_json::json!({
+            "run": summary.id.to_string(),
+            "calls": agg.calls,
+            "tokens": view.tokens,
+            "cost": view.cost,
+        }))?;
+        return Ok(exit::FINISHED);
+    }
     outln!("run {}", summary.id);
     out!(
         "{}",
@@ -663,12 +679,21 @@ fn report(outcome: &RunOutcome, json: bool) -> u8 {
     code
 }
 
-pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
+pub async fn status(
+    workspace: &Path,
+    store: Option<&str>,
+    run: Option<&str>,
+    json: bool,
+) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
     let (summary, events) = run_journal(&opened, run).await?;
     // The numbers come from the aggregation the dashboard and `baton cost` use too.
     let agg = RunAggregate::from_events(&events);
+    if json {
+        print_json(&baton_serve::view::RunDetail::new(&summary, &agg))?;
+        return Ok(exit::FINISHED);
+    }
     let view = RunView::new(&summary, &agg);
     let mut rows: Vec<(&str, String)> = vec![
         ("run", summary.id.to_string()),
@@ -791,13 +816,26 @@ pub async fn status(workspace: &Path, store: Option<&str>, run: Option<&str>) ->
     Ok(exit::FINISHED)
 }
 
-pub async fn ls(workspace: &Path, store: Option<&str>, all: bool) -> CliResult {
+pub async fn ls(workspace: &Path, store: Option<&str>, all: bool, json: bool) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
     if all {
         return crate::queue::ls_all(opened.store.as_ref()).await;
     }
     let runs = opened.runs_here().await?;
+    if json {
+        let mut views = Vec::new();
+        for run in &runs {
+            let events = opened
+                .store
+                .load_events(&run.id)
+                .await
+                .map_err(store_error)?;
+            views.push(RunView::new(run, &RunAggregate::from_events(&events)));
+        }
+        print_json(&views)?;
+        return Ok(exit::FINISHED);
+    }
     if runs.is_empty() {
         outln!("no runs yet");
         return Ok(exit::FINISHED);
@@ -842,4 +880,12 @@ pub async fn logs(
         out!("{}", transcript::render(&events));
     }
     Ok(exit::FINISHED)
+}
+
+/// One JSON document on stdout (`--json` of the reading commands).
+fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| anyhow!("cannot write the JSON output: {e}"))?;
+    outln!("{text}");
+    Ok(())
 }

@@ -99,17 +99,30 @@ enum Command {
     /// Continue a paused or interrupted run from its journal.
     Resume(ResumeArgs),
     /// Show the state of a run (default: the latest).
-    Status { run: Option<String> },
+    Status {
+        run: Option<String>,
+        /// Print it as JSON (the shape of `GET /api/runs/ID`, see docs/json.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// List the runs of this workspace (in a shared store: the runs started here).
     Ls {
         /// Every run of the store, with the worker holding it and its lease.
         #[arg(long)]
         all: bool,
+        /// Print them as a JSON array (the shape of `GET /api/runs`, see docs/json.md).
+        #[arg(long, conflicts_with = "all")]
+        json: bool,
     },
     /// Print a run's task graph with each task's state (default: the latest run).
     Plan { run: Option<String> },
     /// What each model call of a run cost (default: the latest run).
-    Cost { run: Option<String> },
+    Cost {
+        run: Option<String>,
+        /// Print it as JSON (see docs/json.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// Check the configured model with one tiny request and explain what is wrong.
     Doctor {
         #[command(flatten)]
@@ -391,10 +404,14 @@ fn main() -> ExitCode {
                 json,
             } => detach::attach(&workspace, store, run.as_deref(), from_now, json).await,
             Command::Stop { run } => detach::stop(&workspace, store, run.as_deref()).await,
-            Command::Status { run } => commands::status(&workspace, store, run.as_deref()).await,
-            Command::Ls { all } => commands::ls(&workspace, store, all).await,
+            Command::Status { run, json } => {
+                commands::status(&workspace, store, run.as_deref(), json).await
+            }
+            Command::Ls { all, json } => commands::ls(&workspace, store, all, json).await,
             Command::Plan { run } => commands::plan(&workspace, store, run.as_deref()).await,
-            Command::Cost { run } => commands::cost(&workspace, store, run.as_deref()).await,
+            Command::Cost { run, json } => {
+                commands::cost(&workspace, store, run.as_deref(), json).await
+            }
             Command::Doctor { model } => commands::doctor(&workspace, &model).await,
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
             Command::Trust => trust::trust(&commands::workspace_dir(&workspace)?),

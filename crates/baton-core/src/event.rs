@@ -455,6 +455,29 @@ impl PauseReason {
             PauseReason::NoPlan => "no_plan",
         }
     }
+
+    /// Whether a person must decide or fix something before the run can go on (a key, a
+    /// model name, an approval, a plan, a failed task, the workspace), as opposed to a limit
+    /// being reached (turns, budget, time, the context, a loop) or an interruption, which a
+    /// plain `resume` (perhaps with a raised limit) continues.
+    pub fn needs_person(self) -> bool {
+        match self {
+            PauseReason::ModelAuth
+            | PauseReason::ModelRejected
+            | PauseReason::NeedsApproval
+            | PauseReason::PlanReview
+            | PauseReason::TaskFailed
+            | PauseReason::Workspace
+            | PauseReason::TextReply
+            | PauseReason::NoPlan => true,
+            PauseReason::MaxTurns
+            | PauseReason::ModelUnavailable
+            | PauseReason::ContextOverflow
+            | PauseReason::Interrupted
+            | PauseReason::Budget
+            | PauseReason::Loop => false,
+        }
+    }
 }
 
 /// What the run does about a detected loop.

@@ -101,6 +101,9 @@ impl Cost {
 pub struct Pause {
     pub reason: PauseReason,
     pub detail: String,
+    /// A person must act (key, model name, approval, plan, failed task, workspace), as opposed
+    /// to a limit reached or an interruption (see `PauseReason::needs_person`).
+    pub needs_person: bool,
 }
 
 /// Everything a run's journal says about it, kept up to date event by event.
@@ -273,6 +276,7 @@ impl RunAggregate {
                 self.pause = Some(Pause {
                     reason: *reason,
                     detail: detail.clone(),
+                    needs_person: reason.needs_person(),
                 });
             }
             // A parallel task's child run: its calls are its own rows, its totals count here.

@@ -1,0 +1,113 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 16: `status`, `ls` and `cost` print JSON in the shapes docs/json.md documents, and a
+//! pause says whether a person must act (`needs_person`).
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+
+async fn json_of(ws: &std::path::Path, home: &std::path::Path, args: &[&str]) -> Value {
+    let out = baton_blocking(ws, home, args).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?} is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_ls_and_cost_print_their_documented_shapes() {
+    // The model keeps ending with the same text (it is nudged once, then the run pauses).
+    let server = ScriptedServer::start_repeating_last(vec![
+        turn(&[("list_dir", json!({}))]),
+        turn(&[("list_dir", json!({}))]),
+        text_turn("I am done."),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // A limit: max_turns, no person needed.
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--max-turns", "1", "look"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3));
+    let status = json_of(ws.path(), home.path(), &["status", "--json"]).await;
+    let run = &status["run"];
+    assert_eq!(run["status"], "paused");
+    assert_eq!(run["pause"]["reason"], "max_turns");
+    assert_eq!(run["pause"]["needs_person"], false);
+    assert_eq!(run["turns"], 1);
+    for key in [
+        "id",
+        "goal",
+        "workspace",
+        "model",
+        "tokens",
+        "cost",
+        "event_count",
+        "created_at",
+    ] {
+        assert!(!run[key].is_null(), "status.run.{key} missing: {run}");
+    }
+    assert_eq!(run["cost"]["text"], "unknown");
+    assert!(status["tasks"].is_object() && status["turns"].is_array());
+
+    // A text reply with --on-text-reply pause: a person decides.
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &[
+            "resume",
+            "--last",
+            "--max-turns",
+            "10",
+            "--on-text-reply",
+            "pause",
+        ],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status = json_of(ws.path(), home.path(), &["status", "--json"]).await;
+    assert_eq!(status["run"]["pause"]["reason"], "text_reply");
+    assert_eq!(status["run"]["pause"]["needs_person"], true);
+
+    let ls = json_of(ws.path(), home.path(), &["ls", "--json"]).await;
+    let runs = ls.as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["id"], status["run"]["id"]);
+    assert_eq!(runs[0]["status"], "paused");
+
+    let cost = json_of(ws.path(), home.path(), &["cost", "--json"]).await;
+    let calls = cost["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 4);
+    for call in calls {
+        for key in ["seq", "turn", "kind", "model", "usage", "duration_ms"] {
+            assert!(!call[key].is_null(), "cost.calls[].{key} missing: {call}");
+        }
+        assert!(
+            call["cost_usd"].is_null(),
+            "an unpriced call has no cost: {call}"
+        );
+    }
+    assert_eq!(cost["cost"]["unknown_calls"], 4);
+    // The same totals as `status` reports.
+    assert_eq!(cost["tokens"], status["run"]["tokens"]);
+    assert!(cost["tokens"]["input"].as_u64().unwrap() >= 400);
+}
