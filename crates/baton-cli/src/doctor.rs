@@ -25,19 +25,20 @@ pub fn diagnose(error: &ModelError, settings: &ModelSettings) -> String {
         ),
         ErrorClass::InvalidRequest => "the server rejected the request as invalid".to_string(),
         ErrorClass::BadResponse => format!("{url} answered, but not like a {} API: check --base-url / --provider", crate::output::word(&settings.provider)),
-        ErrorClass::Transient if text.contains("dns") || text.contains("lookup") || text.contains("resolve") => {
+        ErrorClass::Transient | ErrorClass::Unreachable if text.contains("dns") || text.contains("lookup") || text.contains("resolve") => {
             format!("the host in {url} cannot be found (DNS): check the URL and your network")
         }
-        ErrorClass::Transient if text.contains("refused") => {
+        ErrorClass::Transient | ErrorClass::Unreachable if text.contains("refused") => {
             format!("nothing is listening at {url}: is the server running on that port?")
         }
-        ErrorClass::Transient if text.contains("certificate") || text.contains("tls") || text.contains("ssl") => {
+        ErrorClass::Transient | ErrorClass::Unreachable if text.contains("certificate") || text.contains("tls") || text.contains("ssl") => {
             format!("TLS failed talking to {url}: certificate or protocol problem (http vs https?)")
         }
         ErrorClass::Transient if text.contains("timed out") || text.contains("took longer") => {
             format!("{url} did not answer in time")
         }
         ErrorClass::Transient => "the server failed or the connection broke".to_string(),
+        ErrorClass::Unreachable => format!("nothing answered at {url}: check the URL and that the server runs"),
     };
     format!("{hint}\n  ({error})")
 }

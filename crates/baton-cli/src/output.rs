@@ -58,6 +58,45 @@ pub struct Human {
     /// stderr is a terminal and `NO_COLOR` is not set: a live status line, redrawn in place
     /// with escape codes. Otherwise plain lines only.
     live: bool,
+    retries: std::sync::Mutex<Repeats>,
+}
+
+/// Collapses consecutive failed model calls that failed the same way into one line and a
+/// count ("… 4 more attempts, same error"), shown when something else happens.
+#[derive(Default)]
+pub(crate) struct Repeats {
+    last: Option<String>,
+    more: u32,
+}
+
+impl Repeats {
+    /// The lines to print for `event` (whose own line is `line`).
+    pub(crate) fn lines(&mut self, event: &Event, line: Option<String>) -> Vec<String> {
+        let key = match event {
+            Event::ModelCallFailed { class, message, .. } => {
+                Some(format!("{}: {message}", word(class)))
+            }
+            _ => None,
+        };
+        if key.is_some() && key == self.last {
+            self.more += 1;
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        if self.more > 0 && line.is_some() {
+            out.push(format!(
+                "  … {} more attempt{}, same error",
+                self.more,
+                if self.more == 1 { "" } else { "s" }
+            ));
+            self.more = 0;
+        }
+        if line.is_some() {
+            self.last = key;
+        }
+        out.extend(line);
+        out
+    }
 }
 
 impl Human {
@@ -67,6 +106,7 @@ impl Human {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Human {
             live: std::io::stderr().is_terminal() && !no_color,
+            retries: Default::default(),
         }
     }
 }
@@ -74,16 +114,20 @@ impl Human {
 impl RunObserver for Human {
     fn on_event(&self, record: &EventRecord, state: &RunState) {
         let line = progress_line(&record.event, state);
+        let lines = match self.retries.lock() {
+            Ok(mut repeats) => repeats.lines(&record.event, line),
+            Err(_) => line.into_iter().collect(),
+        };
         let mut err = std::io::stderr().lock();
         // `baton run 2>&1 | head` closes the pipe: keep running, just stop printing.
         if !self.live {
-            if let Some(line) = line {
+            for line in lines {
                 let _ = writeln!(err, "{line}");
             }
             return;
         }
         let _ = write!(err, "\r\x1b[2K");
-        if let Some(line) = line {
+        for line in lines {
             let _ = writeln!(err, "{line}");
         }
         // A parallel child's state is not the run's: the status line waits for the parent.
@@ -525,6 +569,40 @@ mod cost_tests {
             status_line(&state).ends_with("· $0.5000"),
             "{}",
             status_line(&state)
+        );
+    }
+}
+
+#[cfg(test)]
+mod repeat_tests {
+    use super::*;
+
+    #[test]
+    fn the_same_failure_again_and_again_is_one_line_and_a_count() {
+        let failed = |attempt: u32, message: &str| Event::ModelCallFailed {
+            turn: 1,
+            call: 1,
+            attempt,
+            class: baton_core::ErrorClass::Transient,
+            message: message.into(),
+            retry_in_ms: Some(1000),
+        };
+        let mut r = Repeats::default();
+        let mut shown = Vec::new();
+        for attempt in 1..=5 {
+            shown.extend(r.lines(&failed(attempt, "refused"), Some(format!("fail {attempt}"))));
+        }
+        shown.extend(r.lines(&failed(6, "reset"), Some("fail 6".into())));
+        shown.extend(r.lines(&Event::TurnStarted { turn: 2 }, None));
+        shown.extend(r.lines(&Event::TurnStarted { turn: 2 }, Some("turn 2".into())));
+        assert_eq!(
+            shown,
+            [
+                "fail 1",
+                "  … 4 more attempts, same error",
+                "fail 6",
+                "turn 2"
+            ]
         );
     }
 }

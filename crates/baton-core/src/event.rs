@@ -433,6 +433,9 @@ pub enum PauseReason {
     TextReply,
     /// A planning run's model replied without a plan after being told to submit one.
     NoPlan,
+    /// The first model call of a run could not connect at all (refused, unknown host, TLS):
+    /// almost always a wrong base URL or a server that is not running.
+    Unreachable,
 }
 
 impl PauseReason {
@@ -453,6 +456,7 @@ impl PauseReason {
             PauseReason::Workspace => "workspace",
             PauseReason::TextReply => "text_reply",
             PauseReason::NoPlan => "no_plan",
+            PauseReason::Unreachable => "unreachable",
         }
     }
 
@@ -469,7 +473,8 @@ impl PauseReason {
             | PauseReason::TaskFailed
             | PauseReason::Workspace
             | PauseReason::TextReply
-            | PauseReason::NoPlan => true,
+            | PauseReason::NoPlan
+            | PauseReason::Unreachable => true,
             PauseReason::MaxTurns
             | PauseReason::ModelUnavailable
             | PauseReason::ContextOverflow
@@ -502,6 +507,8 @@ pub enum ErrorClass {
     QuotaExhausted,
     /// The server answered 2xx with something we could not understand.
     BadResponse,
+    /// No connection could be made: refused, unknown host, TLS handshake failed.
+    Unreachable,
 }
 
 impl ErrorClass {
@@ -513,6 +520,7 @@ impl ErrorClass {
                 | ErrorClass::Overloaded
                 | ErrorClass::Transient
                 | ErrorClass::BadResponse
+                | ErrorClass::Unreachable
         )
     }
 }

@@ -44,11 +44,33 @@ pub(crate) fn pause_for_failure(
         ErrorClass::RateLimited
         | ErrorClass::Overloaded
         | ErrorClass::Transient
-        | ErrorClass::BadResponse => Event::RunPaused {
+        | ErrorClass::BadResponse
+        | ErrorClass::Unreachable => Event::RunPaused {
             reason: PauseReason::ModelUnavailable,
             detail: format!(
                 "gave up after {attempt} attempts: {message} — `baton resume` tries again"
             ),
         },
+    }
+}
+
+/// Attempts at a first model call that cannot connect before the run pauses (two quick
+/// retries): nothing has ever answered at that address, so waiting minutes helps nobody.
+pub(crate) const UNREACHABLE_ATTEMPTS: u32 = 3;
+
+/// The quick retries' delay before attempt `attempt + 1`.
+pub(crate) fn unreachable_retry_delay(attempt: u32) -> std::time::Duration {
+    std::time::Duration::from_millis(500 * u64::from(attempt.max(1)))
+}
+
+/// The pause of a run whose first model call cannot connect, with what to check.
+pub(crate) fn pause_unreachable(base_url: &str, message: &str, attempts: u32) -> Event {
+    Event::RunPaused {
+        reason: PauseReason::Unreachable,
+        detail: format!(
+            "cannot reach the model server at {base_url} ({attempts} attempts: {message}) — is \
+             the server running, and is --base-url right? `baton doctor` checks it; then \
+             `baton resume` (with --base-url URL to change it)"
+        ),
     }
 }

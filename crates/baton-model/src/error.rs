@@ -61,6 +61,7 @@ fn class_phrase(class: &ErrorClass) -> &'static str {
         ErrorClass::InvalidRequest => "the request was rejected as invalid",
         ErrorClass::QuotaExhausted => "the account's quota is exhausted",
         ErrorClass::BadResponse => "the server's response could not be understood",
+        ErrorClass::Unreachable => "the server could not be reached",
     }
 }
 
@@ -145,14 +146,20 @@ pub fn classify_transport_error(err: &reqwest::Error) -> ModelError {
         // The request could not even be built (a bad URL): sending it again cannot help.
         return ModelError::new(ErrorClass::InvalidRequest, message);
     }
-    let what = if err.is_timeout() {
-        "timed out"
-    } else if err.is_connect() {
-        "could not connect"
-    } else {
-        "connection failed"
-    };
-    ModelError::new(ErrorClass::Transient, format!("{what}: {message}"))
+    if err.is_timeout() {
+        return ModelError::new(ErrorClass::Transient, format!("timed out: {message}"));
+    }
+    if err.is_connect() {
+        // Refused, unknown host, TLS handshake: nothing answered at all.
+        return ModelError::new(
+            ErrorClass::Unreachable,
+            format!("could not connect: {message}"),
+        );
+    }
+    ModelError::new(
+        ErrorClass::Transient,
+        format!("connection failed: {message}"),
+    )
 }
 
 fn class_for_status(status: u16, info: &ErrorInfo) -> ErrorClass {

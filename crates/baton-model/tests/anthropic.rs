@@ -605,7 +605,7 @@ async fn stalled_stream_times_out_as_transient() {
 }
 
 #[tokio::test]
-async fn connection_refused_is_transient_and_keyless() {
+async fn connection_refused_is_unreachable_retryable_and_keyless() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
     drop(listener);
@@ -616,7 +616,8 @@ async fn connection_refused_is_transient_and_keyless() {
         .complete(&request(ResponseMode::Streaming), &mut NoObserver)
         .await
         .unwrap_err();
-    assert_eq!(err.class, ErrorClass::Transient);
+    assert_eq!(err.class, ErrorClass::Unreachable);
+    assert!(err.is_retryable());
     assert_eq!(err.status, None);
     assert!(!format!("{err} {err:?} {provider:?}").contains(KEY));
 }
