@@ -62,22 +62,33 @@ pub(crate) fn supervise(
         .spawn()
         .map_err(|e| format!("could not run {}: {e}", program.to_string_lossy()))?;
     let main = i32::try_from(child.id()).map_err(|e| e.to_string())?;
-    let mut pause = Duration::from_micros(200);
+    // baton's death is noticed by polling (a parent-death signal would kill this process
+    // before it could clean up); the command's end by a blocking wait, at once.
+    let cgroup = cgroup_procs.map(Path::to_path_buf);
+    std::thread::spawn(move || {
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+            if ppid != Some(parent) {
+                kill_everything(cgroup.as_deref());
+                std::process::exit(128 + 9);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    });
     loop {
-        // Reaps the command when it ends, and any orphan that ended before it.
-        while let Ok(Some((pid, status))) = rustix::process::waitpid(None, WaitOptions::NOHANG) {
-            if pid.as_raw_nonzero().get() == main {
+        // Reaps the command when it ends, and any orphan that ends before it — from any
+        // process group (`wait`, not `waitpid(None)`, which is this group only): orphans that
+        // called setsid are children here too.
+        match rustix::process::wait(WaitOptions::empty()) {
+            Ok(Some((pid, status))) if pid.as_raw_nonzero().get() == main => {
                 kill_everything(cgroup_procs);
                 exit_like(status);
             }
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(format!("waiting for the command: {e}")),
         }
-        let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
-        if ppid != Some(parent) {
-            kill_everything(cgroup_procs);
-            std::process::exit(128 + 9);
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 
@@ -117,7 +128,7 @@ fn kill_everything(cgroup_procs: Option<&Path>) {
         for pid in pids.into_iter().filter_map(Pid::from_raw) {
             alive |= rustix::process::kill_process(pid, Signal::KILL).is_ok();
         }
-        while let Ok(Some(_)) = rustix::process::waitpid(None, WaitOptions::NOHANG) {}
+        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
         if !alive {
             return;
         }
