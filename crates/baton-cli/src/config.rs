@@ -373,7 +373,7 @@ Set both in any of these (later ones win):
   project file   .baton/config.toml              (same keys)
   environment    BATON_BASE_URL=http://127.0.0.1:8080/v1 BATON_MODEL=NAME
   flags          baton run --base-url http://127.0.0.1:8080/v1 --model NAME \"GOAL\"
-Or pick a preset: --provider openai|anthropic|deepseek|qwen|moonshot|openrouter|ollama|vllm|llamacpp
+Or pick a preset: --provider openai|anthropic|deepseek|qwen|moonshot|glm|openrouter|ollama|vllm|llamacpp
 (or provider = \"…\" / BATON_PROVIDER) and give only the model.
 The API key, if the server needs one, is read from BATON_API_KEY, the preset's variable
 (e.g. ANTHROPIC_API_KEY) or OPENAI_API_KEY, and is never written to disk.";

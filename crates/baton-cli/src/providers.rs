@@ -70,6 +70,13 @@ pub const PRESETS: &[Preset] = &[
         "https://api.moonshot.ai/v1",
         "MOONSHOT_API_KEY",
     ),
+    // Zhipu's GLM, OpenAI-compatible (mainland endpoint; international: https://api.z.ai/api/paas/v4).
+    hosted(
+        "glm",
+        ProviderKind::OpenAiCompatible,
+        "https://open.bigmodel.cn/api/paas/v4",
+        "ZHIPUAI_API_KEY",
+    ),
     hosted(
         "openrouter",
         ProviderKind::OpenAiCompatible,
@@ -133,6 +140,7 @@ mod tests {
             "deepseek",
             "qwen",
             "moonshot",
+            "glm",
             "openrouter",
             "ollama",
             "vllm",
