@@ -703,11 +703,22 @@ pub async fn status(
     if let (Some(model), Some(base_url)) = (&agg.model, &agg.base_url) {
         rows.push(("model", format!("{model} at {base_url}")));
     }
+    // The turn the progress lines showed last, also when it did not finish (a pause inside
+    // it): "6 of max 200", not the 5 finished ones.
     if let Some(max) = agg.max_turns {
-        rows.push(("turns", format!("{} of max {max}", agg.turns_finished)));
+        rows.push(("turns", format!("{} of max {max}", view.turns_started)));
     }
     // History and working memory need the reducer's state; a journal it cannot replay (say,
     // one with task events from a newer baton) still gets every other line.
+    if let Ok(state) = replay(&events) {
+        rows.push((
+            "elapsed",
+            format!(
+                "{} running (pauses and time between processes not counted)",
+                output::duration_words(state.running_ms)
+            ),
+        ));
+    }
     if let Ok(state) = replay(&events)
         && let Some(settings) = &state.settings
     {

@@ -114,10 +114,14 @@ impl Human {
 impl RunObserver for Human {
     fn on_event(&self, record: &EventRecord, state: &RunState) {
         let line = progress_line(&record.event, state);
-        let lines = match self.retries.lock() {
+        let mut lines = match self.retries.lock() {
             Ok(mut repeats) => repeats.lines(&record.event, line),
             Err(_) => line.into_iter().collect(),
         };
+        // A parallel task's child ends inside its parent, which says how it went.
+        if parallel_task(state).is_none() {
+            lines.extend(summary_line(&record.event, state));
+        }
         let mut err = std::io::stderr().lock();
         // `baton run 2>&1 | head` closes the pipe: keep running, just stop printing.
         if !self.live {
@@ -143,6 +147,64 @@ impl RunObserver for Human {
     }
 
     fn on_delta(&self, _delta: &StreamDelta) {}
+}
+
+/// "41 m 12 s", "2 h 3 m", "12 s".
+pub fn duration_words(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..60 => format!("{secs} s"),
+        60..3600 => format!("{} m {} s", secs / 60, secs % 60),
+        _ => format!("{} h {} m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+/// "950", "12.3 k", "2.1 M".
+fn count_words(n: u64) -> String {
+    match n {
+        0..1000 => n.to_string(),
+        1000..1_000_000 => format!("{:.1} k", n as f64 / 1e3),
+        _ => format!("{:.1} M", n as f64 / 1e6),
+    }
+}
+
+/// The run's cost as the status line shows it: never $0 for an unknown cost.
+fn cost_words(state: &RunState) -> String {
+    let priced = state
+        .model_calls_finished
+        .saturating_sub(state.usage.unpriced_calls);
+    match (state.usage.unpriced_calls, priced) {
+        (0, _) => format!("${:.4}", state.usage.cost_usd),
+        (_, 0) => "cost unknown".to_string(),
+        _ => format!("≥ ${:.4}", state.usage.cost_usd),
+    }
+}
+
+/// The line at the end of every run: "finished in 41 m 12 s · 183 turns · 2.1 M tokens (94%
+/// cached) · $3.12". `None` while the run goes on.
+pub fn summary_line(event: &Event, state: &RunState) -> Option<String> {
+    let ended = match event {
+        Event::RunFinished { .. } => "finished in".to_string(),
+        Event::RunFailed { .. } => "failed after".to_string(),
+        Event::RunPaused { reason, .. } => format!("paused ({}) after", word(reason)),
+        _ => return None,
+    };
+    let tokens = state.usage.prompt_tokens + state.usage.completion_tokens;
+    let cached = match state.usage.prompt_tokens {
+        0 => String::new(),
+        prompt => format!(
+            " ({}% cached)",
+            state.usage.cached_prompt_tokens * 100 / prompt
+        ),
+    };
+    let turns = state.turns_started;
+    Some(format!(
+        "{ended} {} · {turns} turn{} · {} tokens{cached} · {}",
+        duration_words(state.running_ms),
+        if turns == 1 { "" } else { "s" },
+        count_words(tokens),
+        cost_words(state)
+    ))
 }
 
 /// The documented name of an enum value (its serde name, as in docs/events.md), never the
@@ -176,16 +238,9 @@ pub fn status_line(state: &RunState) -> String {
         "{} tokens",
         state.usage.prompt_tokens + state.usage.completion_tokens
     ));
+    parts.push(duration_words(state.running_ms));
     // An unknown cost is never shown as $0: "≥" only when some calls were priced.
-    let priced = state
-        .model_calls_finished
-        .saturating_sub(state.usage.unpriced_calls);
-    let cost = match (state.usage.unpriced_calls, priced) {
-        (0, _) => format!("${:.4}", state.usage.cost_usd),
-        (_, 0) => "cost unknown".to_string(),
-        _ => format!("≥ ${:.4}", state.usage.cost_usd),
-    };
-    parts.push(cost);
+    parts.push(cost_words(state));
     parts.join(" · ")
 }
 
@@ -604,5 +659,36 @@ mod repeat_tests {
                 "turn 2"
             ]
         );
+    }
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    #[test]
+    fn the_end_of_a_run_is_one_line_with_time_turns_tokens_and_cost() {
+        assert_eq!(duration_words(12_400), "12 s");
+        assert_eq!(duration_words(2_472_000), "41 m 12 s");
+        assert_eq!(duration_words(7_380_000), "2 h 3 m");
+        let mut state = RunState {
+            running_ms: 2_472_000,
+            turns_started: 183,
+            model_calls_finished: 190,
+            ..RunState::default()
+        };
+        state.usage.prompt_tokens = 2_000_000;
+        state.usage.cached_prompt_tokens = 1_880_000;
+        state.usage.completion_tokens = 100_000;
+        state.usage.cost_usd = 3.12;
+        let finished = Event::RunFinished {
+            summary: "done".into(),
+            finished_by: None,
+        };
+        assert_eq!(
+            summary_line(&finished, &state).unwrap(),
+            "finished in 41 m 12 s · 183 turns · 2.1 M tokens (94% cached) · $3.1200"
+        );
+        assert!(summary_line(&Event::TurnStarted { turn: 1 }, &state).is_none());
     }
 }

@@ -24,6 +24,14 @@ async fn output_uses_the_documented_words() {
     assert_eq!(out.status.code(), Some(3));
     let progress = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(progress.contains("(run_start)"), "{progress}");
+    // The one line at the end of every run.
+    let last = progress.lines().last().unwrap();
+    assert!(
+        last.starts_with("paused (max_turns) after ")
+            && last.contains(" · 1 turn · ")
+            && last.ends_with(" · cost unknown"),
+        "{last}"
+    );
     assert!(
         !progress.contains('\x1b'),
         "escape codes without a terminal: {progress:?}"
@@ -31,6 +39,10 @@ async fn output_uses_the_documented_words() {
     let status = baton_blocking(ws.path(), home.path(), &["status"]).await;
     let status = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(status.contains("max_turns: "), "{status}");
+    assert!(
+        status.contains("1 of max 1") && status.contains("elapsed"),
+        "{status}"
+    );
     let logs = baton_blocking(ws.path(), home.path(), &["logs"]).await;
     let logs = String::from_utf8_lossy(&logs.stdout).into_owned();
     assert!(
