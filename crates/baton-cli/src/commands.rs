@@ -360,8 +360,13 @@ pub(crate) fn resolve_settings(
         .base_url
         .clone()
         .or_else(|| preset.map(|p| p.base_url.to_string()));
-    let (Some(base_url), Some(model)) = (base_url, layer.model.clone()) else {
-        return Err(CliError::usage(anyhow!(config::NO_MODEL_HELP)));
+    let (Some(base_url), Some(model)) = (base_url.clone(), layer.model.clone()) else {
+        let user_file = config::user_config_path(env_var);
+        return Err(CliError::usage(anyhow!(config::no_model_help(
+            base_url.is_some(),
+            layer.model.is_some(),
+            user_file.as_deref(),
+        ))));
     };
     let defaults = Limits::default();
     let context = layer

@@ -338,7 +338,65 @@ pub fn read_layer(path: &Path) -> anyhow::Result<ConfigLayer> {
             return Err(e).with_context(|| format!("cannot read config file {}", path.display()));
         }
     };
-    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+    toml::from_str(&text).map_err(|e| {
+        let hint = did_you_mean(&e.to_string())
+            .map(|known| format!(" (did you mean `{known}`?)"))
+            .unwrap_or_default();
+        anyhow::anyhow!(
+            "invalid config file {}{hint}: {}",
+            path.display(),
+            in_words(&e.to_string())
+        )
+    })
+}
+
+/// serde names the Rust type it wanted ("expected u32"); a person wants the TOML form.
+fn in_words(error: &str) -> String {
+    let mut out = error.to_string();
+    for (rust, words) in [
+        ("expected u8", "expected a whole number (no quotes)"),
+        ("expected u32", "expected a whole number (no quotes)"),
+        ("expected u64", "expected a whole number (no quotes)"),
+        ("expected usize", "expected a whole number (no quotes)"),
+        ("expected f64", "expected a number (no quotes)"),
+        ("expected f32", "expected a number (no quotes)"),
+    ] {
+        out = out.replace(rust, words);
+    }
+    out
+}
+
+/// For serde's "unknown field `modle`, expected one of `model`, …": the closest expected name.
+fn did_you_mean(error: &str) -> Option<String> {
+    let unknown = error.split("unknown field `").nth(1)?.split('`').next()?;
+    let expected = error
+        .split("expected one of ")
+        .nth(1)
+        .or_else(|| error.split("expected ").nth(1))?;
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|known| (edit_distance(unknown, known), known))
+        .filter(|(distance, known)| *distance <= 2.max(known.len() / 4))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, known)| known.to_string())
+}
+
+/// Levenshtein distance (config keys are short).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous + usize::from(ca != *cb);
+            previous = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    row[b.len()]
 }
 
 /// `$XDG_CONFIG_HOME/baton/config.toml`, else `~/.config/baton/config.toml`.
@@ -365,18 +423,37 @@ pub fn api_key(vars: &[&str], get: impl Fn(&str) -> Option<String>) -> Option<St
 /// Names of variables that hold secrets: kept out of commands' environments.
 pub const SECRET_ENV_VARS: &[&str] = &["BATON_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"];
 
-pub const NO_MODEL_HELP: &str = "\
-no model configured: baton needs an OpenAI-compatible endpoint and a model name.
-Set both in any of these (later ones win):
-  user file      ~/.config/baton/config.toml     base_url = \"http://127.0.0.1:8080/v1\"
-                                                 model = \"NAME\"
-  project file   .baton/config.toml              (same keys)
+/// What to say when the endpoint or the model name is missing, naming what is missing and the
+/// real config paths.
+pub fn no_model_help(has_base_url: bool, has_model: bool, user_file: Option<&Path>) -> String {
+    let missing = match (has_base_url, has_model) {
+        (false, false) => {
+            "no model configured: baton needs an OpenAI-compatible endpoint and a model name"
+        }
+        (false, true) => {
+            "no base URL configured: baton knows the model but not where to send requests"
+        }
+        _ => "no model name configured: baton knows the endpoint but not which model to ask for",
+    };
+    let user = user_file.map_or_else(
+        || "~/.config/baton/config.toml".to_string(),
+        |p| p.display().to_string(),
+    );
+    format!(
+        "{missing}.
+Set them in any of these (later ones win):
+  user file      {user}
+                 base_url = \"http://127.0.0.1:8080/v1\"
+                 model = \"NAME\"
+  project file   .baton/config.toml (same keys; base_url needs `baton trust`)
   environment    BATON_BASE_URL=http://127.0.0.1:8080/v1 BATON_MODEL=NAME
   flags          baton run --base-url http://127.0.0.1:8080/v1 --model NAME \"GOAL\"
 Or pick a preset: --provider openai|anthropic|deepseek|qwen|moonshot|glm|openrouter|ollama|vllm|llamacpp
 (or provider = \"…\" / BATON_PROVIDER) and give only the model.
 The API key, if the server needs one, is read from BATON_API_KEY, the preset's variable
-(e.g. ANTHROPIC_API_KEY) or OPENAI_API_KEY, and is never written to disk.";
+(e.g. ANTHROPIC_API_KEY) or OPENAI_API_KEY, and is never written to disk."
+    )
+}
 
 #[cfg(test)]
 mod tests {
@@ -389,6 +466,34 @@ mod tests {
             max_turns: turns,
             ..ConfigLayer::default()
         }
+    }
+
+    #[test]
+    fn an_unknown_key_gets_the_closest_known_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.toml");
+        for (text, hint) in [
+            ("modle = \"m\"\n", Some("model")),
+            ("max_turn = 3\n", Some("max_turns")),
+            ("[sandbox]\nalow_network = true\n", Some("allow_network")),
+            ("completely_else = 1\n", None),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = format!("{:#}", read_layer(&path).unwrap_err());
+            assert!(err.contains(&path.display().to_string()), "{err}");
+            match hint {
+                Some(known) => assert!(err.contains(&format!("did you mean `{known}`?")), "{err}"),
+                None => assert!(!err.contains("did you mean"), "{err}"),
+            }
+        }
+        // A value error names the file, the key and the expected form.
+        std::fs::write(&path, "max_turns = \"many\"\n").unwrap();
+        let err = format!("{:#}", read_layer(&path).unwrap_err());
+        assert!(
+            err.contains("max_turns") && err.contains("expected a whole number"),
+            "{err}"
+        );
+        assert!(!err.contains("u32"), "{err}");
     }
 
     #[test]

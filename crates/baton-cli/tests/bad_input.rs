@@ -400,3 +400,21 @@ fn an_unknown_provider_is_a_usage_error_naming_the_known_ones() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_missing_base_url_is_named_and_the_real_user_config_path_shown() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let xdg = tempfile::tempdir().unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.env("XDG_CONFIG_HOME", xdg.path())
+        .args(["run", "--model", "m", "x"]);
+    let out = run_output(cmd);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no base URL configured"), "{stderr}");
+    assert!(
+        stderr.contains(&xdg.path().join("baton/config.toml").display().to_string()),
+        "{stderr}"
+    );
+}
