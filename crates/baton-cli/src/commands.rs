@@ -43,7 +43,7 @@ macro_rules! out {
     }};
 }
 
-fn env_var(name: &str) -> Option<String> {
+pub(crate) fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
@@ -309,7 +309,7 @@ fn on_text_reply(text: Option<&str>) -> Result<Option<OnTextReply>, CliError> {
 }
 
 /// The flags' layer, with `--on-text-reply` checked.
-fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, CliError> {
+pub(crate) fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, CliError> {
     Ok(ConfigLayer {
         on_text_reply: on_text_reply(flags.on_text_reply.as_deref())?,
         ..flags_layer(flags)

@@ -9,10 +9,10 @@ use anyhow::Context;
 use baton_core::{Compaction, ContextSettings, Masking, ResponseMode};
 use baton_model::pricing::Price;
 use baton_model::ratelimit::RateLimit;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// One layer: every key optional.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigLayer {
     /// A preset name (`openai`, `anthropic`, `ollama`, …): flavour, base URL, key variable.
@@ -66,7 +66,7 @@ pub struct ConfigLayer {
 }
 
 /// The `[snapshots]` table.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotsConfig {
     /// `false`: no workspace snapshots (`--no-snapshots`).
@@ -74,7 +74,7 @@ pub struct SnapshotsConfig {
 }
 
 /// The `[context]` table: every key overrides the model profile's value.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContextConfig {
     /// The model's context window in tokens (`--context-window`).
@@ -165,7 +165,7 @@ impl ContextConfig {
 }
 
 /// The `[sandbox]` table; merged key by key like the rest.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxLayer {
     /// `read-only`, `workspace-write` (default) or `full-access`.

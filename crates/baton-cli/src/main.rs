@@ -4,6 +4,7 @@ mod artifacts;
 mod client;
 mod commands;
 mod config;
+mod config_cmd;
 mod cost;
 mod detach;
 mod doctor;
@@ -122,6 +123,11 @@ enum Command {
         /// Print it as JSON (see docs/json.md).
         #[arg(long)]
         json: bool,
+    },
+    /// Every setting a run started now would use, and where each came from.
+    Config {
+        #[command(flatten)]
+        model: ModelFlags,
     },
     /// Check the configured model with one tiny request and explain what is wrong.
     Doctor {
@@ -413,6 +419,7 @@ fn main() -> ExitCode {
                 commands::cost(&workspace, store, run.as_deref(), json).await
             }
             Command::Doctor { model } => commands::doctor(&workspace, &model).await,
+            Command::Config { model } => config_cmd::config(&workspace, &model),
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
             Command::Trust => trust::trust(&commands::workspace_dir(&workspace)?),
             Command::Logs { run, full, json } => {
