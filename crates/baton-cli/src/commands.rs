@@ -476,7 +476,18 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
     let outcome = result.map_err(engine_error)?;
     let code = after_run(&workspace, &*store, &outcome).await;
     store.close().await;
+    write_last_message(args.output_last_message.as_deref(), &outcome)?;
     Ok(code.unwrap_or_else(|| report(&outcome, args.json)))
+}
+
+/// `--output-last-message FILE`: the model's final summary of a finished run (nothing is
+/// written for a run that paused or failed, so a script can tell).
+fn write_last_message(file: Option<&Path>, outcome: &RunOutcome) -> Result<(), CliError> {
+    if let (Some(file), RunOutcome::Finished { summary, .. }) = (file, outcome) {
+        std::fs::write(file, format!("{summary}\n"))
+            .map_err(|e| anyhow!("cannot write the last message to {}: {e}", file.display()))?;
+    }
+    Ok(())
 }
 
 /// A run paused for plan review gets its plan written out for editing; prints where and
@@ -515,10 +526,22 @@ async fn after_run(
     }
 }
 
-pub async fn plan(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
+pub async fn plan(
+    workspace: &Path,
+    store: Option<&str>,
+    run: Option<&str>,
+    json: bool,
+) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
     let (summary, events) = run_journal(&opened, run).await?;
+    if json {
+        // The task graph as the API's run detail has it (`tasks`).
+        let detail =
+            baton_serve::view::RunDetail::new(&summary, &RunAggregate::from_events(&events));
+        print_json(&serde_json::json!({ "run": summary.id.to_string(), "tasks": detail.tasks }))?;
+        return Ok(exit::FINISHED);
+    }
     let state = replay(&events)
         .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
     outln!("run {}", summary.id);
@@ -554,19 +577,36 @@ pub async fn cost(
     Ok(exit::FINISHED)
 }
 
-pub async fn doctor(workspace: &Path, flags: &ModelFlags) -> CliResult {
+pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let sandbox = crate::sandbox_cmd::doctor_report(&workspace, &file_and_env_layers(&workspace)?);
+    let lines = |text: &str| text.lines().map(str::to_string).collect::<Vec<_>>();
     let (settings, layer) = match resolve_settings(&workspace, flags) {
         Ok(resolved) => resolved,
+        Err(e) if json => {
+            print_json(&serde_json::json!({
+                "ok": false,
+                "model": lines(&format!("{:#}", e.error)),
+                "sandbox": lines(&sandbox),
+            }))?;
+            return Ok(e.code);
+        }
         Err(e) => {
             outln!("{sandbox}");
             return Err(e);
         }
     };
     let (ok, report) = crate::doctor::check(&settings.model, &layer).await?;
-    outln!("{report}");
-    outln!("{sandbox}");
+    if json {
+        print_json(&serde_json::json!({
+            "ok": ok,
+            "model": lines(&report),
+            "sandbox": lines(&sandbox),
+        }))?;
+    } else {
+        outln!("{report}");
+        outln!("{sandbox}");
+    }
     Ok(if ok { exit::FINISHED } else { exit::FAILED })
 }
 
@@ -899,7 +939,7 @@ pub async fn logs(
 }
 
 /// One JSON document on stdout (`--json` of the reading commands).
-fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| anyhow!("cannot write the JSON output: {e}"))?;
     outln!("{text}");

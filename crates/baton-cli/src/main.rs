@@ -116,7 +116,12 @@ enum Command {
         json: bool,
     },
     /// Print a run's task graph with each task's state (default: the latest run).
-    Plan { run: Option<String> },
+    Plan {
+        run: Option<String>,
+        /// Print the task graph as JSON (see docs/json.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// What each model call of a run cost (default: the latest run).
     Cost {
         run: Option<String>,
@@ -133,6 +138,9 @@ enum Command {
     Doctor {
         #[command(flatten)]
         model: ModelFlags,
+        /// Print the findings as JSON (see docs/json.md).
+        #[arg(long)]
+        json: bool,
     },
     /// Trust this workspace's .baton/config.toml and .baton/policy.toml as they are now: their
     /// keys that redirect the API key or weaken the sandbox are refused until then.
@@ -166,7 +174,12 @@ enum Command {
     /// runs (default http://127.0.0.1:7878/).
     Serve(serve_cmd::ServeArgs),
     /// List a run's workspace snapshots (default: the latest run).
-    Snapshots { run: Option<String> },
+    Snapshots {
+        run: Option<String>,
+        /// Print them as JSON (see docs/json.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// Show what a run changed: from its first snapshot (or --from) to the workspace now (or
     /// --to).
     Diff {
@@ -320,6 +333,9 @@ pub struct RunArgs {
     /// Print the event stream as JSON lines on stdout.
     #[arg(long)]
     json: bool,
+    /// When the run finishes, write the model's final summary to this file.
+    #[arg(long, value_name = "FILE")]
+    output_last_message: Option<PathBuf>,
     /// Read the goal from this file (for goals too long for an argument).
     #[arg(long, value_name = "FILE", conflicts_with = "goal")]
     goal_file: Option<PathBuf>,
@@ -414,11 +430,13 @@ fn main() -> ExitCode {
                 commands::status(&workspace, store, run.as_deref(), json).await
             }
             Command::Ls { all, json } => commands::ls(&workspace, store, all, json).await,
-            Command::Plan { run } => commands::plan(&workspace, store, run.as_deref()).await,
+            Command::Plan { run, json } => {
+                commands::plan(&workspace, store, run.as_deref(), json).await
+            }
             Command::Cost { run, json } => {
                 commands::cost(&workspace, store, run.as_deref(), json).await
             }
-            Command::Doctor { model } => commands::doctor(&workspace, &model).await,
+            Command::Doctor { model, json } => commands::doctor(&workspace, &model, json).await,
             Command::Config { model } => config_cmd::config(&workspace, &model),
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
             Command::Trust => trust::trust(&commands::workspace_dir(&workspace)?),
@@ -426,8 +444,8 @@ fn main() -> ExitCode {
                 commands::logs(&workspace, store, run.as_deref(), full, json).await
             }
             Command::Serve(args) => serve_cmd::serve(&workspace, store, args).await,
-            Command::Snapshots { run } => {
-                snapshot_cmd::snapshots(&workspace, store, run.as_deref()).await
+            Command::Snapshots { run, json } => {
+                snapshot_cmd::snapshots(&workspace, store, run.as_deref(), json).await
             }
             Command::Diff {
                 run,

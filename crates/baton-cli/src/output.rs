@@ -43,13 +43,54 @@ pub fn json_line(record: &EventRecord) -> String {
 }
 
 impl RunObserver for JsonLines {
-    fn on_event(&self, record: &EventRecord, _state: &RunState) {
+    fn on_event(&self, record: &EventRecord, state: &RunState) {
         if let Ok(mut out) = self.out.lock() {
             // A closed stdout (e.g. `| head`) must not stop the run.
             let _ = writeln!(out, "{}", json_line(record));
+            if let Some(totals) = run_totals(record, state) {
+                let _ = writeln!(out, "{totals}");
+            }
             let _ = out.flush();
         }
     }
+}
+
+/// After the event that ends a run (or this process's part of it), one more line with the
+/// totals: `{"v":1,"type":"run_totals","run_id":…,"end":"finished","turns":…,…}`. It is not a
+/// journal event (the journal has them all); it saves a script from adding them up.
+pub fn run_totals(record: &EventRecord, state: &RunState) -> Option<String> {
+    let (end, reason) = match &record.event {
+        Event::RunFinished { .. } => ("finished", None),
+        Event::RunFailed { .. } => ("failed", None),
+        Event::RunPaused { reason, .. } => ("paused", Some(reason.as_str())),
+        _ => return None,
+    };
+    if parallel_task(state).is_some() {
+        return None;
+    }
+    let priced = state
+        .model_calls_finished
+        .saturating_sub(state.usage.unpriced_calls);
+    let value = serde_json::json!({
+        "v": EVENT_SCHEMA_VERSION,
+        "type": "run_totals",
+        "run_id": record.run_id.to_string(),
+        "end": end,
+        "reason": reason,
+        "summary": state.finish_summary,
+        "turns": state.turns_started,
+        "model_calls": state.model_calls_finished,
+        "tokens": {
+            "prompt": state.usage.prompt_tokens,
+            "cached": state.usage.cached_prompt_tokens,
+            "completion": state.usage.completion_tokens,
+        },
+        // Unknown (null) while no call is priced; a lower bound while some are not.
+        "cost_usd": (priced > 0 || state.usage.unpriced_calls == 0).then_some(state.usage.cost_usd),
+        "unpriced_calls": state.usage.unpriced_calls,
+        "running_ms": state.running_ms,
+    });
+    Some(value.to_string())
 }
 
 /// Progress lines on stderr; on a terminal, a status line under them stays current (tasks

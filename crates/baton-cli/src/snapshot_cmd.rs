@@ -118,13 +118,24 @@ fn select(run: &Run, repo: &ShadowRepo, selector: &str) -> Result<SnapshotId, Cl
     }
 }
 
-pub async fn snapshots(workspace: &Path, store: Option<&str>, run: Option<&str>) -> CliResult {
+pub async fn snapshots(
+    workspace: &Path,
+    store: Option<&str>,
+    run: Option<&str>,
+    json: bool,
+) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
     let summary = summary_for(&opened, run).await?;
     let run = load(opened.store.as_ref(), summary.id).await?;
     opened.store.close().await;
     let list = run.snapshots();
+    if list.is_empty() && json {
+        crate::commands::print_json(
+            &serde_json::json!({ "run": run.id.to_string(), "snapshots": [] }),
+        )?;
+        return Ok(exit::FINISHED);
+    }
     if list.is_empty() {
         outln!("run {} has no snapshots", run.id);
         return Ok(exit::FINISHED);
@@ -146,6 +157,27 @@ pub async fn snapshots(workspace: &Path, store: Option<&str>, run: Option<&str>)
         Ok(counts)
     })
     .await?;
+    if json {
+        let rows: Vec<serde_json::Value> = list
+            .iter()
+            .zip(counts)
+            .enumerate()
+            .map(|(i, ((record, at), count))| {
+                serde_json::json!({
+                    "number": i + 1,
+                    "snapshot": record.snapshot,
+                    "reason": reason_name(record.reason),
+                    "task": record.task,
+                    "at": at.to_string(),
+                    "files_changed": count.ok(),
+                })
+            })
+            .collect();
+        crate::commands::print_json(
+            &serde_json::json!({ "run": run.id.to_string(), "snapshots": rows }),
+        )?;
+        return Ok(exit::FINISHED);
+    }
     outln!("run {}", run.id);
     outln!(
         "{:>4}  {:<12}  {:<13}  {:<12}  {:<19}  {:>5}",

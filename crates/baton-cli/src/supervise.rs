@@ -94,6 +94,11 @@ pub async fn run(globals: Globals<'_>, mut args: RunArgs) -> CliResult {
     if args.json {
         rest.push("--json".into());
     }
+    if let Some(file) = &args.output_last_message {
+        // Absolute: the agent process may not share this one's idea of the current directory.
+        let file = std::path::absolute(file).unwrap_or_else(|_| file.clone());
+        rest.extend(["--output-last-message".into(), file.display().to_string()]);
+    }
     // A long goal would not fit in one argument: the agent processes read it from a file.
     if args.goal().len() > crate::goal::PASS_AS_FILE_OVER {
         let file = crate::goal::write_for_children(&workspace, run_id.as_str(), args.goal())?;

@@ -111,3 +111,81 @@ async fn status_ls_and_cost_print_their_documented_shapes() {
     assert_eq!(cost["tokens"], status["run"]["tokens"]);
     assert!(cost["tokens"]["input"].as_u64().unwrap() >= 400);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_snapshots_doctor_and_the_last_message() {
+    let server = ScriptedServer::start(vec![
+        turn(&[("write_file", json!({"path": "a.txt", "content": "1\n"}))]),
+        turn(&[("finish", json!({"summary": "wrote a.txt"}))]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let last = ws.path().join("last.txt");
+    let last_arg = last.display().to_string();
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--json", "--output-last-message", &last_arg, "write"],
+    )
+    .await;
+    assert_finished(&out);
+    assert_eq!(std::fs::read_to_string(&last).unwrap(), "wrote a.txt\n");
+    // The stream ends with the totals.
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let totals: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(totals["type"], "run_totals");
+    assert_eq!(
+        (totals["end"].as_str(), totals["turns"].as_u64()),
+        (Some("finished"), Some(2))
+    );
+    assert_eq!(totals["summary"], "wrote a.txt");
+    assert!(
+        totals["cost_usd"].is_null(),
+        "unpriced: unknown, not 0: {totals}"
+    );
+
+    let plan = json_of(ws.path(), home.path(), &["plan", "--json"]).await;
+    assert!(
+        plan["run"].is_string() && plan["tasks"].is_object(),
+        "{plan}"
+    );
+    let snapshots = json_of(ws.path(), home.path(), &["snapshots", "--json"]).await;
+    let list = snapshots["snapshots"].as_array().unwrap();
+    assert!(list.len() >= 2, "{snapshots}");
+    assert_eq!(list[0]["reason"], "run_start");
+    assert_eq!(list[0]["number"], 1);
+    assert!(
+        list[1]["files_changed"].as_u64().unwrap() >= 1,
+        "{snapshots}"
+    );
+
+    let doctor = baton(ws.path(), home.path())
+        .args([
+            "doctor",
+            "--json",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+        ])
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(report["ok"], doctor.status.code() == Some(0));
+    assert!(
+        report["model"].as_array().unwrap()[0]
+            .as_str()
+            .unwrap()
+            .starts_with("ok:")
+            || report["ok"] == false
+    );
+    assert!(
+        report["sandbox"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l.as_str().unwrap().starts_with("sandbox: "))
+    );
+}

@@ -47,11 +47,14 @@ async fn a_run_journaled_in_postgres_is_listed_and_shown_from_there() {
     )
     .await;
     assert_finished(&out);
-    let streamed: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+    let mut streamed: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // The journal's events, then the totals line.
+    let totals = streamed.pop().unwrap();
+    assert_eq!(totals["type"], "run_totals");
     assert_eq!(
         std::fs::read_to_string(ws.path().join("notes.md")).unwrap(),
         "kept in postgres\n"

@@ -75,14 +75,32 @@ async fn solve(stream: bool) {
         "calc fixed\n"
     );
 
-    // The stdout event stream is the journal, one versioned object per line.
-    let streamed: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+    // The stdout event stream is the journal, one versioned object per line, and then one line
+    // with the run's totals.
+    let mut streamed: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert!(streamed.iter().all(|e| e["v"] == 1));
+    let totals = streamed.pop().unwrap();
+    assert_eq!(totals["type"], "run_totals");
+    assert_eq!(totals["end"], "finished");
+    assert_eq!(totals["turns"], 4);
+    assert_eq!(totals["model_calls"], 4);
+    assert!(
+        totals["summary"].is_string() && totals["running_ms"].is_u64(),
+        "{totals}"
+    );
     let journal = journal(ws.path(), home.path());
+    let prompt: u64 = of_type(&journal, "model_call_finished")
+        .iter()
+        .map(|e| e["usage"]["prompt_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        totals["tokens"]["prompt"], prompt,
+        "the totals add up the journal"
+    );
     assert_eq!(streamed, journal, "--json stream and journal differ");
     let seqs: Vec<u64> = journal.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, (0..journal.len() as u64).collect::<Vec<_>>());
