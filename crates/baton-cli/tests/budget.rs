@@ -52,7 +52,8 @@ async fn a_run_pauses_at_its_usd_budget_and_resumes_with_a_raised_one() {
         .arg("status")
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&status.stdout).contains("Budget"));
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.contains("paused     budget: "), "{status}");
 
     let out = baton_blocking(
         ws.path(),
