@@ -140,7 +140,12 @@ max_turns=20 run_baton ends --no-stream
 python3 "$repo/scripts/e2e/check_usage.py" "$work/events-ends.jsonl" "$work/usage.jsonl" --require-reported
 python3 - "$work/events-ends.jsonl" <<'PY'
 import json, sys
-events = [json.loads(l) for l in open(sys.argv[1])]
+lines = [json.loads(l) for l in open(sys.argv[1])]
+# The stream ends with a `run_totals` line (not a journal event), after the event that ended it.
+totals = lines[-1]
+assert totals["type"] == "run_totals", f"no run_totals line at the end: {totals['type']}"
+events = lines[:-1]
+assert totals["model_calls"] == sum(1 for e in events if e["type"] == "model_call_finished"), totals
 last = events[-1]
 calls = sum(1 for e in events if e["type"] == "model_call_finished")
 notes = sum(1 for e in events if e["type"] == "note_added")
@@ -151,6 +156,6 @@ elif last["type"] == "run_paused":
     how = f"paused ({last['reason']}): {last['detail'][:160]}"
 else:
     raise SystemExit(f"the run ended with {last['type']}")
-print(f"ending check: {calls} model calls, {notes} notes to the model, {how}")
+print(f"ending check: {calls} model calls, {notes} notes to the model, {how}; totals: {totals['turns']} turns, {totals['running_ms']} ms")
 PY
 echo "real-model e2e: OK"
