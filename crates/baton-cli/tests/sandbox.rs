@@ -249,13 +249,7 @@ fn nothing_survives_baton_killed_anywhere_in_the_set_up_window() {
     for backend in backends() {
         let ws = tempfile::tempdir().unwrap();
         let home = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
-        std::fs::write(
-            ws.path().join(".baton/config.toml"),
-            "[sandbox]\nenv = [\"BATON_TEST_MARKER\"]\n",
-        )
-        .unwrap();
-        trust_workspace(ws.path(), home.path());
+        pass_the_marker(ws.path(), home.path());
         let marker = format!(
             "window-{}-{backend}-{:?}",
             std::process::id(),
@@ -273,32 +267,15 @@ fn nothing_survives_baton_killed_anywhere_in_the_set_up_window() {
             child.kill().unwrap();
             child.wait().unwrap();
         }
-        let start = Instant::now();
-        loop {
-            // Whatever carries the marker, bubblewrap's own processes included.
-            let left = marked(&marker);
-            if left.is_empty() {
-                break;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "{backend}: processes outlived baton: {left:?}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        // Whatever carries the marker, bubblewrap's own processes included.
+        assert_none_left(&marker, backend);
     }
 }
 
 fn sigkilled_baton_leaves_nothing(backend: &str) {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
-    std::fs::write(
-        ws.path().join(".baton/config.toml"),
-        "[sandbox]\nenv = [\"BATON_TEST_MARKER\"]\n",
-    )
-    .unwrap();
-    trust_workspace(ws.path(), home.path());
+    pass_the_marker(ws.path(), home.path());
     let marker = format!("kill-{}-{:?}", std::process::id(), Instant::now());
     let mut cmd = sandbox_cmd(ws.path(), home.path(), backend);
     cmd.env("BATON_TEST_MARKER", &marker).args([
@@ -318,11 +295,27 @@ fn sigkilled_baton_leaves_nothing(backend: &str) {
     }
     child.kill().unwrap(); // SIGKILL: baton runs no cleanup at all.
     child.wait().unwrap();
+    assert_none_left(&marker, backend);
+}
+
+/// Lets `BATON_TEST_MARKER` through to the workspace's commands (a `[sandbox] env` key, trusted).
+fn pass_the_marker(ws: &std::path::Path, home: &std::path::Path) {
+    std::fs::create_dir_all(ws.join(".baton")).unwrap();
+    std::fs::write(
+        ws.join(".baton/config.toml"),
+        "[sandbox]\nenv = [\"BATON_TEST_MARKER\"]\n",
+    )
+    .unwrap();
+    trust_workspace(ws, home);
+}
+
+/// Waits (up to 20 s) until no process carries `marker`, failing if some still do.
+fn assert_none_left(marker: &str, backend: &str) {
     let start = Instant::now();
     loop {
-        let left = marked(&marker);
+        let left = marked(marker);
         if left.is_empty() {
-            break;
+            return;
         }
         assert!(
             start.elapsed() < Duration::from_secs(20),
