@@ -95,9 +95,20 @@ fn write_marker(root: &Path, workspace: &Path) -> io::Result<()> {
     if fs::read(&marker).ok().as_deref() == Some(content.as_bytes()) {
         return Ok(());
     }
-    let tmp = root.join(format!(".{MARKER}.{}", std::process::id()));
-    fs::write(&tmp, content)?;
-    fs::rename(&tmp, &marker)
+    // A name no other process or thread uses at the same time (threads share the pid).
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = root.join(format!(".{MARKER}.{}.{n}", std::process::id()));
+    fs::write(&tmp, &content)?;
+    let renamed = fs::rename(&tmp, &marker);
+    if renamed.is_err() {
+        let _ = fs::remove_file(&tmp);
+        // Another process wrote the same marker first: as good as ours.
+        if fs::read(&marker).ok().as_deref() == Some(content.as_bytes()) {
+            return Ok(());
+        }
+    }
+    renamed
 }
 
 /// A rename, or a copy and removal across file systems. An entry another process moved first
@@ -117,7 +128,11 @@ pub(crate) fn copy_then_remove(from: &Path, to: &Path) -> io::Result<()> {
     let name = to
         .file_name()
         .map_or_else(Default::default, |n| n.to_string_lossy().into_owned());
-    let tmp = to.with_file_name(format!(".{name}.moving-{}", std::process::id()));
+    let tmp = to.with_file_name(format!(
+        ".{name}.moving-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     remove(&tmp)?;
     copy_tree(from, &tmp)?;
     fs::rename(&tmp, to)?;

@@ -144,3 +144,28 @@ fn a_copy_across_file_systems_keeps_trees_and_symlinks() {
         .collect();
     assert_eq!(leftovers, ["to"]);
 }
+
+#[test]
+fn many_threads_preparing_at_once_all_succeed() {
+    for _ in 0..20 {
+        let (_dir, base, ws) = dirs();
+        let state = StateDir::under(Some(&base), &ws);
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let state = state.clone();
+                std::thread::spawn(move || state.prepare().map(|_| ()))
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap().unwrap();
+        }
+        let marker = fs::read_to_string(state.root().join(MARKER)).unwrap();
+        assert_eq!(marker.trim_end(), ws.display().to_string());
+        let debris: Vec<_> = fs::read_dir(state.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n.to_string_lossy().starts_with('.'))
+            .collect();
+        assert!(debris.is_empty(), "{debris:?}");
+    }
+}
