@@ -574,17 +574,17 @@ impl Engine {
                 .start_compaction(journal, turn, replaced, CompactionTrigger::Overflow, 0)
                 .await;
         }
+        use crate::failure::{UNREACHABLE_ATTEMPTS, pause_unreachable, unreachable_retry_delay};
         // A first call that cannot connect at all: two quick retries, then a pause that says
         // what to check. Once the server has answered, the patient schedule below applies.
-        if error.class == ErrorClass::Unreachable && journal.state().model_calls_finished == 0 {
-            return self
-                .first_call_unreachable(journal, turn, call, attempt, error, message)
-                .await;
-        }
+        let never_reached =
+            error.class == ErrorClass::Unreachable && journal.state().model_calls_finished == 0;
         let failures_so_far = journal.state().consecutive_model_failures;
         let breaker_trips = failures_so_far.saturating_add(1) >= self.parts.breaker_failures;
         // The breaker stops retrying across calls too: a run never spins on a dead endpoint.
-        let delay = if breaker_trips {
+        let delay = if never_reached {
+            (attempt < UNREACHABLE_ATTEMPTS).then(|| unreachable_retry_delay(attempt))
+        } else if breaker_trips {
             None
         } else {
             schedule.next_delay(&error)
@@ -603,50 +603,24 @@ impl Engine {
             self.parts.stop.race(tokio::time::sleep(delay)).await;
             return Ok(());
         }
-        let event = pause_for_failure(
-            error.class,
-            &message,
-            attempt,
-            failures_so_far,
-            breaker_trips,
-        );
-        journal.record(event).await
-    }
-
-    async fn first_call_unreachable(
-        &self,
-        journal: &mut Journal,
-        turn: u32,
-        call: u32,
-        attempt: u32,
-        error: ModelError,
-        message: String,
-    ) -> Result<(), EngineError> {
-        use crate::failure::{UNREACHABLE_ATTEMPTS, pause_unreachable, unreachable_retry_delay};
-        let delay = (attempt < UNREACHABLE_ATTEMPTS).then(|| unreachable_retry_delay(attempt));
-        journal
-            .record(Event::ModelCallFailed {
-                turn,
-                call,
+        let event = if never_reached {
+            let base_url = journal
+                .state()
+                .settings
+                .as_ref()
+                .map(|s| s.model.base_url.clone())
+                .unwrap_or_default();
+            pause_unreachable(&base_url, &message, attempt)
+        } else {
+            pause_for_failure(
+                error.class,
+                &message,
                 attempt,
-                class: error.class,
-                message: message.clone(),
-                retry_in_ms: delay.map(|d| d.as_millis() as u64),
-            })
-            .await?;
-        if let Some(delay) = delay {
-            self.parts.stop.race(tokio::time::sleep(delay)).await;
-            return Ok(());
-        }
-        let base_url = journal
-            .state()
-            .settings
-            .as_ref()
-            .map(|s| s.model.base_url.clone())
-            .unwrap_or_default();
-        journal
-            .record(pause_unreachable(&base_url, &message, attempt))
-            .await
+                failures_so_far,
+                breaker_trips,
+            )
+        };
+        journal.record(event).await
     }
 
     async fn run_tool(
