@@ -879,40 +879,25 @@ pub async fn ls(workspace: &Path, store: Option<&str>, all: bool, json: bool) ->
         return crate::queue::ls_all(opened.store.as_ref()).await;
     }
     let runs = opened.runs_here().await?;
+    let mut views = Vec::with_capacity(runs.len());
+    for run in &runs {
+        let events = opened
+            .store
+            .load_events(&run.id)
+            .await
+            .map_err(store_error)?;
+        views.push(RunView::new(run, &RunAggregate::from_events(&events)));
+    }
+    let views = baton_serve::group_families(views);
     if json {
-        let mut views = Vec::new();
-        for run in &runs {
-            let events = opened
-                .store
-                .load_events(&run.id)
-                .await
-                .map_err(store_error)?;
-            views.push(RunView::new(run, &RunAggregate::from_events(&events)));
-        }
         print_json(&views)?;
         return Ok(exit::FINISHED);
     }
-    if runs.is_empty() {
+    if views.is_empty() {
         outln!("no runs yet");
         return Ok(exit::FINISHED);
     }
-    outln!(
-        "{:<12}  {:<24}  {:>6}  {:<19}  GOAL",
-        "RUN",
-        "STATUS",
-        "EVENTS",
-        "CREATED (UTC)"
-    );
-    for run in &runs {
-        outln!(
-            "{:<12}  {:<24}  {:>6}  {:<19}  {}",
-            run.id.short(),
-            output::one_line(&status_label(run), 24),
-            run.event_count,
-            run.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-            output::one_line(&run.goal, 60)
-        );
-    }
+    out!("{}", output::runs_table(&views));
     Ok(exit::FINISHED)
 }
 

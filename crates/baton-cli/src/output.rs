@@ -10,8 +10,10 @@ use baton_model::StreamDelta;
 use serde::Serialize;
 
 mod summary;
+mod tables;
 
 pub use summary::{duration_words, run_totals, status_line, summary_line, word};
+pub use tables::{key_values, runs_table, tasks_table};
 
 /// Version of the JSONL event schema (docs/events.md). Bumped on incompatible changes.
 pub const EVENT_SCHEMA_VERSION: u32 = 1;
@@ -460,52 +462,6 @@ impl RunObserver for Fanout {
             observer.on_delta(delta);
         }
     }
-}
-
-/// `key  value` lines with the values aligned (keys wider than the column push their value
-/// one space further, as `model calls` does).
-pub fn key_values(rows: &[(&str, String)]) -> String {
-    rows.iter()
-        .map(|(key, value)| format!("{key:<10} {value}\n"))
-        .collect()
-}
-
-/// The tasks of a run as an aligned table.
-pub fn tasks_table(graph: &baton_serve::TaskGraph) -> String {
-    let source = match graph.source {
-        baton_serve::TaskSource::Plan => "task graph",
-        baton_serve::TaskSource::Todo => "todo list (update_plan)",
-        baton_serve::TaskSource::None => "none",
-    };
-    let width = graph
-        .tasks
-        .iter()
-        .map(|t| t.id.chars().count())
-        .max()
-        .unwrap_or(2)
-        .max(2);
-    let mut out = format!(
-        "tasks ({source}): {} of {} done\n{:<width$}  {:<9}  {:>7}  TITLE\n",
-        graph.done, graph.total, "ID", "STATE", "ATTEMPT"
-    );
-    for t in &graph.tasks {
-        let attempt = if t.approach == 0 {
-            "-".to_string()
-        } else {
-            format!("{}.{}", t.approach, t.attempt)
-        };
-        let mut title = one_line(&t.title, 80);
-        if let Some(reason) = &t.reason {
-            title.push_str(&format!(" ({})", one_line(reason, 80)));
-        }
-        out.push_str(&format!(
-            "{:<width$}  {:<9}  {:>7}  {title}\n",
-            t.id,
-            t.state.as_str(),
-            attempt
-        ));
-    }
-    out
 }
 
 #[cfg(test)]

@@ -14,7 +14,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_core::Usage;
+use baton_core::{
+    AssistantMessage, ErrorClass, Event, PauseReason, RunId, ToolEffect, ToolOutcome, ToolResult,
+    Usage,
+};
 use baton_serve::testing::{JournalWriter, TASKS, finished_task_run};
 use baton_store::Store;
 use fantoccini::error::CmdError;
@@ -140,6 +143,19 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
     // A run still going on (this test holds its lease and appends to it while the page is open).
     let mut live = JournalWriter::start(store.clone(), "A run still going on", "gpt-4o").await;
     live.turn(1, usage(), Some(0.25), 10).await;
+    let paused = paused_run(store.clone()).await;
+    // A `--parallel` family: the child run worked on the parent's task `a`.
+    let child = JournalWriter::start(store.clone(), "Task a of the parent", "gpt-4o").await;
+    child.release().await;
+    let mut parent = JournalWriter::start(store.clone(), "A parent run", "gpt-4o").await;
+    parent
+        .push(Event::TaskDelegated {
+            task: "a".into(),
+            child_run: child.run_id.to_string(),
+            base_snapshot: "0".repeat(40),
+        })
+        .await;
+    parent.release().await;
     let serve = ServeProcess::start(ws.path(), home.path(), &[]);
     let driver = start_chromedriver().await;
 
@@ -174,6 +190,23 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
         assert!(row_text.contains("finished"), "{row_text}");
         assert!(row_text.contains("2/4 tasks"), "{row_text}");
         assert!(row_text.contains("$0.0750"), "{row_text}");
+        assert!(row_text.contains("gpt-4o"), "the model column: {row_text}");
+        // Running time: the scripted journal's events are one second apart.
+        let duration = text(&client, &format!("{row_css} .run-duration")).await?;
+        assert!(duration.ends_with(" s") && duration != "0 s", "{duration}");
+        // The child run sits right under its parent, marked as its child.
+        let mut order = Vec::new();
+        for row in client.find_all(Locator::Css("tr.run-row")).await? {
+            order.push(row.attr("data-run-id").await?.unwrap_or_default());
+        }
+        let at = |id: &RunId| order.iter().position(|o| o == id.as_str()).unwrap();
+        assert_eq!(at(&child.run_id), at(&parent.run_id) + 1, "{order:?}");
+        let child_css = format!("tr.child-row[data-run-id=\"{}\"]", child.run_id);
+        let child_row = client.find(Locator::Css(&child_css)).await?;
+        assert_eq!(
+            child_row.attr("data-parent").await?.as_deref(),
+            Some(parent.run_id.as_str())
+        );
         let list_png = client.screenshot().await?;
 
         // Open it.
@@ -200,12 +233,85 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
         client.find(Locator::Css("svg.cost-chart polyline")).await?;
         client.find(Locator::Css("svg.task-graph rect")).await?;
         client.find(Locator::Css("svg.timeline rect")).await?;
+        // The transcript: every turn, the model's text, each tool call with its arguments and
+        // result, each check with its verdict, and how the run ended.
+        let transcript = wait_text(&client, "#transcript", |t| t.contains("finished:")).await?;
+        assert_eq!(client.find_all(Locator::Css(".tx-turn")).await?.len(), 3);
+        let turn1 = text(&client, ".tx-turn[data-turn=\"1\"]").await?;
+        for expected in ["Turn 1", "step 1", "shell", "make step1", "✔ · exit 0"] {
+            assert!(turn1.contains(expected), "{expected:?} in {turn1}");
+        }
+        let turn2 = text(&client, ".tx-turn[data-turn=\"2\"]").await?;
+        assert!(
+            turn2.contains("model call failed (rate limited): 429 slow down"),
+            "{turn2}"
+        );
+        assert!(
+            turn2.contains("edit_file") && turn2.contains("edited"),
+            "{turn2}"
+        );
+        for expected in [
+            "check of setup: make check-setup ✔ passed",
+            "check of docs: make check-docs ✘ failed (exit 2)",
+            "✔ task parse verified: nested expressions parse",
+            "✘ task docs failed: the grammar check kept failing",
+            "finished: parser done; docs need a person",
+        ] {
+            assert!(
+                transcript.contains(expected),
+                "{expected:?} in {transcript}"
+            );
+        }
+        // An ended run is not "live".
+        assert!(
+            !client
+                .find(Locator::Id("live"))
+                .await?
+                .is_displayed()
+                .await?
+        );
         // Nothing missing shows through as "null", "undefined" or "NaN".
         let body = text(&client, "body").await?;
         for bad in ["null", "undefined", "NaN"] {
             assert!(!body.contains(bad), "the page shows {bad:?}: {body}");
         }
         let run_png = client.screenshot().await?;
+
+        // A paused run: the pause in a neutral colour, long output cut, repeats folded.
+        client
+            .goto(&format!("{}/#/runs/{}", serve.base, paused))
+            .await?;
+        let pause = wait_text(&client, "#run-pause", |t| t.contains("max turns")).await?;
+        assert!(pause.contains("baton resume continues"), "{pause}");
+        let notice = client.find(Locator::Id("run-pause")).await?;
+        assert_eq!(notice.attr("class").await?.as_deref(), Some("notice"));
+        let badge = client.find(Locator::Css("#run-title .badge")).await?;
+        let colour = badge.css_value("background-color").await?;
+        assert_eq!(
+            colour, "rgba(91, 100, 112, 1)",
+            "the paused badge is neutral grey"
+        );
+        let transcript = wait_text(&client, "#transcript", |t| t.contains("paused (")).await?;
+        assert!(
+            transcript.contains("… 2 more attempts, same error"),
+            "{transcript}"
+        );
+        assert!(transcript.contains("… 18 more lines"), "{transcript}");
+        assert!(
+            !transcript.contains("line 29"),
+            "cut until asked: {transcript}"
+        );
+        assert!(
+            !client
+                .find(Locator::Id("live"))
+                .await?
+                .is_displayed()
+                .await?
+        );
+        let paused_png = client.screenshot().await?;
+        click(&client, "details.more summary").await?;
+        let opened = wait_text(&client, "#transcript", |t| t.contains("line 29")).await?;
+        assert_eq!(opened.matches("line 11").count(), 1, "shown once: {opened}");
 
         // Live updates: the running run's page follows its journal.
         client
@@ -218,22 +324,38 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
             "the live run's page did not open: {title}"
         );
         assert_eq!(text(&client, "#run-cost").await?, "$0.2500");
+        assert!(
+            client
+                .find(Locator::Id("live"))
+                .await?
+                .is_displayed()
+                .await?
+        );
+        wait_text(&client, "#transcript", |t| t.contains("make step1")).await?;
         tokio::time::sleep(Duration::from_millis(500)).await; // the stream is open
         live.turn(2, usage(), Some(0.5), 10).await;
         let cost = wait_text(&client, "#run-cost", |t| t == "$0.7500").await?;
-        let log = wait_text(&client, "#events", |t| t.contains("model_call_finished")).await?;
-        assert_eq!(cost, "$0.7500", "the page did not update: {log}");
-        assert!(log.contains("model_call_finished"), "{log}");
-        Ok::<_, fantoccini::error::CmdError>((list_png, run_png))
+        let turn2 = wait_text(&client, ".tx-turn[data-turn=\"2\"]", |t| {
+            t.contains("make step2")
+        })
+        .await?;
+        assert_eq!(cost, "$0.7500", "the page did not update");
+        assert!(turn2.contains("step 2") && turn2.contains("✔"), "{turn2}");
+        // Each turn once, in order, although history and stream met.
+        assert_eq!(client.find_all(Locator::Css(".tx-turn")).await?.len(), 2);
+        let live_png = client.screenshot().await?;
+        Ok::<_, fantoccini::error::CmdError>([
+            ("dashboard-runs.png", list_png),
+            ("dashboard-run-finished.png", run_png),
+            ("dashboard-run-paused.png", paused_png),
+            ("dashboard-run-live.png", live_png),
+        ])
     }
     .await;
     let _ = client.close().await;
-    let (list_png, run_png) = result.expect("the dashboard flow");
+    let shots = result.expect("the dashboard flow");
     let dir = artifacts_dir();
-    for (name, png) in [
-        ("dashboard-runs.png", list_png),
-        ("dashboard-run.png", run_png),
-    ] {
+    for (name, png) in shots {
         assert!(png.starts_with(b"\x89PNG"), "{name} is a PNG");
         let path = dir.join(name);
         std::fs::write(&path, png).unwrap();
@@ -243,6 +365,65 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
     drop(driver);
     live.release().await;
     store.close().await;
+}
+
+/// A paused run: a turn whose model call failed three times the same way, then a tool call
+/// with 30 lines of output, then a pause at the turn limit.
+async fn paused_run(store: Arc<dyn Store>) -> RunId {
+    let mut w = JournalWriter::start(store, "A run that reached its turn limit", "gpt-4o").await;
+    let failed = |attempt| Event::ModelCallFailed {
+        turn: 1,
+        call: 1,
+        attempt,
+        class: ErrorClass::Transient,
+        message: "502 bad gateway".into(),
+        retry_in_ms: Some(1000),
+    };
+    let output: Vec<String> = (0..30).map(|i| format!("line {i}")).collect();
+    w.push_all(vec![
+        Event::TurnStarted { turn: 1 },
+        failed(1),
+        failed(2),
+        failed(3),
+        Event::ModelCallFinished {
+            turn: 1,
+            call: 1,
+            message: AssistantMessage {
+                content: Some("Running the tests.".into()),
+                tool_calls: vec![],
+            },
+            usage: Some(usage()),
+            cost_usd: Some(0.01),
+            finish_reason: Some("tool_calls".into()),
+            served_model: None,
+            duration_ms: 900,
+        },
+        Event::ToolCallStarted {
+            turn: 1,
+            call_id: "c1".into(),
+            name: "shell".into(),
+            arguments: "{\"command\":\"cargo test\"}".into(),
+            effect: ToolEffect::Mutating,
+        },
+        Event::ToolCallFinished {
+            turn: 1,
+            call_id: "c1".into(),
+            result: ToolResult {
+                outcome: ToolOutcome::Error,
+                content: output.join("\n"),
+                exit_code: Some(101),
+            },
+            duration_ms: 2100,
+        },
+        Event::TurnFinished { turn: 1 },
+        Event::RunPaused {
+            reason: PauseReason::MaxTurns,
+            detail: "reached the limit of 1 turn".into(),
+        },
+    ])
+    .await;
+    w.release().await;
+    w.run_id.clone()
 }
 
 fn usage() -> Usage {

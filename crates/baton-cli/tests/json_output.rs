@@ -58,9 +58,13 @@ async fn status_ls_and_cost_print_their_documented_shapes() {
         "cost",
         "event_count",
         "created_at",
+        "running_ms",
+        "children",
+        "depth",
     ] {
         assert!(!run[key].is_null(), "status.run.{key} missing: {run}");
     }
+    assert!(run["running_ms"].is_u64() && run["children"].is_array());
     assert_eq!(run["cost"]["text"], "unknown");
     assert!(status["tasks"].is_object() && status["turns"].is_array());
 

@@ -219,6 +219,36 @@ async fn two_independent_tasks_run_at_once_and_are_merged() {
     let out = baton_blocking(ws.path(), home.path(), &["plan"]).await;
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(text.matches("verified").count(), 3, "{text}");
+
+    // `baton ls`: the children right under their parent, indented, in delegation order.
+    let out = baton_blocking(ws.path(), home.path(), &["ls", "--json"]).await;
+    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = runs.as_array().unwrap();
+    let parent = &runs[0];
+    assert_eq!(parent["depth"], 0, "{runs:?}");
+    let children: Vec<&Value> = runs[1..].iter().collect();
+    assert_eq!(children.len(), 2, "{runs:?}");
+    for (i, child) in children.iter().enumerate() {
+        assert_eq!(child["id"], delegated[i]["child_run"]);
+        assert_eq!(child["parent"], parent["id"]);
+        assert_eq!(child["depth"], 1);
+        assert_eq!(parent["children"][i], delegated[i]["child_run"]);
+    }
+    let out = baton_blocking(ws.path(), home.path(), &["ls"]).await;
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].contains("TURNS") && lines[0].contains("ELAPSED"),
+        "{table}"
+    );
+    let short = |v: &Value| v["short_id"].as_str().unwrap().to_owned();
+    assert!(lines[1].starts_with(&short(parent)), "{table}");
+    for (i, child) in children.iter().enumerate() {
+        assert!(
+            lines[2 + i].starts_with(&format!("└ {}", short(child))),
+            "{table}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -276,6 +276,27 @@ pub enum Event {
     },
 }
 
+/// Milliseconds of running time an event at `at` adds: the time since the previous event
+/// `last`, if the run was running in between and this event is not a process taking it over
+/// (downtime before a resume does not count). The reducer and every read model count time
+/// with this one rule, so `status`, `ls`, the dashboard and the wall-time budget agree.
+pub fn running_time(
+    event: &Event,
+    last: Option<jiff::Timestamp>,
+    at: jiff::Timestamp,
+    was_running: bool,
+) -> u64 {
+    let restart = matches!(event, Event::RunStarted { .. } | Event::RunResumed { .. });
+    match (restart, was_running, last) {
+        // A clock that went backwards adds nothing rather than subtracting.
+        (false, true, Some(last)) => at
+            .as_millisecond()
+            .saturating_sub(last.as_millisecond())
+            .max(0) as u64,
+        _ => 0,
+    }
+}
+
 impl Event {
     /// The snake_case name used as `type` in the journal and the JSONL stream.
     pub fn kind(&self) -> &'static str {

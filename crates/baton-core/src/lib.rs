@@ -21,7 +21,7 @@ pub mod task;
 pub use ending::{EndingPolicy, FinishedBy, OnTextReply};
 pub use event::{
     CompactionTrigger, DelegatedResult, ErrorClass, Event, EventRecord, LoopResponse, PauseReason,
-    RequestMetrics, RunStatus,
+    RequestMetrics, RunStatus, running_time,
 };
 pub use ids::RunId;
 pub use message::{

@@ -925,11 +925,8 @@ impl RunState {
         was_running: bool,
         task: Option<String>,
     ) {
-        let restart = matches!(event, Event::RunStarted { .. } | Event::RunResumed { .. });
-        if let (false, true, Some(last)) = (restart, was_running, self.last_event_at) {
-            let ms = at.as_millisecond().saturating_sub(last.as_millisecond());
-            // A clock that went backwards adds nothing rather than subtracting.
-            let ms = ms.max(0) as u64;
+        let ms = crate::event::running_time(event, self.last_event_at, at, was_running);
+        if ms > 0 {
             self.running_ms = self.running_ms.saturating_add(ms);
             if let (Some(task), Some(board)) = (task, &mut self.board) {
                 board.add_running_time(&task, ms);

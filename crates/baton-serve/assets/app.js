@@ -41,6 +41,13 @@
   const fmt = (n) => Number(n || 0).toLocaleString("en-US");
   const time = (t) => (t ? new Date(t).toLocaleString() : "–");
   const badge = (state, label) => el("span", { class: "badge s-" + state }, label || state);
+  // "41 m 12 s", "2 h 3 m", "12 s": the CLI's words.
+  const duration = (ms) => {
+    const s = Math.floor((ms || 0) / 1000);
+    if (s < 60) return `${s} s`;
+    if (s < 3600) return `${Math.floor(s / 60)} m ${s % 60} s`;
+    return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} m`;
+  };
 
   async function getJSON(url) {
     const r = await fetch(url, { credentials: "same-origin" });
@@ -75,12 +82,17 @@
         show(el("p", { class: "error" }, "Cannot load runs: " + e.message));
         return;
       }
+      // Child runs of `--parallel` come right after their parent (the server orders them).
       const rows = body.runs.map((run) =>
-        el("tr", { class: "run-row", "data-run-id": run.id },
-          el("td", {}, el("a", { class: "run-link", href: "#/runs/" + run.id }, run.short_id)),
+        el("tr", { class: run.depth > 0 ? "run-row child-row" : "run-row", "data-run-id": run.id, "data-parent": run.parent || undefined },
+          el("td", { class: "run-cell", style: run.depth > 0 ? `padding-left:${10 + 18 * run.depth}px` : undefined },
+            run.depth > 0 ? el("span", { class: "muted" }, "└ ") : null,
+            el("a", { class: "run-link", href: "#/runs/" + run.id }, run.short_id)),
           el("td", {}, badge(run.status)),
           el("td", { class: "goal-cell" }, run.goal.length > 120 ? run.goal.slice(0, 117) + "…" : run.goal),
           el("td", {}, progress(run)),
+          el("td", { class: "run-model" }, run.model || "–"),
+          el("td", { class: "num run-duration" }, duration(run.running_ms)),
           el("td", { class: "num" }, fmt(run.tokens.input + run.tokens.output)),
           el("td", { class: "num run-cost" }, run.cost.text),
           el("td", {}, time(run.updated_at))));
@@ -91,7 +103,8 @@
           : el("table", { id: "runs" },
               el("thead", {}, el("tr", {},
                 el("th", {}, "Run"), el("th", {}, "Status"), el("th", {}, "Goal"),
-                el("th", {}, "Progress"), el("th", { class: "num" }, "Tokens"),
+                el("th", {}, "Progress"), el("th", {}, "Model"), el("th", { class: "num" }, "Running time"),
+                el("th", { class: "num" }, "Tokens"),
                 el("th", { class: "num" }, "Cost"), el("th", {}, "Updated"))),
               el("tbody", {}, rows)));
     };
@@ -242,9 +255,9 @@
     return el("div", { class: "card" }, el("div", { class: "k" }, k), el("div", { class: "v", id }, v));
   }
 
-  function renderRun(detail, log) {
+  function renderRun(detail, transcript) {
     const run = detail.run;
-    const retries = Object.entries(detail.retries).map(([k, v]) => `${k}: ${v}`).join(", ");
+    const retries = Object.entries(detail.retries).map(([k, v]) => `${k.replace(/_/g, " ")}: ${v}`).join(", ");
     show(
       el("p", {}, el("a", { href: "#/" }, "← all runs")),
       el("h1", { id: "run-title" }, "Run ", run.short_id, " ", badge(run.status, run.status_label)),
@@ -256,21 +269,30 @@
         card("model calls", String(run.model_calls)),
         card("tool calls", String(run.tool_calls)),
         card("tasks", run.tasks_total ? `${run.tasks_done} / ${run.tasks_total}` : "–", "run-tasks"),
-        card("model", run.model || "–")),
-      run.pause ? el("p", { class: "error" }, `paused (${run.pause.reason}): ${run.pause.detail}`) : null,
+        card("model", run.model || "–", "run-model"),
+        card("running time", duration(run.running_ms), "run-duration")),
+      // A pause is a normal stop (a limit, or a question for a person), not a failure.
+      run.pause ? el("p", { class: "notice", id: "run-pause" },
+        el("strong", {}, `paused (${run.pause.reason.replace(/_/g, " ")})`),
+        run.pause.needs_person ? " · needs a person" : " · baton resume continues",
+        el("br", {}), run.pause.detail) : null,
       run.error ? el("p", { class: "error" }, "failed: " + run.error) : null,
       run.summary ? el("p", {}, el("strong", {}, run.finished_by === "text" ? "summary (ended by a text reply): " : "summary: "), run.summary) : null,
       retries ? el("p", { class: "muted" }, "failed model call attempts: " + retries) : null,
       el("h2", {}, "Tasks"), el("div", { id: "tasks" }, taskList(detail.tasks)),
+      el("h2", {}, "Transcript"), transcript,
       el("h2", {}, "Tokens and cost"), costChart(detail),
       el("h2", {}, "Timeline"), timeline(detail),
-      el("h2", {}, "Live events"), log,
       el("p", { class: "muted" }, `${fmt(run.event_count)} events · created ${time(run.created_at)} · updated ${time(run.updated_at)}`));
   }
 
+  // The transcript starts this many events before the end; "show all" loads the rest.
+  const TRANSCRIPT_EVENTS = 3000;
+
   async function showRun(id) {
-    const log = el("div", { class: "events", id: "events" }, el("span", { class: "muted" }, "waiting for new events…"));
     let detail;
+    let transcript = null;
+    const box = el("div", { class: "transcript", id: "transcript" });
     const load = async () => {
       try {
         detail = await getJSON("/api/runs/" + encodeURIComponent(id));
@@ -279,27 +301,62 @@
           el("p", { class: "error" }, "Cannot load run " + id + ": " + e.message));
         return false;
       }
-      renderRun(detail, log);
+      renderRun(detail, box);
+      // Only a run a live process is driving gets the badge.
+      live.hidden = detail.run.status !== "running";
       return true;
     };
     if (!(await load())) return;
+    const runId = encodeURIComponent(detail.run.id);
+    let closed = false;
+
+    // History from `from` up to where the page was drawn, page by page; the stream may
+    // already have fed later events, which the transcript holds until their turn.
+    const history = async (from) => {
+      let after = from - 1;
+      for (;;) {
+        const q = after >= 0 ? `?after=${after}&limit=1000` : "?limit=1000";
+        const page = await getJSON(`/api/runs/${runId}/events${q}`);
+        if (closed) return;
+        transcript.feed(page.events);
+        if (!page.has_more || page.next_after === null) return;
+        after = page.next_after;
+      }
+    };
+    const begin = async (from) => {
+      box.replaceChildren();
+      if (from > 0) {
+        box.append(el("p", { class: "muted" }, `${fmt(from)} earlier events not shown · `,
+          el("button", { type: "button", class: "link", onclick: () => begin(0) }, "show the whole transcript")));
+      }
+      const root = el("div", {});
+      box.append(root);
+      transcript = window.BatonTranscript.create(el, root, from);
+      try {
+        await history(from);
+      } catch (e) {
+        box.append(el("p", { class: "error" }, "Cannot load the transcript: " + e.message));
+      }
+    };
+    const started = begin(Math.max(0, detail.run.event_count - TRANSCRIPT_EVENTS));
+
     let pending = null;
-    let received = false;
-    const source = new EventSource(`/api/runs/${encodeURIComponent(detail.run.id)}/stream?after=${detail.run.event_count - 1}`);
-    live.hidden = false;
+    const source = new EventSource(`/api/runs/${runId}/stream?after=${detail.run.event_count - 1}`);
     source.onmessage = (m) => {
       let record;
       try { record = JSON.parse(m.data); } catch (_) { return; }
-      received = true;
-      if (log.firstChild && log.firstChild.className === "muted") log.replaceChildren();
-      log.append(el("div", {}, `#${record.seq} ${record.type}`));
-      log.scrollTop = log.scrollHeight;
+      started.then(() => {
+        // Follow a live run's newest events unless the reader scrolled up to read.
+        const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 30;
+        transcript.feed([record]);
+        if (atEnd) box.scrollTop = box.scrollHeight;
+      });
       // Many events come in bursts: reload the summary once per burst.
       if (!pending) pending = setTimeout(() => { pending = null; load(); }, 300);
     };
-    // The run has ended: one last reload if anything came since the page was drawn.
-    source.addEventListener("end", () => { source.close(); live.hidden = true; if (received && !pending) load(); });
-    cleanup.push(() => { source.close(); live.hidden = true; if (pending) clearTimeout(pending); });
+    // The run has ended: one last reload so the page shows how.
+    source.addEventListener("end", () => { source.close(); live.hidden = true; if (!pending) load(); });
+    cleanup.push(() => { closed = true; source.close(); live.hidden = true; if (pending) clearTimeout(pending); });
   }
 
   function route() {

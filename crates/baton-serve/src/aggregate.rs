@@ -138,6 +138,11 @@ pub struct RunAggregate {
     pub failure: Option<String>,
     pub first_at: Option<jiff::Timestamp>,
     pub last_at: Option<jiff::Timestamp>,
+    /// Milliseconds spent running (pauses and time between processes not counted), by the
+    /// reducer's rule ([`baton_core::running_time`]).
+    pub running_ms: u64,
+    /// Runs that worked on this run's tasks (`--parallel`), in the order they were delegated.
+    pub children: Vec<String>,
     tasks: TaskFold,
     /// Open tool calls: call id → index in `tools`.
     open_tools: HashMap<String, usize>,
@@ -160,6 +165,13 @@ impl RunAggregate {
         }
         self.events = record.seq + 1;
         self.first_at.get_or_insert(record.at);
+        let was_running = self.status == RunStatus::Running;
+        self.running_ms = self.running_ms.saturating_add(baton_core::running_time(
+            &record.event,
+            self.last_at,
+            record.at,
+            was_running,
+        ));
         self.last_at = Some(record.at);
         if let Some(status) = record.event.status_change() {
             self.status = status;
@@ -278,6 +290,9 @@ impl RunAggregate {
                     detail: detail.clone(),
                     needs_person: reason.needs_person(),
                 });
+            }
+            Event::TaskDelegated { child_run, .. } if !self.children.contains(child_run) => {
+                self.children.push(child_run.clone());
             }
             // A parallel task's child run: its calls are its own rows, its totals count here.
             Event::TaskReturned {

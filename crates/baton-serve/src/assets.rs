@@ -9,6 +9,7 @@ use crate::server::ApiError;
 
 const INDEX: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
+const TRANSCRIPT_JS: &str = include_str!("../assets/transcript.js");
 const APP_CSS: &str = include_str!("../assets/app.css");
 
 /// Everything comes from this server; nothing inline, nothing from elsewhere.
@@ -32,6 +33,7 @@ pub(crate) async fn index() -> Response {
 pub(crate) async fn file(Path(file): Path<String>) -> Response {
     match file.as_str() {
         "app.js" => asset("text/javascript; charset=utf-8", APP_JS),
+        "transcript.js" => asset("text/javascript; charset=utf-8", TRANSCRIPT_JS),
         "app.css" => asset("text/css; charset=utf-8", APP_CSS),
         _ => ApiError::new(StatusCode::NOT_FOUND, format!("no asset {file}")).into_response(),
     }

@@ -18,7 +18,7 @@ pub mod view;
 pub use aggregate::{CallKind, Cost, ModelCallRow, RunAggregate, Tokens, ToolCallRow, TurnRow};
 pub use server::{DEFAULT_PAGE, MAX_PAGE, ServeOptions, router, serve};
 pub use tasks::{TaskGraph, TaskSource, TaskState, TaskView};
-pub use view::{RunDetail, RunView, status_label};
+pub use view::{RunDetail, RunView, group_families, status_label};
 
 /// Port `baton serve` listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 7878;

@@ -200,7 +200,9 @@ async fn list_runs(State(state): State<AppState>) -> Result<Json<RunsBody>, ApiE
     for run in &runs {
         views.push(RunView::new(run, &*state.aggregate(run).await?));
     }
-    Ok(Json(RunsBody { runs: views }))
+    Ok(Json(RunsBody {
+        runs: crate::view::group_families(views),
+    }))
 }
 
 async fn run_detail(

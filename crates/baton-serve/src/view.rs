@@ -49,6 +49,14 @@ pub struct RunView {
     pub max_turns: Option<u32>,
     pub turns: u32,
     pub turns_started: u32,
+    /// Milliseconds spent running (pauses and time between processes not counted).
+    pub running_ms: u64,
+    /// The run whose task this run worked on (`--parallel`), when that run is listed too.
+    pub parent: Option<String>,
+    /// Runs that worked on this run's tasks, in the order they were delegated.
+    pub children: Vec<String>,
+    /// How deep under its listed ancestors this run sits (0: a top-level run).
+    pub depth: u32,
     pub model_calls: u32,
     pub tool_calls: usize,
     pub compactions: u32,
@@ -84,6 +92,10 @@ impl RunView {
             max_turns: agg.max_turns,
             turns: agg.turns_finished,
             turns_started: agg.turns_started,
+            running_ms: agg.running_ms,
+            parent: None,
+            children: agg.children.clone(),
+            depth: 0,
             model_calls: agg.model_calls(),
             tool_calls: agg.tools.len(),
             compactions: agg.compactions,
@@ -116,6 +128,56 @@ impl RunView {
             }),
         }
     }
+}
+
+/// Orders runs as families: each top-level run (in the given order) followed by the runs that
+/// worked on its tasks, depth first, each child with `parent` and `depth` set. A child whose
+/// parent is not in the list stays at the top level. A child listed by several parents (a
+/// corrupt journal) is placed once, under the first.
+pub fn group_families(views: Vec<RunView>) -> Vec<RunView> {
+    use std::collections::{HashMap, HashSet};
+    let ids: HashSet<String> = views.iter().map(|v| v.id.clone()).collect();
+    let mut parent_of: HashMap<String, String> = HashMap::new();
+    for view in &views {
+        for child in &view.children {
+            if ids.contains(child) && *child != view.id {
+                parent_of
+                    .entry(child.clone())
+                    .or_insert_with(|| view.id.clone());
+            }
+        }
+    }
+    let mut by_id: HashMap<String, RunView> = HashMap::new();
+    let mut order = Vec::with_capacity(views.len());
+    for mut view in views {
+        view.parent = parent_of.get(&view.id).cloned();
+        order.push(view.id.clone());
+        by_id.insert(view.id.clone(), view);
+    }
+    let mut out = Vec::with_capacity(order.len());
+    let mut placed = HashSet::new();
+    // Top-level runs first; then anything a cycle left unplaced, so no run is ever lost.
+    let roots = order.iter().filter(|id| !parent_of.contains_key(*id));
+    for id in roots.chain(order.iter()).cloned().collect::<Vec<_>>() {
+        let mut stack = vec![(id, 0u32)];
+        while let Some((id, depth)) = stack.pop() {
+            if !placed.insert(id.clone()) {
+                continue;
+            }
+            let Some(mut view) = by_id.remove(&id) else {
+                continue;
+            };
+            view.depth = depth;
+            // Reversed onto the stack so children come out in delegation order.
+            for child in view.children.iter().rev() {
+                if parent_of.get(child) == Some(&id) {
+                    stack.push((child.clone(), depth + 1));
+                }
+            }
+            out.push(view);
+        }
+    }
+    out
 }
 
 fn cost_view(cost: &Cost, calls: u32) -> CostView {
@@ -210,6 +272,91 @@ impl RunDetail {
 mod tests {
     use super::*;
     use baton_core::*;
+    use proptest::prelude::*;
+
+    fn row(id: &str) -> RunSummary {
+        RunSummary {
+            id: RunId::from_string(id),
+            goal: String::new(),
+            workspace: String::new(),
+            status: RunStatus::Finished,
+            created_at: jiff::Timestamp::UNIX_EPOCH,
+            updated_at: jiff::Timestamp::UNIX_EPOCH,
+            event_count: 0,
+            holder: None,
+            queued: false,
+        }
+    }
+
+    fn view(id: &str, children: &[&str]) -> RunView {
+        let mut agg = RunAggregate::default();
+        agg.children = children.iter().map(|c| c.to_string()).collect();
+        RunView::new(&row(id), &agg)
+    }
+
+    fn shape(views: &[RunView]) -> Vec<(String, Option<String>, u32)> {
+        views
+            .iter()
+            .map(|v| (v.id.clone(), v.parent.clone(), v.depth))
+            .collect()
+    }
+
+    #[test]
+    fn child_runs_follow_their_parent_in_delegation_order() {
+        // Listed newest first, as the store does: children were created after their parent.
+        let views = vec![
+            view("c2", &[]),
+            view("g1", &[]),
+            view("c1", &["g1"]),
+            view("other", &[]),
+            view("p", &["c1", "c2", "missing"]),
+        ];
+        let some = |s: &str| Some(s.to_string());
+        assert_eq!(
+            shape(&group_families(views)),
+            vec![
+                ("other".to_string(), None, 0),
+                ("p".to_string(), None, 0),
+                ("c1".to_string(), some("p"), 1),
+                ("g1".to_string(), some("c1"), 2),
+                ("c2".to_string(), some("p"), 1),
+            ]
+        );
+    }
+
+    proptest! {
+        /// Whatever the delegation links (even cycles and self-links from a corrupt journal),
+        /// every run is listed exactly once, and a child comes after its parent unless a cycle
+        /// made that impossible.
+        #[test]
+        fn grouping_loses_no_run(links in proptest::collection::vec(proptest::collection::vec(0usize..8, 0..4), 1..8)) {
+            let n = links.len();
+            let names: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
+            let views: Vec<RunView> = links
+                .iter()
+                .enumerate()
+                .map(|(i, kids)| {
+                    let kids: Vec<&str> = kids.iter().filter(|k| **k < 8).map(|k| names.get(*k).map_or("gone", |s| s.as_str())).collect();
+                    view(&names[i], &kids)
+                })
+                .collect();
+            let grouped = group_families(views);
+            let mut ids: Vec<String> = grouped.iter().map(|v| v.id.clone()).collect();
+            ids.sort();
+            let mut expected = names.clone();
+            expected.sort();
+            prop_assert_eq!(ids, expected);
+            for (i, v) in grouped.iter().enumerate() {
+                if let Some(parent) = &v.parent {
+                    let at = grouped.iter().position(|p| &p.id == parent).unwrap();
+                    if v.depth > 0 {
+                        prop_assert!(at < i, "{} before its parent {}", v.id, parent);
+                        prop_assert_eq!(grouped[at].depth + 1, v.depth);
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_long_run_gets_a_thinned_chart_with_exact_totals_and_its_latest_turns() {
