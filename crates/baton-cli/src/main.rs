@@ -8,6 +8,7 @@ mod config_cmd;
 mod cost;
 mod detach;
 mod doctor;
+mod flag_values;
 mod goal;
 mod logging;
 mod output;
@@ -226,7 +227,7 @@ pub struct SubmitArgs {
 #[derive(Args)]
 pub struct WorkerArgs {
     /// Runs driven at once by this process.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = crate::flag_values::whole::<usize>)]
     concurrency: usize,
     /// Where workspace snapshots live (as given to `submit`): a directory, file:///DIR or
     /// s3://BUCKET[/PREFIX].
@@ -236,7 +237,7 @@ pub struct WorkerArgs {
     #[arg(long, value_name = "DIR", default_value = "baton-worker")]
     workdir: PathBuf,
     /// Seconds a lease lasts without renewal: how long a dead worker's runs wait.
-    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = crate::flag_values::amount)]
     lease_ttl: f64,
     /// This worker's name, recorded as the holder of the runs it drives (`ls --all`, `status`);
     /// default HOSTNAME-PID.
@@ -257,7 +258,7 @@ pub struct ModelFlags {
     #[arg(long, value_name = "NAME")]
     model: Option<String>,
     /// Pause after this many turns (default 200).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     max_turns: Option<u32>,
     /// Ask for whole responses instead of streamed ones.
     #[arg(long)]
@@ -271,28 +272,28 @@ pub struct ModelFlags {
     #[arg(long, value_name = "finish|nudge|pause")]
     on_text_reply: Option<String>,
     /// Replies in a row without a tool call that pause the run with reason `loop` (default 3).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     no_tool_turns: Option<u32>,
     /// The model's context window in tokens (default: from the model's profile).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u64>)]
     context_window: Option<u64>,
     /// Pause the run when its cost reaches this many USD (a call that could pass it is not sent).
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = crate::flag_values::amount)]
     budget_usd: Option<f64>,
     /// Pause the run when its prompt + completion tokens reach this many.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u64>)]
     budget_tokens: Option<u64>,
     /// Pause the run after this much running time, e.g. 45m or 2h.
     #[arg(long, value_name = "DURATION")]
     max_time: Option<String>,
     /// With a task graph: pause when the current task's cost reaches this many USD.
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", value_parser = crate::flag_values::amount)]
     task_budget_usd: Option<f64>,
     /// With a task graph: pause when the current task's tokens reach this many.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u64>)]
     task_budget_tokens: Option<u64>,
     /// With a task graph: pause when the current task has worked this many turns.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     task_max_turns: Option<u32>,
     /// With a task graph: pause when the current task has run this long, e.g. 20m.
     #[arg(long, value_name = "DURATION")]
@@ -310,7 +311,7 @@ pub struct SuperviseFlags {
     #[arg(long, conflicts_with = "detach")]
     no_supervise: bool,
     /// Restarts of a crashed agent process before giving up (default 5; config: max_restarts).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     max_restarts: Option<u32>,
 }
 

@@ -29,15 +29,15 @@ pub struct TaskFlags {
     #[arg(long, value_name = "CMD")]
     check: Option<String>,
     /// Failed checks a task may fix within one approach (default 3).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     fix_attempts: Option<u32>,
     /// Approaches per task, each after rolling the workspace back (default 2).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     approaches: Option<u32>,
     /// Independent tasks worked on at once (default 1), each by its own run in its own
     /// worktree (`worktrees/RUN` in the state directory), merged back when verified; a merge conflict becomes a
     /// follow-up task.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     parallel: Option<u32>,
     /// When a task fails for good: go on with the tasks that do not need it (`continue`,
     /// default) or pause for a person (`pause`).

@@ -62,7 +62,7 @@ pub struct SandboxArgs {
     #[command(flatten)]
     flags: SandboxFlags,
     /// Kill the command (and everything it started) after this many seconds.
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = crate::flag_values::whole::<u64>)]
     timeout: Option<u64>,
     /// The command and its arguments (after `--`).
     #[arg(required = true, last = true, value_name = "CMD")]

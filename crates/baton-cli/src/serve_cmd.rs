@@ -17,7 +17,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     bind: IpAddr,
     /// Port to listen on (0: any free port; the URL printed says which).
-    #[arg(long, value_name = "N", default_value_t = baton_serve::DEFAULT_PORT)]
+    #[arg(long, value_name = "N", default_value_t = baton_serve::DEFAULT_PORT, value_parser = crate::flag_values::whole::<u16>)]
     port: u16,
     /// Access token every request must carry (`Authorization: Bearer TOKEN`, or `?token=`
     /// once in a browser).

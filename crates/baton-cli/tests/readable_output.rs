@@ -91,3 +91,54 @@ async fn no_color_turns_escape_codes_off_on_a_terminal() {
         );
     }
 }
+
+/// A bad number on a flag is told in words, not in Rust's ("invalid digit found in string",
+/// "expected u32", "invalid float literal"), and nothing starts.
+#[test]
+fn a_bad_number_on_a_flag_is_told_in_words() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    for (args, expected) in [
+        (
+            &["run", "--max-turns", "many", "x"][..],
+            "expected a whole number such as 200",
+        ),
+        (
+            &["run", "--budget-tokens", "5k", "x"][..],
+            "expected a whole number such as 200",
+        ),
+        (
+            &["run", "--budget-usd", "two", "x"][..],
+            "expected a number such as 2.50",
+        ),
+        (
+            &["run", "--budget-usd=-1", "x"][..],
+            "expected a number of 0 or more",
+        ),
+        (
+            &["resume", "--max-turns", "1e9"][..],
+            "expected a whole number such as 200",
+        ),
+        (
+            &["serve", "--port", "70000"][..],
+            "70000 is too large for this flag",
+        ),
+    ] {
+        let out = baton(ws.path(), home.path()).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+        for rust in [
+            "invalid digit",
+            "expected u",
+            "float literal",
+            "ParseIntError",
+        ] {
+            assert!(!stderr.contains(rust), "{args:?}: {stderr}");
+        }
+    }
+    assert!(
+        !journal_path(ws.path(), home.path()).exists(),
+        "nothing started"
+    );
+}

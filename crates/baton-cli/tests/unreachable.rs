@@ -8,11 +8,17 @@ mod support;
 use serde_json::Value;
 use support::*;
 
-#[test]
-fn a_first_call_that_cannot_connect_pauses_at_once_with_reason_unreachable() {
+/// A loopback URL nothing listens on.
+fn closed_url() -> String {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/v1", closed.local_addr().unwrap());
     drop(closed);
+    url
+}
+
+#[test]
+fn a_first_call_that_cannot_connect_pauses_at_once_with_reason_unreachable() {
+    let url = closed_url();
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     let started = std::time::Instant::now();
@@ -64,4 +70,67 @@ fn a_first_call_that_cannot_connect_pauses_at_once_with_reason_unreachable() {
         .unwrap();
     let status: Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(status["run"]["pause"]["needs_person"], true);
+}
+
+/// `resume --base-url` moves the run to an endpoint that never answered it: its first call
+/// there fails fast too, although the run's earlier server had answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_moved_to_an_unreachable_url_pauses_at_once_too() {
+    let server = ScriptedServer::start(vec![turn(&[(
+        "shell",
+        serde_json::json!({"command": "true"}),
+    )])])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let first = baton_blocking(
+        ws.path(),
+        home.path(),
+        &[
+            "run",
+            "--base-url",
+            &server.base_url(),
+            "--model",
+            "m",
+            "--max-turns",
+            "1",
+            "x",
+        ],
+    )
+    .await;
+    assert_eq!(first.status.code(), Some(3), "paused at the turn limit");
+    let url = closed_url();
+    let started = std::time::Instant::now();
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &[
+            "resume",
+            "--last",
+            "--base-url",
+            &url,
+            "--max-turns",
+            "5",
+            "--json",
+        ],
+    )
+    .await;
+    eprintln!("paused after {:?}", started.elapsed());
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events = journal(ws.path(), home.path());
+    let resumed = events
+        .iter()
+        .position(|e| e["type"] == "run_resumed")
+        .unwrap();
+    let after = &events[resumed..];
+    let failed = of_type(after, "model_call_failed");
+    assert_eq!(failed.len(), 3, "two quick retries: {failed:?}");
+    let paused = of_type(after, "run_paused");
+    assert_eq!(paused[0]["reason"], "unreachable");
+    assert!(paused[0]["detail"].as_str().unwrap().contains(&url));
 }

@@ -65,6 +65,10 @@ pub struct RunState {
     /// Model calls started so far (a call retried over several attempts counts once).
     pub model_calls_started: u32,
     pub model_calls_finished: u32,
+    /// Model calls finished since the run last changed endpoint (provider or base URL, at
+    /// start or on a resume): 0 means the endpoint has never answered this run, so a failure
+    /// to connect pauses quickly instead of waiting out the patient retry schedule.
+    pub calls_on_endpoint: u32,
     /// Failed model call attempts since the last success or resume: what the circuit breaker
     /// counts.
     pub consecutive_model_failures: u32,
@@ -280,6 +284,10 @@ impl RunState {
                 self.tools = tools.clone();
             }
             Event::RunResumed { settings } => {
+                let endpoint = |s: &RunSettings| (s.model.provider, s.model.base_url.clone());
+                if self.settings.as_ref().map(endpoint) != Some(endpoint(settings)) {
+                    self.calls_on_endpoint = 0;
+                }
                 self.settings = Some(settings.clone());
                 // A person resumed a run paused about its endings: count afresh (a crash's
                 // resume keeps the counts, so it decides as the dead process would have).
@@ -388,6 +396,7 @@ impl RunState {
                     self.calibration = Some((counted, usage.prompt_tokens));
                 }
                 self.model_calls_finished += 1;
+                self.calls_on_endpoint = self.calls_on_endpoint.saturating_add(1);
                 self.consecutive_model_failures = 0;
                 self.overflow_compactions = 0;
                 self.push_history(seq, *turn, Message::Assistant(message.clone()));

@@ -575,10 +575,11 @@ impl Engine {
                 .await;
         }
         use crate::failure::{UNREACHABLE_ATTEMPTS, pause_unreachable, unreachable_retry_delay};
-        // A first call that cannot connect at all: two quick retries, then a pause that says
-        // what to check. Once the server has answered, the patient schedule below applies.
+        // A first call that cannot connect at all (first of the run, or first after a resume
+        // moved it to another endpoint): two quick retries, then a pause that says what to
+        // check. Once the server has answered, the patient schedule below applies.
         let never_reached =
-            error.class == ErrorClass::Unreachable && journal.state().model_calls_finished == 0;
+            error.class == ErrorClass::Unreachable && journal.state().calls_on_endpoint == 0;
         let failures_so_far = journal.state().consecutive_model_failures;
         let breaker_trips = failures_so_far.saturating_add(1) >= self.parts.breaker_failures;
         // The breaker stops retrying across calls too: a run never spins on a dead endpoint.

@@ -1,0 +1,104 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The reducer's count of calls the current endpoint answered: what decides whether a failure
+//! to connect pauses fast (a new endpoint) or waits out the patient retry schedule.
+
+use baton_core::*;
+
+fn settings(base_url: &str) -> RunSettings {
+    RunSettings {
+        tasks: Default::default(),
+        model: ModelSettings {
+            provider: ProviderKind::OpenAiCompatible,
+            base_url: base_url.into(),
+            model: "m".into(),
+            response_mode: ResponseMode::Whole,
+            tool_choice: Default::default(),
+        },
+        limits: Limits::default(),
+        context: Default::default(),
+        budget: Default::default(),
+        loop_detection: Default::default(),
+        endings: Default::default(),
+    }
+}
+
+struct Run {
+    state: RunState,
+    seq: u64,
+}
+
+impl Run {
+    fn apply(&mut self, event: Event) {
+        let record = EventRecord {
+            run_id: RunId::from_string("r"),
+            seq: self.seq,
+            at: jiff::Timestamp::from_second(1_700_000_000 + self.seq as i64).unwrap(),
+            event,
+        };
+        self.seq += 1;
+        self.state.apply(&record).unwrap();
+    }
+
+    fn answered_turn(&mut self, turn: u32) {
+        self.apply(Event::TurnStarted { turn });
+        self.apply(Event::ModelCallStarted {
+            turn,
+            call: turn,
+            attempt: 1,
+            request_sha256: "0".repeat(64),
+            context: None,
+        });
+        self.apply(Event::ModelCallFinished {
+            turn,
+            call: turn,
+            message: AssistantMessage {
+                content: Some("working".into()),
+                tool_calls: vec![],
+            },
+            usage: None,
+            cost_usd: None,
+            finish_reason: None,
+            served_model: None,
+            duration_ms: 1,
+        });
+        self.apply(Event::TurnFinished { turn });
+    }
+
+    fn pause_and_resume(&mut self, base_url: &str) {
+        self.apply(Event::RunPaused {
+            reason: PauseReason::MaxTurns,
+            detail: "limit".into(),
+        });
+        self.apply(Event::RunResumed {
+            settings: settings(base_url),
+        });
+    }
+}
+
+#[test]
+fn a_resume_to_another_endpoint_counts_its_answers_afresh() {
+    let mut run = Run {
+        state: RunState::default(),
+        seq: 0,
+    };
+    run.apply(Event::RunStarted {
+        goal: "g".into(),
+        workspace: "/w".into(),
+        settings: settings("http://a/v1"),
+        system_prompt: "s".into(),
+        project_instructions: None,
+        tools: vec![],
+    });
+    assert_eq!(run.state.calls_on_endpoint, 0, "nothing answered yet");
+    run.answered_turn(1);
+    assert_eq!(run.state.calls_on_endpoint, 1);
+    // Same endpoint (a raised limit, say): it has answered before.
+    run.pause_and_resume("http://a/v1");
+    assert_eq!(run.state.calls_on_endpoint, 1);
+    run.answered_turn(2);
+    assert_eq!(run.state.calls_on_endpoint, 2);
+    // Another base URL: it has never answered this run.
+    run.pause_and_resume("http://b/v1");
+    assert_eq!(run.state.calls_on_endpoint, 0);
+    assert_eq!(run.state.model_calls_finished, 2);
+}
