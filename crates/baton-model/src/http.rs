@@ -1,10 +1,10 @@
-//! The HTTP exchange both providers share: send with a deadline for the response headers,
+//! The HTTP exchange every dialect shares: send with a deadline for the response headers,
 //! classify a failure status from a capped body, and hand back either the event stream to read
 //! or the whole JSON body.
 
 use std::time::Duration;
 
-use baton_core::ErrorClass;
+use baton_core::{ErrorClass, ResponseMode};
 use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use reqwest::header::HeaderMap;
@@ -27,7 +27,7 @@ pub(crate) enum Answer<S> {
 /// proxies ignore `stream: true`, or answer an error that way) comes back as [`Answer::Whole`].
 pub(crate) async fn exchange(
     builder: reqwest::RequestBuilder,
-    streaming: bool,
+    mode: ResponseMode,
     request_timeout: Duration,
     idle_timeout: Duration,
     max_response: usize,
@@ -59,7 +59,7 @@ pub(crate) async fn exchange(
             &String::from_utf8_lossy(&text),
         ));
     }
-    if streaming && !crate::body::is_json(&headers) {
+    if mode == ResponseMode::Streaming && !crate::body::is_json(&headers) {
         return Ok(Answer::Stream(body));
     }
     Ok(Answer::Whole(

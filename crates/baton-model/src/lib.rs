@@ -9,6 +9,7 @@ mod error;
 mod http;
 pub mod openai;
 pub mod pricing;
+mod provider;
 pub mod ratelimit;
 mod retry;
 mod retry_after;
@@ -18,6 +19,7 @@ pub use error::{
     BODY_EXCERPT_CHARS, ModelError, classify_error_payload, classify_http_error,
     classify_http_error_at, classify_transport_error,
 };
+pub use provider::{Dialect, Endpoint, HttpProvider, MAX_RESPONSE_BYTES};
 pub use retry::{RetryPolicy, RetrySchedule};
 pub use retry_after::{
     MAX_HEADER_WAIT, parse_reset_duration, parse_retry_after_value, retry_after_from_headers,

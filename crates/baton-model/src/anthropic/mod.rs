@@ -7,11 +7,13 @@ mod stream;
 mod wire;
 
 use std::fmt;
+use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use async_trait::async_trait;
-use baton_core::{ErrorClass, ModelReply, ModelRequest, Redactor, ResponseMode};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
+use baton_core::{ModelReply, ModelRequest};
+use bytes::Bytes;
+use futures::Stream;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use errors::{
     classify_error_event, classify_http_error_at, parse_rfc3339, rate_limit_reset_wait,
@@ -22,16 +24,13 @@ pub use wire::{EMPTY_TEXT, UNPARSED_ARGUMENTS_KEY, request_body};
 #[doc(hidden)]
 pub use stream::read_stream;
 
-use crate::http::Answer;
-use crate::{ModelError, ModelProvider, StreamObserver};
+pub use crate::provider::MAX_RESPONSE_BYTES;
+use crate::provider::{Dialect, Endpoint, HttpProvider, invalid, key_header};
+use crate::{ModelError, StreamObserver};
 
 /// The API version every request is made against. Pinned, so that the response format this
 /// module reads cannot change under it.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
-
-/// Largest successful response read, streamed or whole. Far above any real message; it only
-/// stops a runaway server from exhausting memory.
-pub const MAX_RESPONSE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Where and how to reach the API. `Debug` never shows the API key.
 #[derive(Clone)]
@@ -51,8 +50,8 @@ pub struct AnthropicConfig {
 
 impl AnthropicConfig {
     pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
-    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(300);
-    pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Endpoint::DEFAULT_REQUEST_TIMEOUT;
+    pub const DEFAULT_IDLE_TIMEOUT: Duration = Endpoint::DEFAULT_IDLE_TIMEOUT;
     pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
     /// A config with default timeouts and `max_tokens`, and no API key.
@@ -84,155 +83,83 @@ impl fmt::Debug for AnthropicConfig {
     }
 }
 
-/// An Anthropic Messages API provider. One `complete` is one HTTP request.
-pub struct AnthropicProvider {
-    client: reqwest::Client,
-    endpoint: String,
-    /// Marked sensitive, so the HTTP stack never prints it.
-    api_key: Option<HeaderValue>,
-    /// Removes the key from error messages, in case a server echoes it back.
-    redactor: Redactor,
-    request_timeout: Duration,
-    idle_timeout: Duration,
-    max_tokens: u32,
+/// The Messages wire (`POST {base}/v1/messages`, `x-api-key`, a pinned `anthropic-version`).
+#[derive(Clone, Debug)]
+pub struct AnthropicMessages {
+    /// The required `max_tokens` of every request.
+    pub max_tokens: u32,
 }
 
-impl fmt::Debug for AnthropicProvider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicProvider")
-            .field("endpoint", &self.endpoint)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[REDACTED]"))
-            .field("request_timeout", &self.request_timeout)
-            .field("idle_timeout", &self.idle_timeout)
-            .field("max_tokens", &self.max_tokens)
-            .finish()
-    }
-}
+/// An Anthropic Messages API provider.
+pub type AnthropicProvider = HttpProvider<AnthropicMessages>;
 
-fn invalid(message: impl Into<String>) -> ModelError {
-    ModelError::new(ErrorClass::InvalidRequest, message)
-}
-
-impl AnthropicProvider {
+impl HttpProvider<AnthropicMessages> {
     pub fn new(config: AnthropicConfig) -> Result<Self, ModelError> {
-        let base = config.base_url.trim().trim_end_matches('/');
-        let url = reqwest::Url::parse(base)
-            .map_err(|e| invalid(format!("base URL {base:?} is not a valid URL: {e}")))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(invalid(format!(
-                "base URL {base:?} must start with http:// or https://"
-            )));
-        }
         if config.max_tokens == 0 {
             return Err(invalid("max_tokens must be at least 1"));
         }
-        // The official base URL has no version; OpenAI-style configs often end in /v1.
-        let endpoint = if base.ends_with("/v1") {
-            format!("{base}/messages")
-        } else {
-            format!("{base}/v1/messages")
-        };
-        let key = config
-            .api_key
-            .map(|k| k.trim().to_string())
-            .filter(|k| !k.is_empty());
-        let api_key = match &key {
-            Some(key) => {
-                let mut value = HeaderValue::from_str(key)
-                    // The message must not quote the key, not even its invalid part.
-                    .map_err(|_| {
-                        invalid("the API key contains characters not allowed in an HTTP header")
-                    })?;
-                value.set_sensitive(true);
-                Some(value)
-            }
-            None => None,
-        };
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.request_timeout)
-            .user_agent(concat!("baton/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| invalid(format!("could not set up the HTTP client: {e}")))?;
-        Ok(AnthropicProvider {
-            client,
-            endpoint,
-            api_key,
-            redactor: Redactor::new(key),
-            request_timeout: config.request_timeout,
-            idle_timeout: config.idle_timeout,
-            max_tokens: config.max_tokens,
-        })
-    }
-
-    /// The URL requests are posted to.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
-    async fn send(
-        &self,
-        request: &ModelRequest,
-        observer: &mut dyn StreamObserver,
-    ) -> Result<ModelReply, ModelError> {
-        let body = request_body(request, self.max_tokens)?;
-        let streaming = request.response_mode == ResponseMode::Streaming;
-        let accept = if streaming {
-            "text/event-stream"
-        } else {
-            "application/json"
-        };
-        let mut builder = self
-            .client
-            .post(&self.endpoint)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, accept)
-            .header("anthropic-version", ANTHROPIC_VERSION)
-            .body(body);
-        if let Some(api_key) = &self.api_key {
-            builder = builder.header("x-api-key", api_key.clone());
-        }
-        tracing::debug!(endpoint = %self.endpoint, model = %request.model, streaming, "sending model request");
-        let answer = crate::http::exchange(
-            builder,
-            streaming,
-            self.request_timeout,
-            self.idle_timeout,
-            MAX_RESPONSE_BYTES,
-            |status, headers, text| {
-                classify_http_error_at(status, headers, text, SystemTime::now())
+        HttpProvider::with_dialect(
+            AnthropicMessages {
+                max_tokens: config.max_tokens,
+            },
+            Endpoint {
+                base_url: config.base_url,
+                api_key: config.api_key,
+                request_timeout: config.request_timeout,
+                idle_timeout: config.idle_timeout,
             },
         )
-        .await?;
-        match answer {
-            Answer::Stream(body) => {
-                stream::read_stream(body, self.idle_timeout, MAX_RESPONSE_BYTES, observer).await
-            }
-            Answer::Whole(bytes) => {
-                let reply = response::parse_whole(&bytes)?;
-                crate::announce(&reply, observer);
-                Ok(reply)
-            }
-        }
     }
 }
 
-#[async_trait]
-impl ModelProvider for AnthropicProvider {
-    fn describe(&self) -> String {
-        format!("anthropic {}", self.endpoint)
+impl Dialect for AnthropicMessages {
+    fn name(&self) -> &'static str {
+        "anthropic"
     }
 
-    /// Sends the request once. Streamed pieces go to `observer` as they arrive; a whole reply is
-    /// shown to it in one piece at the end.
-    async fn complete(
-        &self,
-        request: &ModelRequest,
-        observer: &mut dyn StreamObserver,
-    ) -> Result<ModelReply, ModelError> {
-        self.send(request, observer).await.map_err(|mut e| {
-            e.message = self.redactor.redact(&e.message);
-            e
-        })
+    fn endpoint(&self, base: &str) -> String {
+        // The official base URL has no version; OpenAI-style configs often end in /v1.
+        if base.ends_with("/v1") {
+            format!("{base}/messages")
+        } else {
+            format!("{base}/v1/messages")
+        }
+    }
+
+    fn auth_header(&self, key: &str) -> Result<(HeaderName, HeaderValue), ModelError> {
+        Ok((HeaderName::from_static("x-api-key"), key_header(key)?))
+    }
+
+    fn extra_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+        vec![(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        )]
+    }
+
+    fn request_body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+        request_body(request, self.max_tokens)
+    }
+
+    fn classify_status(&self, status: u16, headers: &HeaderMap, body: &str) -> ModelError {
+        classify_http_error_at(status, headers, body, SystemTime::now())
+    }
+
+    fn read_stream<'a, S>(
+        &'a self,
+        body: S,
+        idle: Duration,
+        cap: usize,
+        observer: &'a mut dyn StreamObserver,
+    ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send + 'a
+    where
+        S: Stream<Item = Result<Bytes, ModelError>> + Unpin + Send + 'a,
+    {
+        stream::read_stream(body, idle, cap, observer)
+    }
+
+    fn parse_whole(&self, body: &[u8]) -> Result<ModelReply, ModelError> {
+        response::parse_whole(body)
     }
 }
 
@@ -240,6 +167,8 @@ impl ModelProvider for AnthropicProvider {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::ModelProvider;
+    use baton_core::ErrorClass;
 
     #[test]
     fn endpoint_is_built_with_or_without_the_version() {
@@ -314,6 +243,6 @@ mod tests {
         let provider =
             AnthropicProvider::new(AnthropicConfig::new("http://127.0.0.1:1").with_api_key("  "))
                 .unwrap();
-        assert!(provider.api_key.is_none());
+        assert!(!provider.has_key());
     }
 }
