@@ -388,6 +388,7 @@ pub(crate) fn resolve_settings(
             model,
             response_mode: layer.response_mode.unwrap_or_default(),
             tool_choice: tool_choice(layer.tool_choice.as_deref())?.unwrap_or_default(),
+            reasoning: Default::default(),
         },
         limits: Limits {
             max_turns: layer.max_turns.unwrap_or(defaults.max_turns),

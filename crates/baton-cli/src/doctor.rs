@@ -57,6 +57,7 @@ pub async fn check(
         tools: vec![],
         response_mode: ResponseMode::Whole,
         tool_choice: ToolChoice::Auto,
+        reasoning: Default::default(),
     };
     let started = Instant::now();
     let outcome = client.provider.complete(&request, &mut NoObserver).await;

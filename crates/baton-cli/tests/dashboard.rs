@@ -391,6 +391,7 @@ async fn paused_run(store: Arc<dyn Store>) -> RunId {
             message: AssistantMessage {
                 content: Some("Running the tests.".into()),
                 tool_calls: vec![],
+                ..Default::default()
             },
             usage: Some(usage()),
             cost_usd: Some(0.01),

@@ -134,6 +134,7 @@ pub fn assemble_with_report(state: &RunState) -> Option<Assembly> {
             tools: offered_tools(state),
             response_mode: parts.response_mode,
             tool_choice: parts.tool_choice,
+            reasoning: Default::default(),
         },
         masked_outputs: parts.masked_outputs,
     })

@@ -11,6 +11,7 @@ fn state_with_history() -> RunState {
             model: "test-model".into(),
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits::default(),
         context: Default::default(),
@@ -51,6 +52,7 @@ fn state_with_history() -> RunState {
                     name: "read_file".into(),
                     arguments: r#"{"path":"a.txt"}"#.into(),
                 }],
+                ..Default::default()
             },
             usage: Some(Usage {
                 prompt_tokens: 10,
@@ -233,6 +235,7 @@ fn long_run(turns: u32, compact_after: u32) -> Vec<EventRecord> {
                 message: AssistantMessage {
                     content: None,
                     tool_calls: vec![call],
+                    ..Default::default()
                 },
                 usage: None,
                 cost_usd: None,

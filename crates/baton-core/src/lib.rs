@@ -25,14 +25,16 @@ pub use event::{
 };
 pub use ids::RunId;
 pub use message::{
-    AssistantMessage, Message, ToolCall, ToolEffect, ToolOutcome, ToolResult, ToolSpec, Usage,
+    AssistantMessage, Message, Reasoning, ReasoningField, ToolCall, ToolEffect, ToolOutcome,
+    ToolResult, ToolSpec, Usage,
 };
 pub use next::{NextAction, next_action};
 pub use redact::Redactor;
 pub use request::{ModelReply, ModelRequest};
 pub use settings::{
     Compaction, ContextSettings, Limits, Masking, ModelSettings, OnTaskFailure, Planning,
-    ProviderKind, ResponseMode, RunSettings, TaskSettings, ToolChoice,
+    ProviderKind, ReasoningHistory, ReasoningSettings, ResponseMode, RunSettings, TaskSettings,
+    Thinking, ToolChoice,
 };
 pub use state::{
     HistoryEntry, PendingCompaction, Phase, ReplayError, RunState, SnapshotRecord, UsageTotals,

@@ -18,13 +18,78 @@ pub enum Message {
     },
 }
 
-/// What the model answered: optional text and the tool calls it asked for, in order.
+/// What the model answered: its reasoning (when the server shows any), optional text and the
+/// tool calls it asked for, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AssistantMessage {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    /// The model's reasoning, in the order it came, each part exactly as the server sent it:
+    /// several APIs require it back in later requests (DeepSeek, Kimi and GLM `reasoning_content`
+    /// in a tool loop; Anthropic thinking blocks with their signatures; OpenAI Responses
+    /// reasoning items), so it is journaled verbatim and a resumed run sends the same bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<Reasoning>,
+}
+
+/// One part of a model's reasoning, in the form of the wire it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reasoning {
+    /// Chat Completions reasoning text: `reasoning_content` (DeepSeek, Kimi, GLM, older vLLM) or
+    /// `reasoning` (newer vLLM, OpenRouter, Ollama), named by `field` so it goes back the same.
+    Text {
+        text: String,
+        #[serde(default)]
+        field: ReasoningField,
+    },
+    /// An Anthropic `thinking` block: its text and the signature the API checks when it is
+    /// sent back.
+    Thinking { thinking: String, signature: String },
+    /// An Anthropic `redacted_thinking` block: encrypted; returned as it came.
+    RedactedThinking { data: String },
+    /// An OpenAI Responses output item that is not text or a call (`reasoning`, `compaction`):
+    /// the item's JSON text exactly as the server sent it, and its readable summary (if any).
+    Item {
+        json: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        summary: String,
+    },
+}
+
+/// The message field Chat Completions reasoning text came in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningField {
+    #[default]
+    ReasoningContent,
+    Reasoning,
+}
+
+impl Reasoning {
+    /// What a person can read of it (empty for encrypted reasoning).
+    pub fn readable(&self) -> &str {
+        match self {
+            Reasoning::Text { text, .. } => text,
+            Reasoning::Thinking { thinking, .. } => thinking,
+            Reasoning::RedactedThinking { .. } => "",
+            Reasoning::Item { summary, .. } => summary,
+        }
+    }
+}
+
+impl AssistantMessage {
+    /// The readable reasoning of all parts, joined by blank lines.
+    pub fn reasoning_text(&self) -> String {
+        self.reasoning
+            .iter()
+            .map(Reasoning::readable)
+            .filter(|t| !t.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n\n")
+    }
 }
 
 /// A tool call as the model sent it. `arguments` is kept as the raw text the model produced:

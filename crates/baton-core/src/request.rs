@@ -1,7 +1,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::message::{AssistantMessage, Message, ToolSpec, Usage};
-use crate::settings::{ResponseMode, ToolChoice};
+use crate::settings::{ReasoningSettings, ResponseMode, ToolChoice};
 
 /// A provider-neutral model request. Built deterministically from run state by baton-context;
 /// providers translate it to their wire format.
@@ -13,6 +13,10 @@ pub struct ModelRequest {
     pub response_mode: ResponseMode,
     #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
     pub tool_choice: ToolChoice,
+    /// How to ask for reasoning and what of earlier reasoning to send back: part of the
+    /// request (and its digest), so the wire body is a function of the request alone.
+    #[serde(default, skip_serializing_if = "ReasoningSettings::is_default")]
+    pub reasoning: ReasoningSettings,
 }
 
 /// A model's complete, successful answer to one request.

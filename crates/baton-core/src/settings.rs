@@ -182,6 +182,59 @@ pub struct ModelSettings {
     /// existed read as `auto`.
     #[serde(default, skip_serializing_if = "ToolChoice::is_auto")]
     pub tool_choice: ToolChoice,
+    /// Reasoning asked for and carried through the history; runs journaled before this setting
+    /// existed read as the defaults.
+    #[serde(default, skip_serializing_if = "ReasoningSettings::is_default")]
+    pub reasoning: ReasoningSettings,
+}
+
+/// How a model is asked to reason, and what of its earlier reasoning goes back to the server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningSettings {
+    #[serde(default)]
+    pub history: ReasoningHistory,
+    /// The effort word as the provider documents it (`low`, `medium`, `high`, …): Chat
+    /// Completions `reasoning_effort`, Anthropic `output_config.effort`, Responses
+    /// `reasoning.effort`. Absent: not sent (the server's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// The thinking switch: Chat Completions `thinking: {"type": …}` (DeepSeek, GLM), Anthropic
+    /// `thinking`. Absent: not sent (the server's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<Thinking>,
+    /// Anthropic `thinking.budget_tokens` with `thinking = "enabled"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking_budget: Option<u32>,
+}
+
+impl ReasoningSettings {
+    pub fn is_default(&self) -> bool {
+        *self == ReasoningSettings::default()
+    }
+}
+
+/// What becomes of the model's reasoning in later requests of a Chat Completions run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningHistory {
+    /// Sent back on the assistant messages that made tool calls — what DeepSeek, Kimi and GLM
+    /// require in a tool loop (a 400 otherwise); servers ignore it elsewhere.
+    #[default]
+    Preserve,
+    /// Never sent back, for servers that reject the field.
+    Drop,
+}
+
+/// Whether and how the model thinks before answering.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Thinking {
+    /// The model decides how much to think (Anthropic `adaptive`; elsewhere `enabled`).
+    Adaptive,
+    /// Thinking on (Anthropic: with `thinking_budget` tokens).
+    Enabled,
+    /// Thinking off.
+    Off,
 }
 
 /// What the model is asked to do about tools on each call.

@@ -83,6 +83,7 @@ fn settings(setup: &Setup, max_turns: u32) -> RunSettings {
             } else {
                 ToolChoice::Auto
             },
+            reasoning: Default::default(),
         },
         limits: Limits {
             max_turns,
@@ -131,6 +132,7 @@ fn message(reply: &Reply, turn: u32) -> AssistantMessage {
             name: name.into(),
             arguments,
         }],
+        ..Default::default()
     };
     match reply {
         Reply::Tool(n) => call("read_file", format!(r#"{{"path":"f{n}"}}"#)),
@@ -142,10 +144,12 @@ fn message(reply: &Reply, turn: u32) -> AssistantMessage {
         Reply::Text(n) => AssistantMessage {
             content: Some(format!("Done ({n}): the tests pass.")),
             tool_calls: vec![],
+            ..Default::default()
         },
         Reply::Empty => AssistantMessage {
             content: Some("  ".into()),
             tool_calls: vec![],
+            ..Default::default()
         },
     }
 }
@@ -497,6 +501,7 @@ fn runs_journaled_before_endings_existed_keep_their_replay() {
                         arguments: "{}".into(),
                     },
                 ],
+                ..Default::default()
             },
             usage: None,
             cost_usd: None,

@@ -13,6 +13,7 @@ fn settings(base_url: &str) -> RunSettings {
             model: "m".into(),
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits::default(),
         context: Default::default(),
@@ -54,6 +55,7 @@ impl Run {
             message: AssistantMessage {
                 content: Some("working".into()),
                 tool_calls: vec![],
+                ..Default::default()
             },
             usage: None,
             cost_usd: None,

@@ -29,6 +29,7 @@ fn settings(max_turns: u32) -> RunSettings {
             model: "m".into(),
             response_mode: ResponseMode::Streaming,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits {
             max_turns,
@@ -209,6 +210,7 @@ fn drive(bytes: &[u8]) -> Driver {
                             message: AssistantMessage {
                                 content: Some("ok".into()),
                                 tool_calls,
+                                ..Default::default()
                             },
                             usage: (c.pick(4) != 0).then(|| Usage {
                                 prompt_tokens: u64::from(c.pick(100)),
@@ -739,6 +741,7 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
         message: AssistantMessage {
             content: None,
             tool_calls: vec![],
+            ..Default::default()
         },
         usage: Some(Usage::default()),
         cost_usd: None,
@@ -784,6 +787,7 @@ fn finish_tool_success_requests_finish_and_the_turn_limit_pauses() {
         message: AssistantMessage {
             content: None,
             tool_calls: vec![finish.clone()],
+            ..Default::default()
         },
         usage: Some(Usage::default()),
         cost_usd: None,

@@ -14,6 +14,7 @@ fn settings() -> RunSettings {
             model: "m".into(),
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits::default(),
         context: Default::default(),

@@ -132,6 +132,7 @@ async fn bench(turns: usize, profile_model: &str) {
             model: "gpt-4o".into(),
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits {
             max_turns: turns as u32 + 50,

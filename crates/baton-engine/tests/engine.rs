@@ -45,6 +45,7 @@ fn settings() -> RunSettings {
             model: "m".into(),
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits {
             max_turns: 10,
@@ -69,6 +70,7 @@ fn reply(calls: &[(&str, serde_json::Value)]) -> Result<ModelReply, ModelError> 
                     arguments: a.to_string(),
                 })
                 .collect(),
+            ..Default::default()
         },
         usage: Some(Usage {
             prompt_tokens: 7,

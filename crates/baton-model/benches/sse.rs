@@ -271,6 +271,7 @@ fn agent_request() -> ModelRequest {
                     name: "read_file".into(),
                     arguments: r#"{"path":"src/main.rs"}"#.into(),
                 }],
+                ..Default::default()
             }),
             Message::Tool {
                 call_id: "call_1".into(),
@@ -292,6 +293,7 @@ fn agent_request() -> ModelRequest {
         .collect(),
         response_mode: ResponseMode::Whole,
         tool_choice: ToolChoice::Auto,
+        reasoning: Default::default(),
     }
 }
 

@@ -98,6 +98,7 @@ mod tests {
             tools: vec![],
             response_mode: ResponseMode::Streaming,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         }
     }
 
@@ -111,6 +112,7 @@ mod tests {
                     name: "read".into(),
                     arguments: "{}".into(),
                 }],
+                ..Default::default()
             },
             usage: Some(Usage {
                 prompt_tokens: 3,

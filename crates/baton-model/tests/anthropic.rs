@@ -67,6 +67,7 @@ fn request(mode: ResponseMode) -> ModelRequest {
                     call("toolu_a", "ls", "{}"),
                     call("toolu_b", "grep", r#"{"pattern": "fn main"}"#),
                 ],
+                ..Default::default()
             }),
             tool_result("toolu_a", "ls", "src/"),
             tool_result("toolu_b", "grep", "src/main.rs:1:fn main() {"),
@@ -90,6 +91,7 @@ fn request(mode: ResponseMode) -> ModelRequest {
         ],
         response_mode: mode,
         tool_choice: Default::default(),
+        reasoning: Default::default(),
     }
 }
 
@@ -397,6 +399,7 @@ fn cache_breakpoints_are_at_most_four_and_on_the_stable_prefix() {
         req.messages.push(Message::Assistant(AssistantMessage {
             content: None,
             tool_calls: vec![call(&format!("t{turn}"), "read_file", r#"{"path":"a"}"#)],
+            ..Default::default()
         }));
         req.messages
             .push(tool_result(&format!("t{turn}"), "read_file", "contents"));

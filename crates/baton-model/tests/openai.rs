@@ -43,6 +43,7 @@ fn request(mode: ResponseMode) -> ModelRequest {
                     name: "ls".into(),
                     arguments: "{}".into(),
                 }],
+                ..Default::default()
             }),
             Message::Tool {
                 call_id: "c0".into(),
@@ -58,6 +59,7 @@ fn request(mode: ResponseMode) -> ModelRequest {
         }],
         response_mode: mode,
         tool_choice: Default::default(),
+        reasoning: Default::default(),
     }
 }
 

@@ -23,6 +23,7 @@ fn request(mode: ResponseMode) -> ModelRequest {
         tools: vec![],
         response_mode: mode,
         tool_choice: ToolChoice::Auto,
+        reasoning: Default::default(),
     }
 }
 

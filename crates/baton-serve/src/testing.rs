@@ -20,6 +20,7 @@ pub fn settings(model: &str) -> RunSettings {
             model: model.into(),
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits {
             max_turns: 50,
@@ -127,6 +128,7 @@ impl JournalWriter {
                 message: AssistantMessage {
                     content: Some(format!("step {turn}")),
                     tool_calls: vec![call.clone()],
+                    ..Default::default()
                 },
                 usage: Some(usage),
                 cost_usd,
@@ -279,6 +281,7 @@ pub async fn finished_task_run(store: Arc<dyn Store>, goal: &str) -> TaskRun {
             message: AssistantMessage {
                 content: None,
                 tool_calls: vec![call.clone()],
+                ..Default::default()
             },
             usage: Some(usage(2)),
             cost_usd: Some(costs[1]),

@@ -25,6 +25,7 @@ fn journal(run: &RunId, turns: u32) -> Vec<EventRecord> {
             model: "bench-model".into(),
             response_mode: ResponseMode::default(),
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits::default(),
         budget: Default::default(),

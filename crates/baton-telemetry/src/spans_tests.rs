@@ -13,6 +13,7 @@ fn settings(model: &str) -> RunSettings {
             model: model.into(),
             response_mode: ResponseMode::default(),
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits::default(),
         budget: Default::default(),
@@ -72,6 +73,7 @@ impl Journal {
             message: AssistantMessage {
                 content: Some("ok".into()),
                 tool_calls: Vec::new(),
+                ..Default::default()
             },
             usage: Some(Usage {
                 prompt_tokens: 100,

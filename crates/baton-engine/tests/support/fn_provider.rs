@@ -90,6 +90,7 @@ pub fn call(
                 name: name.into(),
                 arguments: arguments.to_string(),
             }],
+            ..Default::default()
         },
         usage: Some(Usage {
             prompt_tokens,
@@ -108,6 +109,7 @@ pub fn text(content: &str, prompt_tokens: u64) -> Result<ModelReply, ModelError>
         message: AssistantMessage {
             content: Some(content.into()),
             tool_calls: vec![],
+            ..Default::default()
         },
         usage: Some(Usage {
             prompt_tokens,

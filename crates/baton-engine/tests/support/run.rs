@@ -40,6 +40,7 @@ pub fn settings(context: ContextSettings) -> RunSettings {
             model: "local-model".into(),
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits {
             max_turns: 60,

@@ -44,6 +44,7 @@ impl Journal {
                     model: "m".into(),
                     response_mode: ResponseMode::Streaming,
                     tool_choice: Default::default(),
+                    reasoning: Default::default(),
                 },
                 limits: Limits {
                     max_turns: 10,
@@ -75,6 +76,7 @@ impl Journal {
                         arguments: (*arguments).into(),
                     })
                     .collect(),
+                ..Default::default()
             },
             usage: None,
             cost_usd: None,

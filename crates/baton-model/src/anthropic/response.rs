@@ -141,6 +141,7 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
         message: AssistantMessage {
             content: (!content.is_empty()).then_some(content),
             tool_calls,
+            ..Default::default()
         },
         usage: message.usage.map(WireUsage::to_usage),
         finish_reason: message.stop_reason,

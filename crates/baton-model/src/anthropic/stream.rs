@@ -315,6 +315,7 @@ impl StreamAccumulator {
             message: AssistantMessage {
                 content: (!self.text.is_empty()).then_some(self.text),
                 tool_calls,
+                ..Default::default()
             },
             usage: self.usage.map(WireUsage::to_usage),
             finish_reason: self.stop_reason,

@@ -38,6 +38,7 @@ fn sample(mode: ResponseMode) -> ModelRequest {
                         r#"{"timeout_secs": 60, "command": "cargo build"}"#,
                     ),
                 ],
+                ..Default::default()
             }),
             tool_result("toolu_1", "read_file", "[package]\nname = \"x\""),
             tool_result("toolu_2", "shell", "error[E0432]: unresolved import"),
@@ -69,6 +70,7 @@ fn sample(mode: ResponseMode) -> ModelRequest {
         ],
         response_mode: mode,
         tool_choice: Default::default(),
+        reasoning: Default::default(),
     }
 }
 
@@ -175,10 +177,12 @@ fn roles_always_alternate_and_results_lead_their_message() {
             Message::Assistant(AssistantMessage {
                 content: Some("thinking aloud".into()),
                 tool_calls: vec![],
+                ..Default::default()
             }),
             Message::Assistant(AssistantMessage {
                 content: None,
                 tool_calls: vec![call("t1", "ls", "{}")],
+                ..Default::default()
             }),
             // A note that landed between calls and results.
             Message::User {
@@ -247,6 +251,7 @@ fn previous_breakpoint_is_still_marked_on_the_next_request() {
         Message::Assistant(AssistantMessage {
             content: None,
             tool_calls: vec![call("toolu_3", "shell", r#"{"command":"cargo test"}"#)],
+            ..Default::default()
         }),
         tool_result("toolu_3", "shell", "ok"),
     ]);
@@ -269,6 +274,7 @@ fn never_more_than_four_breakpoints_and_none_without_content() {
         request.messages.push(Message::Assistant(AssistantMessage {
             content: Some(format!("step {n}")),
             tool_calls: vec![call(&format!("c{n}"), "ls", "{}")],
+            ..Default::default()
         }));
         request
             .messages
@@ -297,6 +303,7 @@ fn tool_arguments_become_input_objects_and_nothing_is_lost() {
             call("e", "t", "[1, 2]"),
             call("f", "t", "\"text\""),
         ],
+        ..Default::default()
     })];
     let text = body_text(&request);
     // Keys sorted at every depth, whatever order the model wrote them in.
@@ -334,6 +341,7 @@ fn blank_text_is_never_sent() {
             Message::Assistant(AssistantMessage {
                 content: Some(" ".into()),
                 tool_calls: vec![call("t", "ls", "{}")],
+                ..Default::default()
             }),
             tool_result("t", "ls", ""),
         ],

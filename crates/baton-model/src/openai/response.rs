@@ -168,6 +168,7 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
                 .and_then(content_text)
                 .filter(|t| !t.is_empty()),
             tool_calls,
+            ..Default::default()
         }
     });
     if completion.usage.is_none() {

@@ -228,6 +228,7 @@ impl StreamAccumulator {
             message: AssistantMessage {
                 content: (!self.text.is_empty()).then_some(self.text),
                 tool_calls,
+                ..Default::default()
             },
             usage: self.usage,
             finish_reason: self.finish_reason,

@@ -206,6 +206,7 @@ mod tests {
                             arguments: r#"{"command":"cargo build"}"#.into(),
                         },
                     ],
+                    ..Default::default()
                 }),
                 Message::Tool {
                     call_id: "call_1".into(),
@@ -220,6 +221,7 @@ mod tests {
                 Message::Assistant(AssistantMessage {
                     content: None,
                     tool_calls: vec![],
+                    ..Default::default()
                 }),
             ],
             tools: vec![
@@ -246,6 +248,7 @@ mod tests {
             ],
             response_mode: mode,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         }
     }
 
@@ -333,6 +336,7 @@ mod tests {
                 name: "shell".into(),
                 arguments: "{}".into(),
             }],
+            ..Default::default()
         })];
         let body: serde_json::Value = serde_json::from_str(&body_text(&request)).unwrap();
         assert_eq!(body["messages"][0]["content"], serde_json::json!(""));

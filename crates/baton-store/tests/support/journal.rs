@@ -29,6 +29,7 @@ pub fn settings() -> RunSettings {
             model: "smollm2-135m-instruct".into(),
             response_mode: ResponseMode::Streaming,
             tool_choice: Default::default(),
+            reasoning: Default::default(),
         },
         limits: Limits::default(),
         context: Default::default(),
@@ -182,6 +183,7 @@ impl Journal {
                          wired before changing the tests."
                     )),
                     tool_calls: vec![tool_call],
+                    ..Default::default()
                 },
                 usage: Some(Usage {
                     prompt_tokens: 1_200 + u64::from(turn) * 150,
