@@ -388,7 +388,12 @@ pub(crate) fn resolve_settings(
             model,
             response_mode: layer.response_mode.unwrap_or_default(),
             tool_choice: tool_choice(layer.tool_choice.as_deref())?.unwrap_or_default(),
-            reasoning: Default::default(),
+            reasoning: baton_core::ReasoningSettings {
+                history: layer.reasoning_history.unwrap_or_default(),
+                effort: layer.reasoning_effort.clone(),
+                thinking: layer.thinking,
+                thinking_budget: layer.thinking_budget,
+            },
         },
         limits: Limits {
             max_turns: layer.max_turns.unwrap_or(defaults.max_turns),

@@ -33,6 +33,18 @@ pub struct ConfigLayer {
     pub on_text_reply: Option<baton_core::OnTextReply>,
     /// Replies in a row without a tool call that pause the run (`loop`).
     pub no_tool_turns: Option<u32>,
+    /// What of the model's earlier reasoning goes back to the server: `preserve` (default:
+    /// what DeepSeek, Kimi and GLM require in a tool loop) or `drop` (servers that reject it).
+    pub reasoning_history: Option<baton_core::ReasoningHistory>,
+    /// The reasoning effort word the provider documents (`low`, `medium`, `high`, …); also
+    /// accepted as `effort`.
+    #[serde(alias = "effort")]
+    pub reasoning_effort: Option<String>,
+    /// `adaptive`, `enabled` or `off`: the thinking switch (DeepSeek/GLM `thinking`, Anthropic
+    /// `thinking`).
+    pub thinking: Option<baton_core::Thinking>,
+    /// Anthropic `thinking.budget_tokens` with `thinking = "enabled"`.
+    pub thinking_budget: Option<u32>,
     pub retry_base_delay_ms: Option<u64>,
     pub circuit_breaker_failures: Option<u32>,
     /// `[prices."MODEL"]` tables: USD per million tokens, overriding the built-in list prices.
@@ -247,6 +259,10 @@ impl ConfigLayer {
             tool_choice: over.tool_choice.or(self.tool_choice),
             on_text_reply: over.on_text_reply.or(self.on_text_reply),
             no_tool_turns: over.no_tool_turns.or(self.no_tool_turns),
+            reasoning_history: over.reasoning_history.or(self.reasoning_history),
+            reasoning_effort: over.reasoning_effort.or(self.reasoning_effort),
+            thinking: over.thinking.or(self.thinking),
+            thinking_budget: over.thinking_budget.or(self.thinking_budget),
             retry_base_delay_ms: over.retry_base_delay_ms.or(self.retry_base_delay_ms),
             circuit_breaker_failures: over
                 .circuit_breaker_failures

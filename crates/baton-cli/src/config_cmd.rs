@@ -152,6 +152,16 @@ pub fn config(workspace: &Path, flags: &ModelFlags) -> Result<u8, CliError> {
                 crate::output::word(&m.response_mode),
                 crate::output::word(&m.tool_choice)
             );
+            let r = &m.reasoning;
+            println!(
+                "  reasoning      history {}, effort {}, thinking {}{}",
+                crate::output::word(&r.history),
+                r.effort.as_deref().unwrap_or("(server default)"),
+                r.thinking
+                    .map_or("(server default)".to_string(), |t| crate::output::word(&t)),
+                r.thinking_budget
+                    .map_or(String::new(), |b| format!(", budget {b} tokens"))
+            );
             println!("  turns          at most {}", settings.limits.max_turns);
             println!(
                 "  context        window {} tokens",

@@ -263,6 +263,10 @@ fn run_progress_line(event: &Event, state: &RunState) -> Option<String> {
                 None => "usage not reported".to_string(),
             };
             let mut line = format!("  model: {tokens} in {:.1}s", *duration_ms as f64 / 1000.0);
+            let reasoning = message.reasoning_text();
+            if !reasoning.trim().is_empty() {
+                line.push_str(&format!("\n  thinks: {}", one_line(&reasoning, 200)));
+            }
             if let Some(text) = message.content.as_deref().filter(|t| !t.trim().is_empty()) {
                 line.push_str(&format!("\n  says: {}", one_line(text, 300)));
             }

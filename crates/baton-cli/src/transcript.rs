@@ -163,6 +163,11 @@ pub fn render(records: &[EventRecord]) -> String {
                         .map(|r| format!(", finish reason {r}"))
                         .unwrap_or_default()
                 );
+                let reasoning = message.reasoning_text();
+                if !reasoning.trim().is_empty() {
+                    // Abridged: reasoning runs long, and the journal keeps it whole.
+                    s.push_str(&format!("\nreasoning:\n{}", shorten(&reasoning)));
+                }
                 if let Some(text) = message.content.as_deref().filter(|t| !t.trim().is_empty()) {
                     s.push_str(&format!("\nassistant: {}", indent(text)));
                 }

@@ -106,7 +106,7 @@ pub fn compaction_request(state: &RunState, replaced: u32, left_out: u32) -> Opt
         tools: state.tools.clone(),
         response_mode: parts.response_mode,
         tool_choice: ToolChoice::None,
-        reasoning: Default::default(),
+        reasoning: parts.reasoning,
     })
 }
 

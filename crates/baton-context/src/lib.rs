@@ -46,6 +46,7 @@ pub(crate) struct Parts {
     pub model: String,
     pub response_mode: baton_core::ResponseMode,
     pub tool_choice: baton_core::ToolChoice,
+    pub reasoning: baton_core::ReasoningSettings,
     /// System prompt and goal: identical for the whole run.
     pub prefix: Vec<Message>,
     /// The history as shown (masked).
@@ -81,6 +82,7 @@ pub(crate) fn assemble_parts(state: &RunState) -> Option<Parts> {
         model: settings.model.model.clone(),
         response_mode: settings.model.response_mode,
         tool_choice: settings.model.tool_choice.clone(),
+        reasoning: settings.model.reasoning.clone(),
         prefix,
         history,
         masked_outputs,
@@ -134,7 +136,7 @@ pub fn assemble_with_report(state: &RunState) -> Option<Assembly> {
             tools: offered_tools(state),
             response_mode: parts.response_mode,
             tool_choice: parts.tool_choice,
-            reasoning: Default::default(),
+            reasoning: parts.reasoning,
         },
         masked_outputs: parts.masked_outputs,
     })

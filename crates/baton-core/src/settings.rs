@@ -217,8 +217,8 @@ impl ReasoningSettings {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ReasoningHistory {
-    /// Sent back on the assistant messages that made tool calls — what DeepSeek, Kimi and GLM
-    /// require in a tool loop (a 400 otherwise); servers ignore it elsewhere.
+    /// Sent back with every assistant message that carries it — what DeepSeek, Kimi and GLM
+    /// require in a tool loop (a 400 otherwise); they ignore it where it is not needed.
     #[default]
     Preserve,
     /// Never sent back, for servers that reject the field.

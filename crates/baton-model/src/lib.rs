@@ -34,6 +34,9 @@ use baton_core::{ModelReply, ModelRequest};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamDelta {
     Text(String),
+    /// A piece of the model's readable reasoning (shown abridged; journaled whole with the
+    /// reply).
+    Reasoning(String),
     /// A piece of the tool call at `index`: `name` when this piece carries it (usually the
     /// first), and the next fragment of its arguments text (possibly empty).
     ToolCall {
@@ -50,6 +53,10 @@ pub trait StreamObserver: Send {
 /// Shows a whole reply to the observer as if it had streamed in one piece, so that display code
 /// works the same in both modes.
 pub(crate) fn announce(reply: &ModelReply, observer: &mut dyn StreamObserver) {
+    let reasoning = reply.message.reasoning_text();
+    if !reasoning.is_empty() {
+        observer.on_delta(&StreamDelta::Reasoning(reasoning));
+    }
     if let Some(text) = reply.message.content.as_ref() {
         observer.on_delta(&StreamDelta::Text(text.clone()));
     }

@@ -216,6 +216,7 @@ async fn streamed_text_and_two_parallel_tool_calls_with_cache_usage() {
         .iter()
         .filter_map(|d| match d {
             StreamDelta::Text(t) => Some(t.as_str()),
+            StreamDelta::Reasoning(_) => None,
             StreamDelta::ToolCall { .. } => None,
         })
         .collect();
@@ -239,7 +240,7 @@ async fn streamed_text_and_two_parallel_tool_calls_with_cache_usage() {
             .iter()
             .map(|d| match d {
                 StreamDelta::ToolCall { arguments, .. } => arguments.as_str(),
-                StreamDelta::Text(_) => "",
+                StreamDelta::Text(_) | StreamDelta::Reasoning(_) => "",
             })
             .collect();
         assert_eq!(joined, pieces);

@@ -167,6 +167,7 @@ impl StreamObserver for Seen {
     fn on_delta(&mut self, delta: &StreamDelta) {
         match delta {
             StreamDelta::Text(text) => self.text.push_str(text),
+            StreamDelta::Reasoning(_) => {}
             StreamDelta::ToolCall {
                 index,
                 name,

@@ -172,6 +172,7 @@ async fn streaming_reply_with_text_and_two_split_tool_calls() {
         .iter()
         .filter_map(|d| match d {
             StreamDelta::Text(t) => Some(t.as_str()),
+            StreamDelta::Reasoning(_) => None,
             StreamDelta::ToolCall { .. } => None,
         })
         .collect();

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use baton_core::{ErrorClass, ModelReply, ToolCall, Usage};
+use baton_core::{ErrorClass, ModelReply, Reasoning, ReasoningField, ToolCall, Usage};
 use baton_model::openai::read_stream;
 use baton_model::{ModelError, StreamDelta, StreamObserver};
 use bytes::Bytes;
@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 
 const MODEL: &str = "gpt-4o-2024-08-06";
 const TEXT: &str = "I'll read the file first — then list the directory. ✓ Ünïcödé 🦀 done";
+/// Reasoning as DeepSeek streams it (`reasoning_content` deltas before the answer).
+const REASONING: &str = "The user wants the file; \"main.rs\" first.\nThen ls — 思考 done.";
 const ARGS_A: &str = r#"{"path":"src/main.rs","start_line":1,"end_line":200}"#;
 const ARGS_B: &str =
     r#"{"command":"ls -la && cargo test -p baton-model -- --nocapture","timeout_secs":120}"#;
@@ -74,6 +76,11 @@ fn body(newline: &str) -> Body {
     let mut events = vec![delta(
         json!({"role": "assistant", "content": "", "refusal": null}),
     )];
+    events.extend(
+        pieces(REASONING, 3)
+            .into_iter()
+            .map(|t| delta(json!({"content": null, "reasoning_content": t}))),
+    );
     events.extend(
         pieces(TEXT, 4)
             .into_iter()
@@ -146,6 +153,7 @@ fn expected_usage() -> Usage {
 #[derive(Default)]
 struct Seen {
     text: String,
+    reasoning: String,
     args: BTreeMap<u32, String>,
 }
 
@@ -153,6 +161,7 @@ impl StreamObserver for Seen {
     fn on_delta(&mut self, delta: &StreamDelta) {
         match delta {
             StreamDelta::Text(text) => self.text.push_str(text),
+            StreamDelta::Reasoning(text) => self.reasoning.push_str(text),
             StreamDelta::ToolCall {
                 index, arguments, ..
             } => self.args.entry(*index).or_default().push_str(arguments),
@@ -196,6 +205,11 @@ fn check_cut(body: &Body, cut: usize, sizes: &[usize]) -> Result<(), TestCaseErr
     let (result, seen) = read(&body.bytes[..cut], sizes);
     // Whatever happened, what was shown live is a prefix of the real answer.
     prop_assert!(TEXT.starts_with(&seen.text), "shown text {:?}", seen.text);
+    prop_assert!(
+        REASONING.starts_with(&seen.reasoning),
+        "shown reasoning {:?}",
+        seen.reasoning
+    );
     for (index, args) in &seen.args {
         let full = [ARGS_A, ARGS_B][*index as usize];
         prop_assert!(full.starts_with(args.as_str()), "shown args {args:?}");
@@ -208,6 +222,14 @@ fn check_cut(body: &Body, cut: usize, sizes: &[usize]) -> Result<(), TestCaseErr
                 body.finish_end
             );
             prop_assert_eq!(reply.message.content.as_deref(), Some(TEXT));
+            // The reasoning whole, verbatim, never a part of it.
+            prop_assert_eq!(
+                &reply.message.reasoning,
+                &vec![Reasoning::Text {
+                    text: REASONING.into(),
+                    field: ReasoningField::ReasoningContent
+                }]
+            );
             prop_assert_eq!(&reply.message.tool_calls, &expected_calls());
             prop_assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
             prop_assert_eq!(reply.served_model.as_deref(), Some(MODEL));

@@ -87,8 +87,11 @@ window.BatonTranscript = (function () {
     function modelFinished(e) {
       retry = null;
       const m = e.message || {};
-      const reasoning = m.reasoning_content || m.reasoning || null;
-      if (typeof reasoning === "string" && reasoning) {
+      // The readable part of each reasoning part (encrypted ones have none).
+      const reasoning = (Array.isArray(m.reasoning) ? m.reasoning : [])
+        .map((r) => r.text || r.thinking || r.summary || "")
+        .filter((t) => t.trim()).join("\n\n");
+      if (reasoning) {
         place(el("div", { class: "tx-reasoning" }, el("div", { class: "tx-who" }, "thinking"), abridged(reasoning, "reasoning")));
       }
       if (m.content) place(el("div", { class: "tx-text" }, el("div", { class: "tx-who" }, "model"), abridged(m.content, "text")));

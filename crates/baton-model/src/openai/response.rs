@@ -2,7 +2,9 @@
 //! fields they send, send `null` for absent ones, and sometimes use other shapes (content as a
 //! list of parts, tool arguments as an object).
 
-use baton_core::{AssistantMessage, ErrorClass, ModelReply, ToolCall, Usage};
+use baton_core::{
+    AssistantMessage, ErrorClass, ModelReply, Reasoning, ReasoningField, ToolCall, Usage,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -69,6 +71,21 @@ struct Choice {
 struct ResponseMessage {
     content: Option<Value>,
     tool_calls: Option<Vec<ResponseToolCall>>,
+    reasoning_content: Option<Value>,
+    reasoning: Option<Value>,
+}
+
+/// Reasoning text from the two names servers give it — `reasoning_content` (DeepSeek, Kimi,
+/// GLM, older vLLM) and `reasoning` (newer vLLM, OpenRouter, Ollama) — with the field it came
+/// in; `reasoning_content` wins when a server sends both (the alias then repeats it).
+pub(crate) fn reasoning_text(
+    reasoning_content: Option<&Value>,
+    reasoning: Option<&Value>,
+) -> Option<(String, ReasoningField)> {
+    let text = |v: Option<&Value>| v.and_then(content_text).filter(|t| !t.is_empty());
+    text(reasoning_content)
+        .map(|t| (t, ReasoningField::ReasoningContent))
+        .or_else(|| text(reasoning).map(|t| (t, ReasoningField::Reasoning)))
 }
 
 #[derive(Deserialize)]
@@ -168,7 +185,9 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
                 .and_then(content_text)
                 .filter(|t| !t.is_empty()),
             tool_calls,
-            ..Default::default()
+            reasoning: reasoning_text(m.reasoning_content.as_ref(), m.reasoning.as_ref())
+                .map(|(text, field)| vec![Reasoning::Text { text, field }])
+                .unwrap_or_default(),
         }
     });
     if completion.usage.is_none() {
@@ -290,5 +309,46 @@ mod tests {
         );
         assert_eq!(content_text(&Value::Null), None);
         assert_eq!(content_text(&serde_json::json!(7)), None);
+    }
+
+    #[test]
+    fn reasoning_comes_from_either_name_and_reasoning_content_wins() {
+        let reply = |message: serde_json::Value| {
+            let body = serde_json::json!({"choices": [{"index": 0, "message": message,
+                "finish_reason": "stop"}]});
+            parse_whole(body.to_string().as_bytes())
+                .unwrap()
+                .message
+                .reasoning
+        };
+        let text = |t: &str, field| {
+            vec![Reasoning::Text {
+                text: t.into(),
+                field,
+            }]
+        };
+        assert_eq!(
+            reply(serde_json::json!({"content": "a", "reasoning_content": "r1"})),
+            text("r1", ReasoningField::ReasoningContent)
+        );
+        assert_eq!(
+            reply(serde_json::json!({"content": "a", "reasoning": "r2"})),
+            text("r2", ReasoningField::Reasoning)
+        );
+        assert_eq!(
+            reply(
+                serde_json::json!({"content": "a", "reasoning_content": "r1", "reasoning": "r1"})
+            ),
+            text("r1", ReasoningField::ReasoningContent)
+        );
+        // Absent, null, empty or an object (OpenRouter's details live elsewhere): none.
+        for message in [
+            serde_json::json!({"content": "a"}),
+            serde_json::json!({"content": "a", "reasoning_content": null}),
+            serde_json::json!({"content": "a", "reasoning_content": ""}),
+            serde_json::json!({"content": "a", "reasoning": {"effort": "high"}}),
+        ] {
+            assert_eq!(reply(message), vec![]);
+        }
     }
 }

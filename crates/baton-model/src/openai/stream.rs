@@ -3,14 +3,16 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use baton_core::{AssistantMessage, ErrorClass, ModelReply, ToolCall, Usage};
+use baton_core::{
+    AssistantMessage, ErrorClass, ModelReply, Reasoning, ReasoningField, ToolCall, Usage,
+};
 use bytes::Bytes;
 use eventsource_stream::{EventStream, EventStreamError};
 use futures::{Stream, StreamExt};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::response::{WireUsage, arguments_text, content_text, in_band_error};
+use super::response::{WireUsage, arguments_text, content_text, in_band_error, reasoning_text};
 use crate::body::guard_body;
 use crate::error::{classify_error_payload, excerpt};
 use crate::{ModelError, StreamDelta, StreamObserver};
@@ -34,6 +36,8 @@ struct StreamChoice {
 struct Delta {
     content: Option<Value>,
     tool_calls: Option<Vec<DeltaToolCall>>,
+    reasoning_content: Option<Value>,
+    reasoning: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -60,6 +64,9 @@ struct PartialCall {
 #[derive(Default)]
 pub(crate) struct StreamAccumulator {
     text: String,
+    /// Reasoning text so far and the field it comes in (the first piece's).
+    reasoning: String,
+    reasoning_field: Option<ReasoningField>,
     /// Keyed by the server's `index`; a map so that a wild index cannot force a huge allocation.
     calls: BTreeMap<u32, PartialCall>,
     finish_reason: Option<String>,
@@ -125,6 +132,13 @@ impl StreamAccumulator {
     }
 
     fn apply_delta(&mut self, delta: Delta, observer: &mut dyn StreamObserver) {
+        if let Some((text, field)) =
+            reasoning_text(delta.reasoning_content.as_ref(), delta.reasoning.as_ref())
+        {
+            self.reasoning.push_str(&text);
+            self.reasoning_field.get_or_insert(field);
+            observer.on_delta(&StreamDelta::Reasoning(text));
+        }
         if let Some(text) = delta
             .content
             .as_ref()
@@ -228,7 +242,13 @@ impl StreamAccumulator {
             message: AssistantMessage {
                 content: (!self.text.is_empty()).then_some(self.text),
                 tool_calls,
-                ..Default::default()
+                reasoning: match self.reasoning_field {
+                    Some(field) if !self.reasoning.is_empty() => vec![Reasoning::Text {
+                        text: self.reasoning,
+                        field,
+                    }],
+                    _ => Vec::new(),
+                },
             },
             usage: self.usage,
             finish_reason: self.finish_reason,

@@ -3,7 +3,10 @@
 //! Typed structs with a fixed field order, so the same [`ModelRequest`] always serializes to the
 //! same bytes: provider prompt caches match on exact prefixes, and tests can compare bytes.
 
-use baton_core::{ErrorClass, Message, ModelRequest, ResponseMode, ToolChoice, ToolSpec};
+use baton_core::{
+    AssistantMessage, ErrorClass, Message, ModelRequest, Reasoning, ReasoningField,
+    ReasoningHistory, ResponseMode, Thinking, ToolChoice, ToolSpec,
+};
 use serde::Serialize;
 
 use crate::ModelError;
@@ -17,6 +20,11 @@ struct ChatRequest<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<WireToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'a str>,
+    /// DeepSeek's and GLM's switch: `{"type": "enabled" | "disabled"}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<WireThinking>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -54,6 +62,12 @@ fn wire_tool_choice(request: &ModelRequest) -> Option<WireToolChoice<'_>> {
 }
 
 #[derive(Serialize)]
+struct WireThinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
 struct StreamOptions {
     /// Asks for a final chunk carrying token usage, which streams otherwise omit.
     include_usage: bool,
@@ -70,6 +84,11 @@ enum WireMessage<'a> {
     },
     Assistant {
         content: &'a str,
+        /// Reasoning sent back (rule `preserve`), under the name it came in.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning_content: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reasoning: Option<String>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<WireToolCall<'a>>,
     },
@@ -107,28 +126,47 @@ struct WireFunction<'a> {
     parameters: Canonical<'a>,
 }
 
-fn wire_message(message: &Message) -> WireMessage<'_> {
+/// The reasoning text an assistant message sends back, and under which name: with rule
+/// `preserve`, on every assistant message that has some. DeepSeek answers 400 ("The
+/// `reasoning_content` in the thinking mode must be passed back to the API.") when it is
+/// missing from the messages of a stretch with tool calls, including that stretch's final text
+/// reply, and ignores it elsewhere; sending it wherever it exists is right in both cases.
+fn returned_reasoning(
+    assistant: &AssistantMessage,
+    history: ReasoningHistory,
+) -> Option<(String, ReasoningField)> {
+    if history == ReasoningHistory::Drop {
+        return None;
+    }
+    let mut field = None;
+    let text: String = assistant
+        .reasoning
+        .iter()
+        .filter_map(|r| match r {
+            Reasoning::Text { text, field: f } => {
+                field.get_or_insert(*f);
+                Some(text.as_str())
+            }
+            // Other wires' reasoning cannot be expressed on this one.
+            _ => None,
+        })
+        .collect();
+    field.map(|f| (text, f))
+}
+
+fn wire_message(message: &Message, history: ReasoningHistory) -> WireMessage<'_> {
     match message {
         Message::System { content } => WireMessage::System { content },
         Message::User { content } => WireMessage::User { content },
-        Message::Assistant(assistant) => WireMessage::Assistant {
-            // Always a string: "" when the model said nothing. `null` is what OpenAI documents for
-            // tool-call-only answers, but llama.cpp's server (llama-cpp-python) rejects it with a
-            // 500, and strict servers reject an assistant message with neither text nor calls.
-            content: assistant.content.as_deref().unwrap_or(""),
-            tool_calls: assistant
-                .tool_calls
-                .iter()
-                .map(|call| WireToolCall {
-                    id: &call.id,
-                    kind: "function",
-                    function: WireFunctionCall {
-                        name: &call.name,
-                        arguments: &call.arguments,
-                    },
-                })
-                .collect(),
-        },
+        Message::Assistant(assistant) => {
+            let reasoning = returned_reasoning(assistant, history);
+            let (reasoning_content, reasoning) = match reasoning {
+                Some((text, ReasoningField::ReasoningContent)) => (Some(text), None),
+                Some((text, ReasoningField::Reasoning)) => (None, Some(text)),
+                None => (None, None),
+            };
+            wire_assistant(assistant, reasoning_content, reasoning)
+        }
         // The tool's name is not part of the wire format: the call id links result and call.
         Message::Tool {
             call_id,
@@ -138,6 +176,33 @@ fn wire_message(message: &Message) -> WireMessage<'_> {
             tool_call_id: call_id,
             content,
         },
+    }
+}
+
+fn wire_assistant<'a>(
+    assistant: &'a AssistantMessage,
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+) -> WireMessage<'a> {
+    WireMessage::Assistant {
+        // Always a string: "" when the model said nothing. `null` is what OpenAI documents for
+        // tool-call-only answers, but llama.cpp's server (llama-cpp-python) rejects it with a
+        // 500, and strict servers reject an assistant message with neither text nor calls.
+        content: assistant.content.as_deref().unwrap_or(""),
+        reasoning_content,
+        reasoning,
+        tool_calls: assistant
+            .tool_calls
+            .iter()
+            .map(|call| WireToolCall {
+                id: &call.id,
+                kind: "function",
+                function: WireFunctionCall {
+                    name: &call.name,
+                    arguments: &call.arguments,
+                },
+            })
+            .collect(),
     }
 }
 
@@ -156,11 +221,23 @@ fn wire_tool(tool: &ToolSpec) -> WireTool<'_> {
 /// The exact bytes sent as the body of a Chat Completions request.
 pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
     let streaming = request.response_mode == ResponseMode::Streaming;
+    let history = request.reasoning.history;
     let body = ChatRequest {
         model: &request.model,
-        messages: request.messages.iter().map(wire_message).collect(),
+        messages: request
+            .messages
+            .iter()
+            .map(|m| wire_message(m, history))
+            .collect(),
         tools: request.tools.iter().map(wire_tool).collect(),
         tool_choice: wire_tool_choice(request),
+        reasoning_effort: request.reasoning.effort.as_deref(),
+        thinking: request.reasoning.thinking.map(|t| WireThinking {
+            kind: match t {
+                Thinking::Adaptive | Thinking::Enabled => "enabled",
+                Thinking::Off => "disabled",
+            },
+        }),
         stream: streaming,
         stream_options: streaming.then_some(StreamOptions {
             include_usage: true,
@@ -341,5 +418,70 @@ mod tests {
         let body: serde_json::Value = serde_json::from_str(&body_text(&request)).unwrap();
         assert_eq!(body["messages"][0]["content"], serde_json::json!(""));
         assert_eq!(body["messages"][0]["tool_calls"][0]["id"], "c");
+    }
+
+    fn with_reasoning(field: ReasoningField, calls: bool) -> AssistantMessage {
+        AssistantMessage {
+            content: Some("ok".into()),
+            tool_calls: if calls {
+                vec![ToolCall {
+                    id: "c".into(),
+                    name: "shell".into(),
+                    arguments: "{}".into(),
+                }]
+            } else {
+                vec![]
+            },
+            reasoning: vec![
+                Reasoning::Text {
+                    text: "first \"part\"\n".into(),
+                    field,
+                },
+                // Another wire's reasoning has no form here and is left out.
+                Reasoning::Thinking {
+                    thinking: "t".into(),
+                    signature: "s".into(),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn reasoning_goes_back_under_its_own_name_unless_the_rule_drops_it() {
+        let body = |history: ReasoningHistory, field: ReasoningField, calls: bool| {
+            let mut request = sample(ResponseMode::Whole);
+            request.tools.clear();
+            request.messages = vec![Message::Assistant(with_reasoning(field, calls))];
+            request.reasoning.history = history;
+            serde_json::from_str::<serde_json::Value>(&body_text(&request)).unwrap()["messages"][0]
+                .clone()
+        };
+        use ReasoningField::*;
+        use ReasoningHistory::*;
+        let m = body(Preserve, ReasoningContent, true);
+        assert_eq!(m["reasoning_content"], "first \"part\"\n");
+        assert!(m.get("reasoning").is_none());
+        let m = body(Preserve, Reasoning, true);
+        assert_eq!(m["reasoning"], "first \"part\"\n");
+        assert!(m.get("reasoning_content").is_none());
+        // A final text reply of a tool-calling stretch needs it too.
+        assert_eq!(
+            body(Preserve, ReasoningContent, false)["reasoning_content"],
+            "first \"part\"\n"
+        );
+        let m = body(Drop, ReasoningContent, true);
+        assert!(m.get("reasoning_content").is_none() && m.get("reasoning").is_none());
+    }
+
+    #[test]
+    fn effort_and_thinking_are_sent_only_when_set() {
+        let mut request = sample(ResponseMode::Whole);
+        let plain = body_text(&request);
+        assert!(!plain.contains("reasoning_effort") && !plain.contains("thinking"));
+        request.reasoning.effort = Some("max".into());
+        request.reasoning.thinking = Some(Thinking::Off);
+        let body: serde_json::Value = serde_json::from_str(&body_text(&request)).unwrap();
+        assert_eq!(body["reasoning_effort"], "max");
+        assert_eq!(body["thinking"], serde_json::json!({"type": "disabled"}));
     }
 }

@@ -1,0 +1,217 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 17: reasoning that survives a tool loop on Chat Completions. DeepSeek's thinking mode
+//! (Kimi's and GLM's too) answers 400 — "The `reasoning_content` in the thinking mode must be
+//! passed back to the API." — when an assistant message of a tool-calling stretch comes back
+//! without the `reasoning_content` it was answered with. The server here enforces exactly that
+//! rule, byte for byte, and the real binary drives a tool loop against it, streamed and whole.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use support::*;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// Reasoning with what a careless round trip would change: quotes, a newline, non-ASCII, an
+/// escaped-looking sequence and trailing spaces.
+const REASONING: [&str; 2] = [
+    "The goal wants \"a.txt\" with 1.\nWrite it — then check.  \\n stays literal ",
+    "Written. Nothing left but to finish: 完成.",
+];
+
+const MISSING: &str = r#"{"error":{"message":"The `reasoning_content` in the thinking mode must be passed back to the API.","type":"invalid_request_error","param":null,"code":"invalid_request_error"}}"#;
+
+struct DeepSeekLike {
+    received: Arc<Mutex<Vec<Value>>>,
+}
+
+impl DeepSeekLike {
+    fn call(turn: usize) -> Value {
+        match turn {
+            0 => json!({"id": "call_0", "type": "function", "function": {"name": "write_file",
+                  "arguments": "{\"path\":\"a.txt\",\"content\":\"1\\n\"}"}}),
+            _ => json!({"id": "call_1", "type": "function", "function": {"name": "finish",
+                  "arguments": "{\"summary\":\"a.txt written\"}"}}),
+        }
+    }
+}
+
+impl Respond for DeepSeekLike {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        self.received.lock().unwrap().push(body.clone());
+        let assistants: Vec<&Value> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .collect();
+        // Every earlier answer made a tool call: each must carry its reasoning back, exactly.
+        for (i, message) in assistants.iter().enumerate() {
+            if message["reasoning_content"].as_str() != Some(REASONING[i]) {
+                return ResponseTemplate::new(400)
+                    .insert_header("content-type", "application/json")
+                    .set_body_string(MISSING);
+            }
+        }
+        let turn = assistants.len();
+        let usage = json!({"prompt_tokens": 200, "completion_tokens": 90, "total_tokens": 290,
+            "completion_tokens_details": {"reasoning_tokens": 60}});
+        if body["stream"] == true {
+            // Reasoning first, in pieces split inside words, then the call.
+            let text = REASONING[turn];
+            let cut = text.char_indices().nth(9).map_or(text.len(), |(i, _)| i);
+            let mut sse = String::new();
+            for piece in [&text[..cut], &text[cut..]] {
+                let chunk = json!({"model": "deepseek-v4-flash", "choices": [{"index": 0,
+                    "delta": {"role": "assistant", "content": null, "reasoning_content": piece}}]});
+                sse.push_str(&format!("data: {chunk}\n\n"));
+            }
+            let mut call = Self::call(turn);
+            call["index"] = json!(0);
+            let chunk = json!({"model": "deepseek-v4-flash", "choices": [{"index": 0,
+                "delta": {"tool_calls": [call]}, "finish_reason": "tool_calls"}]});
+            sse.push_str(&format!("data: {chunk}\n\n"));
+            let chunk = json!({"model": "deepseek-v4-flash", "choices": [], "usage": usage});
+            sse.push_str(&format!("data: {chunk}\n\ndata: [DONE]\n\n"));
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(sse)
+        } else {
+            ResponseTemplate::new(200).set_body_json(json!({
+                "model": "deepseek-v4-flash",
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                    "role": "assistant", "content": "", "reasoning_content": REASONING[turn],
+                    "tool_calls": [Self::call(turn)]}}],
+                "usage": usage,
+            }))
+        }
+    }
+}
+
+async fn deepseek_like() -> (MockServer, Arc<Mutex<Vec<Value>>>) {
+    let server = MockServer::start().await;
+    let received = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(DeepSeekLike {
+            received: received.clone(),
+        })
+        .mount(&server)
+        .await;
+    (server, received)
+}
+
+async fn tool_loop(streamed: bool) {
+    let (server, received) = deepseek_like().await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.uri());
+    let mut args = vec!["run", "--base-url", &base, "--model", "deepseek-v4-flash"];
+    if !streamed {
+        args.push("--no-stream");
+    }
+    args.push("Write a.txt");
+    let out = baton_blocking(ws.path(), home.path(), &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "1\n"
+    );
+
+    // The second request carried the first answer's reasoning, byte for byte.
+    let received = received.lock().unwrap().clone();
+    assert_eq!(received.len(), 2, "no request was refused and retried");
+    let assistant = received[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap()
+        .clone();
+    assert_eq!(assistant["reasoning_content"], REASONING[0]);
+    assert_eq!(assistant["tool_calls"][0]["id"], "call_0");
+    assert!(assistant.get("reasoning").is_none(), "{assistant}");
+
+    // Journaled verbatim with the answer; shown abridged; reasoning tokens counted.
+    let events = journal(ws.path(), home.path());
+    let finished = of_type(&events, "model_call_finished");
+    assert_eq!(
+        finished[0]["message"]["reasoning"],
+        json!([{"type": "text", "text": REASONING[0], "field": "reasoning_content"}])
+    );
+    assert!(stderr.contains("thinks: The goal wants"), "{stderr}");
+    let logs = baton_blocking(ws.path(), home.path(), &["logs", "--full"]).await;
+    let logs = String::from_utf8_lossy(&logs.stdout);
+    assert!(
+        logs.contains("reasoning:") && logs.contains("完成"),
+        "{logs}"
+    );
+    let status = baton_blocking(ws.path(), home.path(), &["status", "--json"]).await;
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["run"]["tokens"]["reasoning"], 120);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streamed_reasoning_content_goes_back_in_the_tool_loop() {
+    tool_loop(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_reasoning_content_goes_back_in_the_tool_loop() {
+    tool_loop(false).await;
+}
+
+/// `reasoning_history = "drop"` is for servers that reject the field: against this server the
+/// second request is refused, so the rule is really what decides what is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_drop_rule_sends_no_reasoning_back() {
+    let (server, received) = deepseek_like().await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".baton")).unwrap();
+    std::fs::write(
+        ws.path().join(".baton/config.toml"),
+        "reasoning_history = \"drop\"\nreasoning_effort = \"high\"\nthinking = \"enabled\"\n",
+    )
+    .unwrap();
+    trust_workspace(ws.path(), home.path());
+    let base = format!("{}/v1", server.uri());
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "deepseek-v4-flash",
+            "--no-stream",
+            "x",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "paused: the server refused");
+    let received = received.lock().unwrap().clone();
+    assert_eq!(received[0]["reasoning_effort"], "high");
+    assert_eq!(received[0]["thinking"], json!({"type": "enabled"}));
+    let second = &received[1]["messages"];
+    assert!(
+        !second.to_string().contains("reasoning_content"),
+        "{second}"
+    );
+    let events = journal(ws.path(), home.path());
+    let paused = of_type(&events, "run_paused");
+    assert_eq!(paused[0]["reason"], "model_rejected");
+    assert!(
+        paused[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("must be passed back"),
+        "{}",
+        paused[0]["detail"]
+    );
+}
