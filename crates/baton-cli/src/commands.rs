@@ -376,6 +376,11 @@ pub(crate) fn resolve_settings(
         .apply(profile_for(&model).context)
         .map_err(CliError::usage)?;
     let budget = budget_from(&layer)?;
+    if let Some(b) = layer.thinking_budget.filter(|b| *b < 1024) {
+        return Err(CliError::usage(anyhow!(
+            "thinking_budget = {b} is too small: Anthropic's minimum is 1024 tokens"
+        )));
+    }
     let settings = RunSettings {
         tasks: baton_core::TaskSettings {
             budget: task_budget_from(&layer)?,

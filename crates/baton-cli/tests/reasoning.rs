@@ -215,3 +215,252 @@ async fn the_drop_rule_sends_no_reasoning_back() {
         paused[0]["detail"]
     );
 }
+
+/// Thinking blocks as Anthropic signs them: the signature is opaque and checked by the API.
+const THINKING: [(&str, &str); 2] = [
+    (
+        "I should write \"a.txt\" first.\n",
+        "EqQBCkgIARABGAIiQL2Tk+0/sig==",
+    ),
+    ("Done; finish now.", "ErUBCkYIBxgCIkD/second+sig=="),
+];
+
+const THINKING_MISSING: &str = r#"{"type":"error","error":{"type":"invalid_request_error","message":"messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns."}}"#;
+
+/// An Anthropic-style server that refuses a request whose assistant turns do not start with
+/// the thinking block (text and signature) they were answered with.
+/// Each request's body and its `anthropic-beta` header.
+type Received = Arc<Mutex<Vec<(Value, Option<String>)>>>;
+
+struct ClaudeLike {
+    received: Received,
+}
+
+impl ClaudeLike {
+    fn tool(turn: usize) -> Value {
+        match turn {
+            0 => json!({"type": "tool_use", "id": "toolu_0", "name": "write_file",
+                        "input": {"path": "a.txt", "content": "1\n"}}),
+            _ => json!({"type": "tool_use", "id": "toolu_1", "name": "finish",
+                        "input": {"summary": "a.txt written"}}),
+        }
+    }
+}
+
+impl Respond for ClaudeLike {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let beta = request
+            .headers
+            .get("anthropic-beta")
+            .map(|v| v.to_str().unwrap().to_string());
+        self.received.lock().unwrap().push((body.clone(), beta));
+        let assistants: Vec<&Value> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "assistant")
+            .collect();
+        for (i, message) in assistants.iter().enumerate() {
+            let first = &message["content"][0];
+            let (thinking, signature) = THINKING[i];
+            if first["type"] != "thinking"
+                || first["thinking"] != thinking
+                || first["signature"] != signature
+            {
+                return ResponseTemplate::new(400)
+                    .insert_header("content-type", "application/json")
+                    .set_body_string(THINKING_MISSING);
+            }
+        }
+        let turn = assistants.len();
+        let (thinking, signature) = THINKING[turn];
+        let usage = json!({"input_tokens": 100, "output_tokens": 70});
+        if body["stream"] == true {
+            let event = |kind: &str, data: Value| format!("event: {kind}\ndata: {data}\n\n");
+            let mut sse = event(
+                "message_start",
+                json!({"type": "message_start", "message": {"id": "msg", "type": "message",
+                    "role": "assistant", "model": "claude-sonnet-4-5", "content": [],
+                    "usage": {"input_tokens": 100, "output_tokens": 1}}}),
+            );
+            sse += &event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 0,
+                       "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+            );
+            let cut = thinking.char_indices().nth(7).map_or(0, |(i, _)| i);
+            for piece in [&thinking[..cut], &thinking[cut..]] {
+                sse += &event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "thinking_delta", "thinking": piece}}),
+                );
+            }
+            sse += &event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 0,
+                       "delta": {"type": "signature_delta", "signature": signature}}),
+            );
+            sse += &event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            );
+            let mut tool = Self::tool(turn);
+            let input = tool["input"].to_string();
+            tool["input"] = json!({});
+            sse += &event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": 1, "content_block": tool}),
+            );
+            sse += &event(
+                "content_block_delta",
+                json!({"type": "content_block_delta", "index": 1,
+                       "delta": {"type": "input_json_delta", "partial_json": input}}),
+            );
+            sse += &event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 1}),
+            );
+            sse += &event(
+                "message_delta",
+                json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+                       "usage": {"output_tokens": 70}}),
+            );
+            sse += &event("message_stop", json!({"type": "message_stop"}));
+            ResponseTemplate::new(200)
+                .insert_header("content-type", "text/event-stream")
+                .set_body_string(sse)
+        } else {
+            ResponseTemplate::new(200).set_body_json(json!({
+                "id": "msg", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+                "content": [{"type": "thinking", "thinking": thinking, "signature": signature},
+                            Self::tool(turn)],
+                "stop_reason": "tool_use", "usage": usage,
+            }))
+        }
+    }
+}
+
+async fn claude_loop(streamed: bool, config: &str) -> Vec<(Value, Option<String>)> {
+    let server = MockServer::start().await;
+    let received = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .and(path("/v1/messages"))
+        .respond_with(ClaudeLike {
+            received: received.clone(),
+        })
+        .mount(&server)
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config_dir = home.path().join(".config/baton");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(config_dir.join("config.toml"), config).unwrap();
+    let uri = server.uri();
+    let mut args = vec![
+        "run",
+        "--provider",
+        "anthropic",
+        "--base-url",
+        &uri,
+        "--model",
+        "claude-sonnet-4-5",
+    ];
+    if !streamed {
+        args.push("--no-stream");
+    }
+    args.push("Write a.txt");
+    let out = baton_blocking(ws.path(), home.path(), &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "1\n"
+    );
+    let events = journal(ws.path(), home.path());
+    let finished = of_type(&events, "model_call_finished");
+    assert_eq!(
+        finished[0]["message"]["reasoning"],
+        json!([{"type": "thinking", "thinking": THINKING[0].0, "signature": THINKING[0].1}])
+    );
+    assert!(stderr.contains("thinks: I should write"), "{stderr}");
+    let received = received.lock().unwrap().clone();
+    assert_eq!(received.len(), 2, "no request was refused");
+    // The second request returned the thinking block verbatim, before the tool_use.
+    let assistant = received[1].0["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        assistant["content"][0],
+        json!({"type": "thinking", "thinking": THINKING[0].0, "signature": THINKING[0].1})
+    );
+    assert_eq!(assistant["content"][1]["type"], "tool_use");
+    received
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_thinking_blocks_go_back_verbatim_streamed() {
+    let received = claude_loop(true, "thinking = \"enabled\"\nthinking_budget = 16000\n").await;
+    let body = &received[0].0;
+    assert_eq!(
+        body["thinking"],
+        json!({"type": "enabled", "budget_tokens": 16000})
+    );
+    // The budget must stay below max_tokens: room for the answer is added on top.
+    assert!(body["max_tokens"].as_u64().unwrap() > 16000, "{body}");
+    // Budgeted thinking between tool calls needs the interleaved-thinking beta.
+    assert_eq!(
+        received[0].1.as_deref(),
+        Some("interleaved-thinking-2025-05-14")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_adaptive_thinking_with_effort_whole() {
+    let received = claude_loop(false, "thinking = \"adaptive\"\neffort = \"high\"\n").await;
+    let body = &received[0].0;
+    assert_eq!(body["thinking"], json!({"type": "adaptive"}));
+    assert_eq!(body["output_config"], json!({"effort": "high"}));
+    assert_eq!(received[0].1, None, "adaptive thinking needs no beta");
+    // The cache breakpoints still sit on the stable prefix.
+    assert_eq!(
+        body["system"].as_array().unwrap().last().unwrap()["cache_control"],
+        json!({"type": "ephemeral"})
+    );
+}
+
+#[test]
+fn a_thinking_budget_below_the_minimum_is_refused_before_anything_starts() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config_dir = home.path().join(".config/baton");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        "thinking = \"enabled\"\nthinking_budget = 500\n",
+    )
+    .unwrap();
+    let out = baton(ws.path(), home.path())
+        .args([
+            "run",
+            "--provider",
+            "anthropic",
+            "--model",
+            "claude-sonnet-4-5",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("thinking_budget = 500 is too small"),
+        "{stderr}"
+    );
+    assert!(!journal_path(ws.path(), home.path()).exists());
+}

@@ -33,8 +33,9 @@ pub trait Dialect: Send + Sync + 'static {
     /// The header that carries the API key (the value is marked sensitive by the caller).
     fn auth_header(&self, key: &str) -> Result<(HeaderName, HeaderValue), ModelError>;
 
-    /// Headers every request carries besides content type, accept and auth (an API version).
-    fn extra_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+    /// Headers a request carries besides content type, accept and auth (an API version, a
+    /// beta feature the request uses).
+    fn extra_headers(&self, _request: &ModelRequest) -> Vec<(HeaderName, HeaderValue)> {
         Vec::new()
     }
 
@@ -203,7 +204,7 @@ impl<D: Dialect> HttpProvider<D> {
             .post(&self.endpoint)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, accept);
-        for (name, value) in self.dialect.extra_headers() {
+        for (name, value) in self.dialect.extra_headers(request) {
             builder = builder.header(name, value);
         }
         if let Some((name, value)) = &self.auth {

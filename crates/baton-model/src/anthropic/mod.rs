@@ -32,6 +32,9 @@ use crate::{ModelError, StreamObserver};
 /// module reads cannot change under it.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 
+/// The beta that lets budgeted (`enabled`) thinking happen between tool calls.
+pub const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+
 /// Where and how to reach the API. `Debug` never shows the API key.
 #[derive(Clone)]
 pub struct AnthropicConfig {
@@ -130,11 +133,21 @@ impl Dialect for AnthropicMessages {
         Ok((HeaderName::from_static("x-api-key"), key_header(key)?))
     }
 
-    fn extra_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
-        vec![(
+    fn extra_headers(&self, request: &ModelRequest) -> Vec<(HeaderName, HeaderValue)> {
+        let mut headers = vec![(
             HeaderName::from_static("anthropic-version"),
             HeaderValue::from_static(ANTHROPIC_VERSION),
-        )]
+        )];
+        // Budgeted thinking between tool calls needs the beta; adaptive thinking has it built in.
+        if request.reasoning.thinking == Some(baton_core::Thinking::Enabled)
+            && !request.tools.is_empty()
+        {
+            headers.push((
+                HeaderName::from_static("anthropic-beta"),
+                HeaderValue::from_static(INTERLEAVED_THINKING_BETA),
+            ));
+        }
+        headers
     }
 
     fn request_body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {

@@ -1,6 +1,6 @@
 //! A whole (non-streamed) Messages API response, and the token usage both modes report.
 
-use baton_core::{AssistantMessage, ErrorClass, ModelReply, ToolCall, Usage};
+use baton_core::{AssistantMessage, ErrorClass, ModelReply, Reasoning, ToolCall, Usage};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -84,7 +84,16 @@ enum ResponseBlock {
         #[serde(default)]
         input: Value,
     },
-    /// Thinking, redacted thinking and block types added later: not part of the neutral reply.
+    /// Kept with its signature: the API checks it when the block comes back in a tool loop.
+    Thinking {
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    /// Block types added later: not part of the neutral reply.
     #[serde(other)]
     Other,
 }
@@ -118,6 +127,7 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
     })?;
     let mut content = String::new();
     let mut tool_calls = Vec::new();
+    let mut reasoning = Vec::new();
     for block in blocks {
         match block {
             ResponseBlock::Text { text } if !text.is_empty() => {
@@ -131,6 +141,16 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
                 name,
                 arguments: input_text(&input),
             }),
+            ResponseBlock::Thinking {
+                thinking,
+                signature,
+            } => reasoning.push(Reasoning::Thinking {
+                thinking,
+                signature,
+            }),
+            ResponseBlock::RedactedThinking { data } => {
+                reasoning.push(Reasoning::RedactedThinking { data });
+            }
             ResponseBlock::Text { .. } | ResponseBlock::Other => {}
         }
     }
@@ -141,7 +161,7 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
         message: AssistantMessage {
             content: (!content.is_empty()).then_some(content),
             tool_calls,
-            ..Default::default()
+            reasoning,
         },
         usage: message.usage.map(WireUsage::to_usage),
         finish_reason: message.stop_reason,
@@ -174,6 +194,13 @@ mod tests {
         assert_eq!(
             reply.message.content.as_deref(),
             Some("Reading both.\n\nAnd this one.")
+        );
+        assert_eq!(
+            reply.message.reasoning,
+            vec![Reasoning::Thinking {
+                thinking: "hmm".into(),
+                signature: "sig".into()
+            }]
         );
         assert_eq!(
             reply.message.tool_calls,

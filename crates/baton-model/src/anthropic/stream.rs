@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use baton_core::{AssistantMessage, ErrorClass, ModelReply, ToolCall};
+use baton_core::{AssistantMessage, ErrorClass, ModelReply, Reasoning, ToolCall};
 use bytes::Bytes;
 use eventsource_stream::{EventStream, EventStreamError};
 use futures::{Stream, StreamExt};
@@ -68,7 +68,16 @@ enum StartBlock {
         #[serde(default)]
         input: Value,
     },
-    /// Thinking and other blocks: read past, not part of the neutral reply.
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    /// Block types added later: read past, not part of the neutral reply.
     #[serde(other)]
     Other,
 }
@@ -82,7 +91,13 @@ enum BlockDelta {
     InputJsonDelta {
         partial_json: String,
     },
-    /// `thinking_delta`, `signature_delta`, `citations_delta`, …
+    ThinkingDelta {
+        thinking: String,
+    },
+    SignatureDelta {
+        signature: String,
+    },
+    /// `citations_delta`, …
     #[serde(other)]
     Other,
 }
@@ -102,6 +117,14 @@ enum PartialBlock {
         /// What `content_block_start` carried; the real input arrives as deltas.
         start_input: Value,
         json: String,
+    },
+    /// Kept whole with its signature, which the API checks when the block comes back.
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
     },
     Ignored,
 }
@@ -214,6 +237,19 @@ impl StreamAccumulator {
                     json: String::new(),
                 }
             }
+            StartBlock::Thinking {
+                thinking,
+                signature,
+            } => {
+                if !thinking.is_empty() {
+                    observer.on_delta(&StreamDelta::Reasoning(thinking.clone()));
+                }
+                PartialBlock::Thinking {
+                    thinking,
+                    signature,
+                }
+            }
+            StartBlock::RedactedThinking { data } => PartialBlock::RedactedThinking { data },
             StartBlock::Other => PartialBlock::Ignored,
         };
         self.blocks.insert(index, partial);
@@ -248,10 +284,20 @@ impl StreamAccumulator {
                     });
                 }
             }
-            (PartialBlock::Text, BlockDelta::InputJsonDelta { .. })
-            | (PartialBlock::ToolUse { .. }, BlockDelta::TextDelta { .. }) => {
-                return Err(mismatch());
+            (
+                PartialBlock::Thinking { thinking, .. },
+                BlockDelta::ThinkingDelta { thinking: piece },
+            ) => {
+                thinking.push_str(&piece);
+                if !piece.is_empty() {
+                    observer.on_delta(&StreamDelta::Reasoning(piece));
+                }
             }
+            (
+                PartialBlock::Thinking { signature, .. },
+                BlockDelta::SignatureDelta { signature: piece },
+            ) => signature.push_str(&piece),
+            _ => return Err(mismatch()),
         }
         Ok(())
     }
@@ -293,6 +339,24 @@ impl StreamAccumulator {
         if self.usage.is_none() {
             tracing::info!("streamed response carries no usage; recorded as unreported");
         }
+        // Thinking blocks in the order they came, each whole with its signature.
+        let reasoning = self
+            .blocks
+            .values()
+            .filter_map(|block| match block {
+                PartialBlock::Thinking {
+                    thinking,
+                    signature,
+                } => Some(Reasoning::Thinking {
+                    thinking: thinking.clone(),
+                    signature: signature.clone(),
+                }),
+                PartialBlock::RedactedThinking { data } => {
+                    Some(Reasoning::RedactedThinking { data: data.clone() })
+                }
+                _ => None,
+            })
+            .collect();
         let tool_calls = self
             .blocks
             .into_values()
@@ -308,14 +372,14 @@ impl StreamAccumulator {
                     name,
                     arguments: arguments_text(json, &start_input),
                 }),
-                PartialBlock::Text | PartialBlock::Ignored => None,
+                _ => None,
             })
             .collect();
         Ok(ModelReply {
             message: AssistantMessage {
                 content: (!self.text.is_empty()).then_some(self.text),
                 tool_calls,
-                ..Default::default()
+                reasoning,
             },
             usage: self.usage.map(WireUsage::to_usage),
             finish_reason: self.stop_reason,

@@ -81,7 +81,7 @@ fn message_stop() -> (&'static str, Value) {
 }
 
 #[test]
-fn thinking_ping_and_unknown_events_do_not_disturb_the_answer() {
+fn thinking_is_kept_with_its_signature_and_pings_and_unknown_events_do_not_disturb() {
     let (reply, deltas) = run(&[
         start("claude-served"),
         ("ping", json!({"type": "ping"})),
@@ -121,9 +121,21 @@ fn thinking_ping_and_unknown_events_do_not_disturb_the_answer() {
             reasoning_tokens: None,
         })
     );
+    // Both thinking blocks, in order, verbatim: they go back in the next request.
+    assert_eq!(
+        reply.message.reasoning,
+        vec![
+            baton_core::Reasoning::Thinking {
+                thinking: "Let me see".into(),
+                signature: "EqQB".into()
+            },
+            baton_core::Reasoning::RedactedThinking { data: "xyz".into() },
+        ]
+    );
     assert_eq!(
         deltas,
         vec![
+            StreamDelta::Reasoning("Let me see".into()),
             StreamDelta::Text("Hello".into()),
             StreamDelta::Text(" world".into())
         ]

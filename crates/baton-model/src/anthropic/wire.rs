@@ -8,7 +8,10 @@
 //! the top-level `system`), tool results are `tool_result` blocks inside a user message, roles
 //! must alternate, and empty text blocks are rejected. See [`request_body`].
 
-use baton_core::{AssistantMessage, ErrorClass, Message, ModelRequest, ResponseMode, ToolChoice};
+use baton_core::{
+    AssistantMessage, ErrorClass, Message, ModelRequest, Reasoning, ResponseMode, Thinking,
+    ToolChoice,
+};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
@@ -33,7 +36,70 @@ struct MessagesRequest<'a> {
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<WireToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<WireThinking>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<OutputConfig<'a>>,
     stream: bool,
+}
+
+#[derive(Serialize)]
+struct WireThinking {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    budget_tokens: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct OutputConfig<'a> {
+    effort: &'a str,
+}
+
+/// `budget_tokens` when `thinking = "enabled"` names none (the API's minimum is 1024).
+pub const DEFAULT_THINKING_BUDGET: u32 = 8192;
+/// The API refuses a smaller budget.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// The `thinking` object, and the `max_tokens` to send with it: the budget must stay below
+/// `max_tokens`, so a budget that reaches it gets `max_tokens` of room on top.
+fn thinking(request: &ModelRequest, max_tokens: u32) -> (Option<WireThinking>, u32) {
+    match request.reasoning.thinking {
+        None => (None, max_tokens),
+        Some(Thinking::Adaptive) => (
+            Some(WireThinking {
+                kind: "adaptive",
+                budget_tokens: None,
+            }),
+            max_tokens,
+        ),
+        Some(Thinking::Off) => (
+            Some(WireThinking {
+                kind: "disabled",
+                budget_tokens: None,
+            }),
+            max_tokens,
+        ),
+        Some(Thinking::Enabled) => {
+            let budget = request
+                .reasoning
+                .thinking_budget
+                .unwrap_or(DEFAULT_THINKING_BUDGET)
+                .max(MIN_THINKING_BUDGET);
+            let max_tokens = if budget >= max_tokens {
+                budget.saturating_add(max_tokens)
+            } else {
+                max_tokens
+            };
+            (
+                Some(WireThinking {
+                    kind: "enabled",
+                    budget_tokens: Some(budget),
+                }),
+                max_tokens,
+            )
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Serialize)]
@@ -81,6 +147,14 @@ enum Block<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<CacheControl>,
     },
+    /// Returned verbatim, signature and all: the API checks it in a tool loop.
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
 }
 
 impl Block<'_> {
@@ -89,6 +163,8 @@ impl Block<'_> {
             Block::Text { cache_control, .. }
             | Block::ToolUse { cache_control, .. }
             | Block::ToolResult { cache_control, .. } => *cache_control = EPHEMERAL,
+            // Thinking blocks cannot carry a breakpoint; the breakpoints sit on user turns.
+            Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
         }
     }
 
@@ -169,7 +245,21 @@ fn text_or_placeholder(text: &str) -> &str {
 }
 
 fn assistant_blocks(message: &AssistantMessage) -> Vec<Block<'_>> {
-    let mut blocks = Vec::with_capacity(message.tool_calls.len() + 1);
+    let mut blocks = Vec::with_capacity(message.tool_calls.len() + message.reasoning.len() + 1);
+    // Thinking first, as the model produced it; other wires' reasoning has no form here.
+    for part in &message.reasoning {
+        match part {
+            Reasoning::Thinking {
+                thinking,
+                signature,
+            } => blocks.push(Block::Thinking {
+                thinking,
+                signature,
+            }),
+            Reasoning::RedactedThinking { data } => blocks.push(Block::RedactedThinking { data }),
+            Reasoning::Text { .. } | Reasoning::Item { .. } => {}
+        }
+    }
     if let Some(text) = message.content.as_deref().filter(|t| !t.trim().is_empty()) {
         blocks.push(Block::Text {
             text,
@@ -318,6 +408,7 @@ pub fn request_body(request: &ModelRequest, max_tokens: u32) -> Result<Vec<u8>, 
         })
         .collect();
     place_cache_breakpoints(&mut system, &mut messages, &mut tools);
+    let (thinking, max_tokens) = thinking(request, max_tokens);
     let body = MessagesRequest {
         model: &request.model,
         max_tokens,
@@ -325,6 +416,12 @@ pub fn request_body(request: &ModelRequest, max_tokens: u32) -> Result<Vec<u8>, 
         messages,
         tools,
         tool_choice: wire_tool_choice(request),
+        thinking,
+        output_config: request
+            .reasoning
+            .effort
+            .as_deref()
+            .map(|effort| OutputConfig { effort }),
         stream: request.response_mode == ResponseMode::Streaming,
     };
     // Only string-keyed maps and plain values are serialized, so this cannot fail in practice;
