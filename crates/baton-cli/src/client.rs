@@ -5,9 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use baton_core::{ModelSettings, ProviderKind};
+use baton_core::{ModelSettings, ProviderKind, WireApi};
 use baton_model::anthropic::{AnthropicConfig, AnthropicProvider};
 use baton_model::openai::{OpenAiConfig, OpenAiProvider};
+use baton_model::responses::ResponsesProvider;
 use baton_model::{ModelProvider, RetryPolicy};
 
 use crate::CliError;
@@ -39,6 +40,15 @@ pub fn model_client(
         CliError::usage(anyhow!("cannot set up the model client: {e}"))
     };
     let provider: Arc<dyn ModelProvider> = match settings.provider {
+        ProviderKind::OpenAiCompatible if settings.wire_api == WireApi::Responses => Arc::new(
+            ResponsesProvider::new(OpenAiConfig {
+                base_url: settings.base_url.clone(),
+                api_key: api_key.clone(),
+                request_timeout,
+                idle_timeout,
+            })
+            .map_err(setup_error)?,
+        ),
         ProviderKind::OpenAiCompatible => Arc::new(
             OpenAiProvider::new(OpenAiConfig {
                 base_url: settings.base_url.clone(),

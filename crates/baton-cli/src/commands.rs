@@ -120,6 +120,7 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         response_mode: flags.no_stream.then_some(ResponseMode::Whole),
         tool_choice: flags.tool_choice.clone(),
         provider: flags.provider.clone(),
+        wire_api: flags.wire_api,
         no_tool_turns: flags.no_tool_turns,
         budget_usd: flags.budget_usd,
         budget_tokens: flags.budget_tokens,
@@ -376,6 +377,9 @@ pub(crate) fn resolve_settings(
         .apply(profile_for(&model).context)
         .map_err(CliError::usage)?;
     let budget = budget_from(&layer)?;
+    let wire_api = layer
+        .wire_api
+        .unwrap_or_else(|| default_wire_api(&base_url, &model));
     if let Some(b) = layer.thinking_budget.filter(|b| *b < 1024) {
         return Err(CliError::usage(anyhow!(
             "thinking_budget = {b} is too small: Anthropic's minimum is 1024 tokens"
@@ -399,6 +403,7 @@ pub(crate) fn resolve_settings(
                 thinking: layer.thinking,
                 thinking_budget: layer.thinking_budget,
             },
+            wire_api,
         },
         limits: Limits {
             max_turns: layer.max_turns.unwrap_or(defaults.max_turns),
@@ -420,6 +425,24 @@ pub(crate) fn resolve_settings(
         },
     };
     Ok((settings, layer))
+}
+
+/// The OpenAI wire a run speaks unless `wire_api` says: the Responses API for the models
+/// OpenAI serves only there, when the endpoint is OpenAI's own; Chat Completions otherwise
+/// (other servers mostly speak only that).
+fn default_wire_api(base_url: &str, model: &str) -> baton_core::WireApi {
+    let host = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, rest)| rest)
+        .split(['/', ':'])
+        .next()
+        .unwrap_or_default();
+    let openai = host.eq_ignore_ascii_case("api.openai.com");
+    if openai {
+        profile_for(model).wire_api
+    } else {
+        baton_core::WireApi::Chat
+    }
 }
 
 /// What `run` checks before anything starts (a supervisor checks it before its first child).
@@ -678,6 +701,7 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         task_max_turns: args.model.task_max_turns,
         on_text_reply: on_text_reply(args.model.on_text_reply.as_deref())?,
         no_tool_turns: args.model.no_tool_turns,
+        wire_api: args.model.wire_api,
     };
     if let Some(window) = overrides.context_window {
         // The same rule a new run's configuration is held to.

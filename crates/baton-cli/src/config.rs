@@ -33,6 +33,8 @@ pub struct ConfigLayer {
     pub on_text_reply: Option<baton_core::OnTextReply>,
     /// Replies in a row without a tool call that pause the run (`loop`).
     pub no_tool_turns: Option<u32>,
+    /// `chat` or `responses`: which OpenAI wire to speak (default: from the model's profile).
+    pub wire_api: Option<baton_core::WireApi>,
     /// What of the model's earlier reasoning goes back to the server: `preserve` (default:
     /// what DeepSeek, Kimi and GLM require in a tool loop) or `drop` (servers that reject it).
     pub reasoning_history: Option<baton_core::ReasoningHistory>,
@@ -259,6 +261,7 @@ impl ConfigLayer {
             tool_choice: over.tool_choice.or(self.tool_choice),
             on_text_reply: over.on_text_reply.or(self.on_text_reply),
             no_tool_turns: over.no_tool_turns.or(self.no_tool_turns),
+            wire_api: over.wire_api.or(self.wire_api),
             reasoning_history: over.reasoning_history.or(self.reasoning_history),
             reasoning_effort: over.reasoning_effort.or(self.reasoning_effort),
             thinking: over.thinking.or(self.thinking),

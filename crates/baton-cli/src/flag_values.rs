@@ -14,6 +14,17 @@ pub fn whole<T: TryFrom<u128>>(text: &str) -> Result<T, String> {
         .ok_or_else(|| format!("{text} is too large for this flag"))
 }
 
+/// `--wire-api`: `chat` or `responses`.
+pub fn wire_api(text: &str) -> Result<baton_core::WireApi, String> {
+    match text.trim() {
+        "chat" => Ok(baton_core::WireApi::Chat),
+        "responses" => Ok(baton_core::WireApi::Responses),
+        _ => Err(format!(
+            "expected `chat` (Chat Completions) or `responses` (the Responses API), not {text:?}"
+        )),
+    }
+}
+
 /// A non-negative decimal: an amount of USD (`--budget-usd 2.50`) or of seconds.
 pub fn amount(text: &str) -> Result<f64, String> {
     let value = text

@@ -271,6 +271,10 @@ pub struct ModelFlags {
     /// --no-tool-turns) or `pause` (pause for a person, reason text_reply).
     #[arg(long, value_name = "finish|nudge|pause")]
     on_text_reply: Option<String>,
+    /// The OpenAI wire: `chat` (Chat Completions) or `responses`; default: `responses` for the
+    /// models OpenAI serves only there (the `*-codex` family, `*-pro`), else `chat`.
+    #[arg(long, value_name = "chat|responses", value_parser = crate::flag_values::wire_api)]
+    wire_api: Option<baton_core::WireApi>,
     /// Replies in a row without a tool call that pause the run with reason `loop` (default 3).
     #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     no_tool_turns: Option<u32>,

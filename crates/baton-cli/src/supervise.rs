@@ -205,6 +205,10 @@ fn model_args(flags: &ModelFlags) -> Vec<String> {
     pair("--model", flags.model.clone());
     pair("--max-turns", flags.max_turns.map(|n| n.to_string()));
     pair("--tool-choice", flags.tool_choice.clone());
+    pair(
+        "--wire-api",
+        flags.wire_api.map(|w| crate::output::word(&w)),
+    );
     pair("--on-text-reply", flags.on_text_reply.clone());
     pair(
         "--no-tool-turns",

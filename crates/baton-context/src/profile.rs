@@ -9,6 +9,9 @@ use baton_core::{Compaction, ContextSettings, Masking};
 pub struct ModelProfile {
     pub name: &'static str,
     pub context: ContextSettings,
+    /// The OpenAI wire the model is served on: `responses` for the models OpenAI serves only
+    /// there (the `*-codex` family, the `*-pro` reasoning models), else `chat`.
+    pub wire_api: baton_core::WireApi,
 }
 
 const STRONG_MASKING: Masking = Masking::OlderThan {
@@ -37,13 +40,35 @@ fn profile(
             masking,
             compaction: Compaction::Summarize { keep_recent_turns },
         },
+        wire_api: baton_core::WireApi::Chat,
     }
+}
+
+/// Whether OpenAI serves the model only on the Responses API ("This model is only supported in
+/// v1/responses" on Chat Completions): the `codex` models (`gpt-5-codex`, `gpt-5.1-codex-max`,
+/// `codex-mini-latest`, …) and the `-pro` reasoning models (`o1-pro`, `o3-pro`, `gpt-5-pro`).
+pub fn responses_only(model: &str) -> bool {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    let reasoning_family = ["o1", "o3", "gpt-5"].iter().any(|p| name.starts_with(p));
+    name.contains("codex") || (reasoning_family && name.split('-').any(|part| part == "pro"))
 }
 
 /// The profile for a model name (matched case-insensitively on the part after any `vendor/`).
 /// Unknown models get the default profile: a 32k window and moderate masking, which is safe
 /// for most local models; `--context-window` corrects the window.
 pub fn profile_for(model: &str) -> ModelProfile {
+    let mut profile = family_profile(model);
+    if responses_only(model) {
+        profile.wire_api = baton_core::WireApi::Responses;
+    }
+    profile
+}
+
+fn family_profile(model: &str) -> ModelProfile {
     let name = model
         .rsplit('/')
         .next()
@@ -70,6 +95,7 @@ pub fn profile_for(model: &str) -> ModelProfile {
         ModelProfile {
             name: "default",
             context: ContextSettings::default(),
+            wire_api: baton_core::WireApi::Chat,
         }
     }
 }
@@ -77,6 +103,33 @@ pub fn profile_for(model: &str) -> ModelProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_models_served_only_on_responses_are_recognised() {
+        for model in [
+            "gpt-5-codex",
+            "gpt-5.1-codex-max",
+            "openai/gpt-5.1-codex-mini",
+            "codex-mini-latest",
+            "o3-pro",
+            "o1-pro-2025-03-19",
+            "gpt-5-pro",
+        ] {
+            assert!(responses_only(model), "{model}");
+            assert_eq!(profile_for(model).wire_api, baton_core::WireApi::Responses);
+        }
+        for model in [
+            "gpt-5",
+            "gpt-5-mini",
+            "o3",
+            "gpt-4o",
+            "deepseek-v4-pro",
+            "qwen3-coder",
+        ] {
+            assert!(!responses_only(model), "{model}");
+            assert_eq!(profile_for(model).wire_api, baton_core::WireApi::Chat);
+        }
+    }
 
     #[test]
     fn known_families_get_their_windows() {

@@ -12,6 +12,7 @@ fn state_with_history() -> RunState {
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits::default(),
         context: Default::default(),

@@ -186,6 +186,27 @@ pub struct ModelSettings {
     /// existed read as the defaults.
     #[serde(default, skip_serializing_if = "ReasoningSettings::is_default")]
     pub reasoning: ReasoningSettings,
+    /// Which OpenAI wire an OpenAI-compatible provider speaks; runs journaled before this
+    /// setting existed read as `chat`.
+    #[serde(default, skip_serializing_if = "WireApi::is_chat")]
+    pub wire_api: WireApi,
+}
+
+/// The two OpenAI wires.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireApi {
+    /// Chat Completions (`/chat/completions`): OpenAI and every server that copies it.
+    #[default]
+    Chat,
+    /// Responses (`/responses`): the only wire of the `gpt-5*-codex` models.
+    Responses,
+}
+
+impl WireApi {
+    pub fn is_chat(&self) -> bool {
+        *self == WireApi::Chat
+    }
 }
 
 /// How a model is asked to reason, and what of its earlier reasoning goes back to the server.

@@ -84,6 +84,7 @@ fn settings(setup: &Setup, max_turns: u32) -> RunSettings {
                 ToolChoice::Auto
             },
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits {
             max_turns,

@@ -14,6 +14,7 @@ fn settings(base_url: &str) -> RunSettings {
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits::default(),
         context: Default::default(),

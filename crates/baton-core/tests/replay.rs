@@ -30,6 +30,7 @@ fn settings(max_turns: u32) -> RunSettings {
             response_mode: ResponseMode::Streaming,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits {
             max_turns,

@@ -15,6 +15,7 @@ fn settings() -> RunSettings {
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits::default(),
         context: Default::default(),

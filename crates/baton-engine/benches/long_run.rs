@@ -133,6 +133,7 @@ async fn bench(turns: usize, profile_model: &str) {
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits {
             max_turns: turns as u32 + 50,

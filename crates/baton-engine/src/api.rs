@@ -74,6 +74,8 @@ pub struct SettingsOverride {
     pub on_text_reply: Option<baton_core::OnTextReply>,
     /// `--no-tool-turns`: replies in a row without a tool call that pause the run.
     pub no_tool_turns: Option<u32>,
+    /// `--wire-api`: the OpenAI wire from now on.
+    pub wire_api: Option<baton_core::WireApi>,
 }
 
 impl SettingsOverride {
@@ -116,6 +118,9 @@ impl SettingsOverride {
         }
         if let Some(v) = self.on_text_reply {
             settings.endings.on_text_reply = v;
+        }
+        if let Some(v) = self.wire_api {
+            settings.model.wire_api = v;
         }
         if let Some(v) = self.no_tool_turns {
             settings.loop_detection.no_tool_turns = v;

@@ -11,6 +11,7 @@ pub mod openai;
 pub mod pricing;
 mod provider;
 pub mod ratelimit;
+pub mod responses;
 mod retry;
 mod retry_after;
 mod scripted;

@@ -21,6 +21,7 @@ pub fn settings(model: &str) -> RunSettings {
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits {
             max_turns: 50,

@@ -26,6 +26,7 @@ fn journal(run: &RunId, turns: u32) -> Vec<EventRecord> {
             response_mode: ResponseMode::default(),
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits::default(),
         budget: Default::default(),

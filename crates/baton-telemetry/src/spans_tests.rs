@@ -14,6 +14,7 @@ fn settings(model: &str) -> RunSettings {
             response_mode: ResponseMode::default(),
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits::default(),
         budget: Default::default(),

@@ -326,6 +326,7 @@ fn child_overrides(job: &ChildJob) -> SettingsOverride {
         provider: Some(settings.model.provider),
         base_url: Some(settings.model.base_url.clone()),
         model: Some(settings.model.model.clone()),
+        wire_api: Some(settings.model.wire_api),
         max_turns: Some(settings.limits.max_turns),
         // Running time is counted by the child itself since it started: the parent's clock,
         // which ran meanwhile, must not shrink it again.

@@ -41,6 +41,7 @@ pub fn settings(context: ContextSettings) -> RunSettings {
             response_mode: ResponseMode::Whole,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits {
             max_turns: 60,

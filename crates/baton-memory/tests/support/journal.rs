@@ -45,6 +45,7 @@ impl Journal {
                     response_mode: ResponseMode::Streaming,
                     tool_choice: Default::default(),
                     reasoning: Default::default(),
+                    wire_api: Default::default(),
                 },
                 limits: Limits {
                     max_turns: 10,

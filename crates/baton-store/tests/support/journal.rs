@@ -30,6 +30,7 @@ pub fn settings() -> RunSettings {
             response_mode: ResponseMode::Streaming,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            wire_api: Default::default(),
         },
         limits: Limits::default(),
         context: Default::default(),

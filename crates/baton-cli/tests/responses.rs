@@ -1,0 +1,270 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Issue 17: the Responses API (`POST /v1/responses`), the only wire of the `gpt-5*-codex`
+//! models, driven statelessly: `store: false`, the whole input every turn, and each answer's
+//! reasoning items sent back — encrypted content unchanged — before the calls they led to. The
+//! server here refuses a request that drops them, as OpenAI's does ("Item 'rs_…' of type
+//! 'reasoning' was provided without its required following item" and kin).
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use support::*;
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// Opaque as OpenAI's are; `+`, `/` and `=` would show any re-encoding.
+const ENCRYPTED: [&str; 2] = [
+    "gAAAAABpSECRETfirst+reasoning/blob==",
+    "gAAAAABpSECRETsecond+reasoning/blob=",
+];
+
+const MISSING: &str = r#"{"error":{"message":"Item 'fc_0a' of type 'function_call' was provided without its required 'reasoning' item: 'rs_0'.","type":"invalid_request_error","param":"input","code":null}}"#;
+
+fn reasoning_item(turn: usize) -> Value {
+    json!({"id": format!("rs_{turn}"), "type": "reasoning", "status": "completed",
+           "summary": [{"type": "summary_text", "text": format!("**Plan {turn}** write the files")}],
+           "encrypted_content": ENCRYPTED[turn]})
+}
+
+fn calls(turn: usize) -> Vec<Value> {
+    match turn {
+        // Two calls at once: the model may call several tools in one answer.
+        0 => vec![
+            json!({"id": "fc_0a", "type": "function_call", "status": "completed", "call_id": "call_a",
+                   "name": "write_file", "arguments": "{\"path\":\"a.txt\",\"content\":\"A\\n\"}"}),
+            json!({"id": "fc_0b", "type": "function_call", "status": "completed", "call_id": "call_b",
+                   "name": "write_file", "arguments": "{\"path\":\"b.txt\",\"content\":\"B\\n\"}"}),
+        ],
+        _ => vec![
+            json!({"id": "fc_1", "type": "function_call", "status": "completed", "call_id": "call_f",
+                   "name": "finish", "arguments": "{\"summary\":\"both written\"}"}),
+        ],
+    }
+}
+
+struct ResponsesLike {
+    received: Arc<Mutex<Vec<Value>>>,
+}
+
+impl ResponsesLike {
+    /// Whether the input carries each earlier answer's reasoning item right before its calls.
+    fn history_is_whole(input: &[Value], turns: usize) -> bool {
+        (0..turns).all(|turn| {
+            let Some(at) = input.iter().position(|i| {
+                i["type"] == "reasoning" && i["encrypted_content"] == ENCRYPTED[turn]
+            }) else {
+                return false;
+            };
+            let first_call = &calls(turn)[0]["call_id"];
+            input
+                .get(at + 1)
+                .is_some_and(|next| next["call_id"] == *first_call)
+        })
+    }
+}
+
+impl Respond for ResponsesLike {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        self.received.lock().unwrap().push(body.clone());
+        let input = body["input"].as_array().unwrap();
+        // The second request is the one with tool results in it.
+        let turn = usize::from(input.iter().any(|i| i["type"] == "function_call_output"));
+        if !Self::history_is_whole(input, turn) {
+            return ResponseTemplate::new(400)
+                .insert_header("content-type", "application/json")
+                .set_body_string(MISSING);
+        }
+        let mut output = vec![reasoning_item(turn)];
+        output.extend(calls(turn));
+        let usage = json!({"input_tokens": 500, "input_tokens_details": {"cached_tokens": 400},
+                           "output_tokens": 80, "output_tokens_details": {"reasoning_tokens": 50},
+                           "total_tokens": 580});
+        let response = |status: &str, output: Value| {
+            json!({"id": format!("resp_{turn}"), "object": "response", "status": status,
+                   "model": "gpt-5.1-codex-2025", "output": output, "usage": usage,
+                   "error": null, "incomplete_details": null})
+        };
+        if body["stream"] != true {
+            return ResponseTemplate::new(200).set_body_json(response("completed", json!(output)));
+        }
+        let mut sse = String::new();
+        let mut event = |data: Value| {
+            sse.push_str(&format!(
+                "event: {}\ndata: {data}\n\n",
+                data["type"].as_str().unwrap()
+            ));
+        };
+        event(json!({"type": "response.created", "response": response("in_progress", json!([]))}));
+        for (index, item) in output.iter().enumerate() {
+            let mut added = item.clone();
+            if item["type"] == "function_call" {
+                added["arguments"] = json!("");
+            }
+            event(
+                json!({"type": "response.output_item.added", "output_index": index, "item": added}),
+            );
+            if item["type"] == "reasoning" {
+                event(
+                    json!({"type": "response.reasoning_summary_text.delta", "output_index": index,
+                             "summary_index": 0, "delta": item["summary"][0]["text"]}),
+                );
+            } else {
+                let args = item["arguments"].as_str().unwrap();
+                let (head, tail) = args.split_at(args.len() / 2);
+                for piece in [head, tail] {
+                    event(json!({"type": "response.function_call_arguments.delta",
+                                 "output_index": index, "item_id": item["id"], "delta": piece}));
+                }
+                event(json!({"type": "response.function_call_arguments.done",
+                             "output_index": index, "item_id": item["id"], "arguments": args}));
+            }
+            event(
+                json!({"type": "response.output_item.done", "output_index": index, "item": item}),
+            );
+        }
+        event(
+            json!({"type": "response.completed", "response": response("completed", json!(output))}),
+        );
+        ResponseTemplate::new(200)
+            .insert_header("content-type", "text/event-stream")
+            .set_body_string(sse)
+    }
+}
+
+async fn tool_loop(streamed: bool) {
+    let server = MockServer::start().await;
+    let received = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(ResponsesLike {
+            received: received.clone(),
+        })
+        .mount(&server)
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.uri());
+    let mut args = vec![
+        "run",
+        "--base-url",
+        &base,
+        "--model",
+        "gpt-5.1-codex",
+        "--wire-api",
+        "responses",
+    ];
+    if !streamed {
+        args.push("--no-stream");
+    }
+    args.push("Write a.txt and b.txt");
+    let out = baton_blocking(ws.path(), home.path(), &args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "A\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("b.txt")).unwrap(),
+        "B\n"
+    );
+    assert!(stderr.contains("thinks: **Plan 0**"), "{stderr}");
+
+    let received = received.lock().unwrap().clone();
+    assert_eq!(received.len(), 2, "no request was refused");
+    for body in &received {
+        assert_eq!(body["store"], false);
+        assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
+        assert_eq!(body["stream"], streamed);
+        assert_eq!(body["parallel_tool_calls"], true);
+        assert_eq!(body["tools"][0]["type"], "function");
+    }
+    // One cache key for the run: the same prefix routes to the same cache.
+    let key = received[0]["prompt_cache_key"].as_str().unwrap();
+    assert!(key.starts_with("baton-"), "{key}");
+    assert_eq!(received[1]["prompt_cache_key"], key);
+    // The second input: the first answer's reasoning item — everything but its id and status,
+    // the encrypted content unchanged — then both calls, then both results.
+    let input = received[1]["input"].as_array().unwrap();
+    let at = input.iter().position(|i| i["type"] == "reasoning").unwrap();
+    let mut expected = reasoning_item(0);
+    expected.as_object_mut().unwrap().remove("id");
+    expected.as_object_mut().unwrap().remove("status");
+    assert_eq!(input[at], expected);
+    assert!(
+        serde_json::to_string(&received[1])
+            .unwrap()
+            .contains(ENCRYPTED[0]),
+        "byte for byte"
+    );
+    let kinds: Vec<&str> = input[at..]
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds[..5],
+        [
+            "reasoning",
+            "function_call",
+            "function_call",
+            "function_call_output",
+            "function_call_output"
+        ]
+    );
+    assert_eq!(input[at + 1]["call_id"], "call_a");
+    assert_eq!(input[at + 2]["call_id"], "call_b");
+
+    // Journaled verbatim: the item as the server sent it, id and all.
+    let events = journal(ws.path(), home.path());
+    let finished = of_type(&events, "model_call_finished");
+    let part = &finished[0]["message"]["reasoning"][0];
+    assert_eq!(part["type"], "item");
+    assert_eq!(
+        serde_json::from_str::<Value>(part["json"].as_str().unwrap()).unwrap(),
+        reasoning_item(0)
+    );
+    assert_eq!(part["summary"], "**Plan 0** write the files");
+    assert_eq!(
+        finished[0]["message"]["tool_calls"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    // Usage: cached input and reasoning tokens counted.
+    let status = baton_blocking(ws.path(), home.path(), &["status", "--json"]).await;
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let tokens = &status["run"]["tokens"];
+    assert_eq!(tokens["input"], 1000);
+    assert_eq!(tokens["cached"], 800);
+    assert_eq!(tokens["reasoning"], 100);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_responses_run_carries_its_reasoning_items_forward() {
+    tool_loop(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_responses_run_carries_its_reasoning_items_forward() {
+    tool_loop(false).await;
+}
+
+#[test]
+fn a_bad_wire_api_is_told_in_words() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let out = baton(ws.path(), home.path())
+        .args(["run", "--wire-api", "grpc", "x"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("expected `chat` (Chat Completions) or `responses`"),
+        "{stderr}"
+    );
+}

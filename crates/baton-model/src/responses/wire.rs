@@ -1,0 +1,228 @@
+//! The Responses API request body (`POST /v1/responses`), stateless: `store: false`, the whole
+//! input array every turn, and the reasoning items of earlier answers sent back in order with
+//! their encrypted content (`include: ["reasoning.encrypted_content"]`), so no state lives on
+//! the server and a resumed run rebuilds the same bytes.
+
+use baton_core::{
+    AssistantMessage, ErrorClass, Message, ModelRequest, Reasoning, ResponseMode, ToolChoice,
+};
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use crate::ModelError;
+use crate::canonical::Canonical;
+
+#[derive(Serialize)]
+struct ResponsesRequest<'a> {
+    model: &'a str,
+    input: Vec<InputItem<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<WireReasoning<'a>>,
+    /// Nothing is kept on the server: every request carries the whole history.
+    store: bool,
+    include: [&'static str; 1],
+    /// Routes requests with the same prefix to the same prompt cache.
+    prompt_cache_key: String,
+    stream: bool,
+}
+
+#[derive(Serialize)]
+struct WireReasoning<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effort: Option<&'a str>,
+    /// Readable summaries of the reasoning (shown in the progress lines and transcript).
+    summary: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum InputItem<'a> {
+    Message {
+        role: &'static str,
+        content: [Content<'a>; 1],
+    },
+    FunctionCall {
+        call_id: &'a str,
+        name: &'a str,
+        arguments: &'a str,
+    },
+    FunctionCallOutput {
+        call_id: &'a str,
+        output: &'a str,
+    },
+    /// A reasoning (or compaction) item of an earlier answer, as the server sent it.
+    #[serde(untagged)]
+    Verbatim(Box<RawValue>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Content<'a> {
+    InputText { text: &'a str },
+    OutputText { text: &'a str },
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    name: &'a str,
+    description: &'a str,
+    parameters: Canonical<'a>,
+    /// baton's schemas are not written for strict mode (optional fields are optional).
+    strict: bool,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireToolChoice<'a> {
+    Mode(&'static str),
+    Function {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        name: &'a str,
+    },
+}
+
+fn wire_tool_choice(request: &ModelRequest) -> Option<WireToolChoice<'_>> {
+    if request.tools.is_empty() {
+        return None;
+    }
+    match &request.tool_choice {
+        ToolChoice::Auto => None,
+        ToolChoice::Required => Some(WireToolChoice::Mode("required")),
+        ToolChoice::None => Some(WireToolChoice::Mode("none")),
+        ToolChoice::Function(name) => Some(WireToolChoice::Function {
+            kind: "function",
+            name,
+        }),
+    }
+}
+
+/// An earlier output item as input: the server's JSON with the fields that only describe the
+/// stored output (`id`, `status`) left out — with `store: false` there is nothing stored to
+/// refer to — and everything else, the encrypted content above all, unchanged. Keys come out
+/// sorted, so the same item always gives the same bytes.
+fn verbatim_item(json: &str) -> Result<Box<RawValue>, ModelError> {
+    let mut item: serde_json::Map<String, Value> = serde_json::from_str(json).map_err(|e| {
+        ModelError::new(
+            ErrorClass::InvalidRequest,
+            format!("a journaled reasoning item is not a JSON object ({e})"),
+        )
+    })?;
+    item.remove("id");
+    item.remove("status");
+    let text = serde_json::to_string(&Canonical(&Value::Object(item)))
+        .map_err(|e| ModelError::new(ErrorClass::InvalidRequest, e.to_string()))?;
+    RawValue::from_string(text)
+        .map_err(|e| ModelError::new(ErrorClass::InvalidRequest, e.to_string()))
+}
+
+fn assistant_items<'a>(
+    assistant: &'a AssistantMessage,
+    items: &mut Vec<InputItem<'a>>,
+) -> Result<(), ModelError> {
+    // Reasoning first, in order: each reasoning item must come before the item it led to.
+    for part in &assistant.reasoning {
+        if let Reasoning::Item { json, .. } = part {
+            items.push(InputItem::Verbatim(verbatim_item(json)?));
+        }
+    }
+    if let Some(text) = assistant.content.as_deref().filter(|t| !t.is_empty()) {
+        items.push(InputItem::Message {
+            role: "assistant",
+            content: [Content::OutputText { text }],
+        });
+    }
+    for call in &assistant.tool_calls {
+        items.push(InputItem::FunctionCall {
+            call_id: &call.id,
+            name: &call.name,
+            arguments: &call.arguments,
+        });
+    }
+    Ok(())
+}
+
+/// `baton-` and 16 hex digits of the model and the first messages (system prompt and goal):
+/// stable for a run, shared by runs that start alike — which is what the cache can reuse.
+fn cache_key(request: &ModelRequest) -> String {
+    let mut hash = Sha256::new();
+    hash.update(request.model.as_bytes());
+    for message in request.messages.iter().take(2) {
+        if let Message::System { content } | Message::User { content } = message {
+            hash.update([0]);
+            hash.update(content.as_bytes());
+        }
+    }
+    let digest = hash.finalize();
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("baton-{hex}")
+}
+
+/// The exact bytes sent as the body of a Responses request.
+pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
+    let mut input = Vec::with_capacity(request.messages.len() + 4);
+    for message in &request.messages {
+        match message {
+            Message::System { content } => input.push(InputItem::Message {
+                role: "system",
+                content: [Content::InputText { text: content }],
+            }),
+            Message::User { content } => input.push(InputItem::Message {
+                role: "user",
+                content: [Content::InputText { text: content }],
+            }),
+            Message::Assistant(assistant) => assistant_items(assistant, &mut input)?,
+            Message::Tool {
+                call_id, content, ..
+            } => input.push(InputItem::FunctionCallOutput {
+                call_id,
+                output: content,
+            }),
+        }
+    }
+    let tools: Vec<WireTool<'_>> = request
+        .tools
+        .iter()
+        .map(|tool| WireTool {
+            kind: "function",
+            name: &tool.name,
+            description: &tool.description,
+            parameters: Canonical(&tool.parameters),
+            strict: false,
+        })
+        .collect();
+    let body = ResponsesRequest {
+        model: &request.model,
+        parallel_tool_calls: (!tools.is_empty()).then_some(true),
+        input,
+        tools,
+        tool_choice: wire_tool_choice(request),
+        // Asked for unless thinking is off: the models this wire exists for all reason.
+        reasoning: (request.reasoning.thinking != Some(baton_core::Thinking::Off)).then_some(
+            WireReasoning {
+                effort: request.reasoning.effort.as_deref(),
+                summary: "auto",
+            },
+        ),
+        store: false,
+        include: ["reasoning.encrypted_content"],
+        prompt_cache_key: cache_key(request),
+        stream: request.response_mode == ResponseMode::Streaming,
+    };
+    serde_json::to_vec(&body).map_err(|e| {
+        ModelError::new(
+            ErrorClass::InvalidRequest,
+            format!("could not encode the request: {e}"),
+        )
+    })
+}
