@@ -46,6 +46,8 @@ fn calls(turn: usize) -> Vec<Value> {
 
 struct ResponsesLike {
     received: Arc<Mutex<Vec<Value>>>,
+    /// Answers given instead of the script to the first requests (faults), in order.
+    faults: Mutex<std::collections::VecDeque<ResponseTemplate>>,
 }
 
 impl ResponsesLike {
@@ -69,6 +71,9 @@ impl Respond for ResponsesLike {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap();
         self.received.lock().unwrap().push(body.clone());
+        if let Some(fault) = self.faults.lock().unwrap().pop_front() {
+            return fault;
+        }
         let input = body["input"].as_array().unwrap();
         // The second request is the one with tool results in it.
         let turn = usize::from(input.iter().any(|i| i["type"] == "function_call_output"));
@@ -135,12 +140,20 @@ impl Respond for ResponsesLike {
 }
 
 async fn tool_loop(streamed: bool) {
+    let received = tool_loop_with(streamed, Vec::new()).await;
+    assert_eq!(received.len(), 2, "no request was refused");
+}
+
+/// Runs the two-turn loop against the server, the first requests answered by `faults`; checks
+/// what a clean run must show and returns every request the server got.
+async fn tool_loop_with(streamed: bool, faults: Vec<ResponseTemplate>) -> Vec<Value> {
     let server = MockServer::start().await;
     let received = Arc::new(Mutex::new(Vec::new()));
     Mock::given(method("POST"))
         .and(path("/v1/responses"))
         .respond_with(ResponsesLike {
             received: received.clone(),
+            faults: Mutex::new(faults.into()),
         })
         .mount(&server)
         .await;
@@ -173,8 +186,12 @@ async fn tool_loop(streamed: bool) {
     );
     assert!(stderr.contains("thinks: **Plan 0**"), "{stderr}");
 
-    let received = received.lock().unwrap().clone();
-    assert_eq!(received.len(), 2, "no request was refused");
+    let all = received.lock().unwrap().clone();
+    // The faulted attempts are retries of the first request: the same body each time.
+    let received: Vec<Value> = all[all.len() - 2..].to_vec();
+    for earlier in &all[..all.len() - 2] {
+        assert_eq!(earlier, &received[0], "a retry sends the same request");
+    }
     for body in &received {
         assert_eq!(body["store"], false);
         assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
@@ -241,6 +258,44 @@ async fn tool_loop(streamed: bool) {
     assert_eq!(tokens["input"], 1000);
     assert_eq!(tokens["cached"], 800);
     assert_eq!(tokens["reasoning"], 100);
+    all
+}
+
+/// The faults the other wires are tested with, on this one: each is retried and the run ends
+/// as a clean one does (same files, same second request), nothing billed twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limits_server_errors_cut_streams_and_in_stream_failures_are_retried() {
+    let error = |status: u16, body: &str| {
+        ResponseTemplate::new(status)
+            .insert_header("content-type", "application/json")
+            .set_body_string(body.to_string())
+    };
+    let cut = ResponseTemplate::new(200)
+        .insert_header("content-type", "text/event-stream")
+        .set_body_string(format!(
+            "event: response.output_item.done\ndata: {}\n\n",
+            json!({"type": "response.output_item.done", "output_index": 0, "item": reasoning_item(0)})
+        ));
+    let failed = ResponseTemplate::new(200)
+        .insert_header("content-type", "text/event-stream")
+        .set_body_string(format!(
+            "event: response.failed\ndata: {}\n\n",
+            json!({"type": "response.failed", "response": {"id": "resp_x", "status": "failed",
+                   "output": [], "error": {"code": "server_error", "message": "The server had an error"}}})
+        ));
+    let faults = vec![
+        error(429, r#"{"error":{"message":"Rate limit reached for gpt-5.1-codex","type":"requests","code":"rate_limit_exceeded"}}"#)
+            .insert_header("retry-after", "1"),
+        error(500, r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error"}}"#),
+        cut,
+        failed,
+    ];
+    let all = tool_loop_with(true, faults).await;
+    assert_eq!(
+        all.len(),
+        6,
+        "four faulted attempts, then the two real requests"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
