@@ -19,6 +19,16 @@ pub fn diagnose(error: &ModelError, settings: &ModelSettings) -> String {
         ErrorClass::RateLimited => "rate limited right now; the endpoint and key work".to_string(),
         ErrorClass::Overloaded => "the provider is overloaded right now; the endpoint and key work".to_string(),
         ErrorClass::ContextOverflow => "the server says the prompt is too long for this model".to_string(),
+        ErrorClass::InvalidRequest
+            if settings.wire_api == baton_core::WireApi::Chat
+                && (text.contains("v1/responses") || baton_context::profile::responses_only(&settings.model)) =>
+        {
+            format!(
+                "model '{}' is served only on the Responses API, and this run speaks Chat Completions: \
+                 set wire_api = \"responses\" in the config or pass --wire-api responses",
+                settings.model
+            )
+        }
         ErrorClass::InvalidRequest if error.status == Some(404) || text.contains("model") => format!(
             "the server does not know model '{}' (or {url} is not the API root): check --model and --base-url",
             settings.model
@@ -57,7 +67,7 @@ pub async fn check(
         tools: vec![],
         response_mode: ResponseMode::Whole,
         tool_choice: ToolChoice::Auto,
-        reasoning: Default::default(),
+        reasoning: settings.reasoning.clone(),
     };
     let started = Instant::now();
     let outcome = client.provider.complete(&request, &mut NoObserver).await;
@@ -68,6 +78,8 @@ pub async fn check(
         settings.model,
         settings.base_url
     );
+    let profile = baton_context::profile::profile_for(&settings.model);
+    let profile_line = profile_line(settings, &profile);
     Ok(match outcome {
         Ok(reply) => {
             let usage = reply
@@ -83,16 +95,56 @@ pub async fn check(
             (
                 true,
                 format!(
-                    "ok: {head} answered in {elapsed:.1}s ({usage}): {:?}",
+                    "ok: {head} answered in {elapsed:.1}s ({usage}): {:?}\n{profile_line}",
                     crate::output::one_line(&said, 80)
                 ),
             )
         }
         Err(error) => (
             false,
-            format!("FAILED: {head}\n  {}", diagnose(&error, settings)),
+            format!(
+                "FAILED: {head}\n  {}\n{profile_line}",
+                diagnose(&error, settings)
+            ),
         ),
     })
+}
+
+/// What the run would speak and how: the wire, the reasoning settings and the context policy
+/// the model's profile chose.
+fn profile_line(
+    settings: &ModelSettings,
+    profile: &baton_context::profile::ModelProfile,
+) -> String {
+    let wire = match (settings.provider, settings.wire_api) {
+        (baton_core::ProviderKind::Anthropic, _) => "Anthropic Messages",
+        (_, baton_core::WireApi::Responses) => "Responses API",
+        (_, baton_core::WireApi::Chat) => "Chat Completions",
+    };
+    let r = &settings.reasoning;
+    let mut line = format!(
+        "  profile '{}': wire {wire}; reasoning history {}, effort {}, thinking {}; compaction {}",
+        profile.name,
+        crate::output::word(&r.history),
+        r.effort.as_deref().unwrap_or("(server default)"),
+        r.thinking
+            .map_or("(server default)".to_string(), |t| crate::output::word(&t)),
+        match profile.context.compaction {
+            baton_core::Compaction::Summarize { .. } => "baton's summary",
+            baton_core::Compaction::Off => "off",
+        }
+    );
+    if settings.wire_api == baton_core::WireApi::Chat
+        && settings.provider == baton_core::ProviderKind::OpenAiCompatible
+        && profile.wire_api == baton_core::WireApi::Responses
+    {
+        line.push_str(&format!(
+            "\n  note: OpenAI serves '{}' only on the Responses API; with Chat Completions it \
+             answers \"This model is only supported in v1/responses\" (use --wire-api responses)",
+            settings.model
+        ));
+    }
+    line
 }
 
 fn provider_name(settings: &ModelSettings) -> &'static str {

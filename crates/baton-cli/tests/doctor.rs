@@ -112,3 +112,33 @@ async fn each_failure_is_explained() {
     assert_eq!(code, Some(1));
     assert!(text.contains("nothing is listening"), "{text}");
 }
+
+/// A Responses-only model on Chat Completions gets what OpenAI answers there; doctor names the
+/// wire to switch to. A working check reports the wire, reasoning and compaction chosen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_responses_only_model_on_chat_is_explained() {
+    let chat = server_answering(ResponseTemplate::new(400).set_body_json(json!({"error": {
+        "message": "This model is only supported in v1/responses and not in v1/chat/completions.",
+        "type": "invalid_request_error", "param": "model", "code": null}})))
+    .await;
+    let (code, text) = doctor(&format!("{}/v1", chat.uri()), "gpt-5.1-codex").await;
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("served only on the Responses API") && text.contains("--wire-api responses"),
+        "{text}"
+    );
+    assert!(text.contains("wire Chat Completions"), "{text}");
+
+    let server = ScriptedServer::start(vec![Turn {
+        text: Some("ok".into()),
+        ..Turn::default()
+    }])
+    .await;
+    let (code, text) = doctor(&server.base_url(), "m").await;
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("profile 'default': wire Chat Completions; reasoning history preserve")
+            && text.contains("compaction baton's summary"),
+        "{text}"
+    );
+}
