@@ -1,6 +1,7 @@
 //! Benchmarks of the OpenAI-compatible client, printed as plain numbers:
 //!
-//! (a) SSE parse throughput of the streaming reader over a large in-memory body;
+//! (a) SSE parse throughput of the streaming readers of all three wires (Chat Completions,
+//!     Anthropic Messages, Responses) over large in-memory bodies;
 //! (b) per-call overhead of `OpenAiProvider::complete` (whole responses) against bare `reqwest`
 //!     POSTs of the same body, both to a minimal HTTP server on 127.0.0.1 started here.
 //!
@@ -22,6 +23,9 @@ use bytes::Bytes;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
+
+#[path = "sse_wires.rs"]
+mod wires;
 
 type BenchResult<T> = Result<T, Box<dyn Error>>;
 
@@ -133,14 +137,47 @@ fn pieces(body: &Bytes) -> Vec<Result<Bytes, ModelError>> {
         .collect()
 }
 
+#[derive(Clone, Copy)]
+enum Wire {
+    Chat,
+    Anthropic,
+    Responses,
+}
+
 async fn sse_throughput(plan: &Plan) -> BenchResult<()> {
-    let (body, events, text) = sse_body(plan.sse_bytes);
+    for wire in [Wire::Chat, Wire::Anthropic, Wire::Responses] {
+        wire_throughput(plan, wire).await?;
+    }
+    Ok(())
+}
+
+async fn wire_throughput(plan: &Plan, wire: Wire) -> BenchResult<()> {
+    let (body, events, text) = match wire {
+        Wire::Chat => sse_body(plan.sse_bytes),
+        Wire::Anthropic => wires::anthropic_body(plan.sse_bytes),
+        Wire::Responses => wires::responses_body(plan.sse_bytes),
+    };
+    let name = match wire {
+        Wire::Chat => "chat completions",
+        Wire::Anthropic => "anthropic messages",
+        Wire::Responses => "responses",
+    };
     let mut rates = Vec::new();
     for _ in 0..plan.sse_runs {
         let input = futures::stream::iter(pieces(&body));
+        let idle = Duration::from_secs(60);
         let started = Instant::now();
-        let reply =
-            read_stream(input, Duration::from_secs(60), body.len(), &mut NoObserver).await?;
+        let reply = match wire {
+            Wire::Chat => read_stream(input, idle, body.len(), &mut NoObserver).await?,
+            Wire::Anthropic => {
+                baton_model::anthropic::read_stream(input, idle, body.len(), &mut NoObserver)
+                    .await?
+            }
+            Wire::Responses => {
+                baton_model::responses::read_stream(input, idle, body.len(), &mut NoObserver)
+                    .await?
+            }
+        };
         let elapsed = started.elapsed();
         // Measure only a parse that is right.
         if reply.message.content.as_deref() != Some(text.as_str()) {
@@ -151,8 +188,8 @@ async fn sse_throughput(plan: &Plan) -> BenchResult<()> {
     rates.sort_by(f64::total_cmp);
     let median = rates[rates.len() / 2];
     println!(
-        "sse parse: {:.1} MB body, {events} events, 16 KiB reads: median {median:.1} MB/s \
-         ({:.0} events/s) over {} runs [min {:.1}, max {:.1}]",
+        "sse parse ({name}): {:.1} MB body, {events} events, 16 KiB reads: median \
+         {median:.1} MB/s ({:.0} events/s) over {} runs [min {:.1}, max {:.1}]",
         body.len() as f64 / 1e6,
         median * 1e6 / (body.len() as f64 / events as f64),
         rates.len(),
