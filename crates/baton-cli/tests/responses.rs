@@ -48,6 +48,10 @@ struct ResponsesLike {
     received: Arc<Mutex<Vec<Value>>>,
     /// Answers given instead of the script to the first requests (faults), in order.
     faults: Mutex<std::collections::VecDeque<ResponseTemplate>>,
+    /// Every request body as it arrived, byte for byte.
+    raw: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// Hold the answer to the N-th request (0-based) back this long, to kill baton mid-request.
+    delay: Option<(usize, std::time::Duration)>,
 }
 
 impl ResponsesLike {
@@ -71,6 +75,11 @@ impl Respond for ResponsesLike {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap();
         self.received.lock().unwrap().push(body.clone());
+        let request_number = {
+            let mut raw = self.raw.lock().unwrap();
+            raw.push(request.body.clone());
+            raw.len() - 1
+        };
         if let Some(fault) = self.faults.lock().unwrap().pop_front() {
             return fault;
         }
@@ -92,8 +101,14 @@ impl Respond for ResponsesLike {
                    "model": "gpt-5.1-codex-2025", "output": output, "usage": usage,
                    "error": null, "incomplete_details": null})
         };
+        let delay = self
+            .delay
+            .filter(|(n, _)| *n == request_number)
+            .map_or(std::time::Duration::ZERO, |(_, d)| d);
         if body["stream"] != true {
-            return ResponseTemplate::new(200).set_body_json(response("completed", json!(output)));
+            return ResponseTemplate::new(200)
+                .set_body_json(response("completed", json!(output)))
+                .set_delay(delay);
         }
         let mut sse = String::new();
         let mut event = |data: Value| {
@@ -136,6 +151,7 @@ impl Respond for ResponsesLike {
         ResponseTemplate::new(200)
             .insert_header("content-type", "text/event-stream")
             .set_body_string(sse)
+            .set_delay(delay)
     }
 }
 
@@ -154,6 +170,8 @@ async fn tool_loop_with(streamed: bool, faults: Vec<ResponseTemplate>) -> Vec<Va
         .respond_with(ResponsesLike {
             received: received.clone(),
             faults: Mutex::new(faults.into()),
+            raw: Arc::default(),
+            delay: None,
         })
         .mount(&server)
         .await;
@@ -321,5 +339,96 @@ fn a_bad_wire_api_is_told_in_words() {
     assert!(
         stderr.contains("expected `chat` (Chat Completions) or `responses`"),
         "{stderr}"
+    );
+}
+
+/// kill -9 right after a reasoning answer is journaled, then again while the next request —
+/// the one that carries that reasoning back — is in flight: each resume rebuilds the same
+/// request byte for byte (and digest), and no answered call is asked for again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_around_a_reasoning_answer_the_resumed_request_is_the_same_bytes() {
+    let server = MockServer::start().await;
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let raw = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(ResponsesLike {
+            received: received.clone(),
+            faults: Mutex::default(),
+            raw: raw.clone(),
+            delay: Some((1, std::time::Duration::from_secs(30))),
+        })
+        .mount(&server)
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.uri());
+    let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
+    let raw_seen = raw.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut run = baton(&w, &h);
+        run.args([
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "gpt-5.1-codex",
+            "--wire-api",
+            "responses",
+            "--json",
+            "Write a.txt and b.txt",
+        ]);
+        // 1. The reasoning answer of turn 1 is journaled: kill at once.
+        let (mut child, mut events) = spawn_json(run);
+        assert!(
+            events
+                .until(|e| e["type"] == "model_call_finished")
+                .is_some()
+        );
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // 2. Resumed: its second request (with the reasoning item) is in flight: kill.
+        let mut resume = baton(&w, &h);
+        resume.args(["resume", "--last", "--json"]);
+        let (mut child, mut events) = spawn_json(resume);
+        assert!(
+            events
+                .until(|e| e["type"] == "model_call_started" && e["turn"] == 2)
+                .is_some()
+        );
+        for _ in 0..500 {
+            if raw_seen.lock().unwrap().len() >= 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        baton(&w, &h).args(["resume", "--last"]).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let raw = raw.lock().unwrap().clone();
+    assert_eq!(raw.len(), 3, "turn 1 once, turn 2 twice (killed in flight)");
+    assert_eq!(raw[1], raw[2], "the resumed request is the same bytes");
+    let events = journal(ws.path(), home.path());
+    let started: Vec<&Value> = of_type(&events, "model_call_started")
+        .into_iter()
+        .filter(|e| e["turn"] == 2)
+        .collect();
+    assert_eq!(started.len(), 2);
+    assert_eq!(started[0]["request_sha256"], started[1]["request_sha256"]);
+    // Billed once per answer: two answers, 2 × 500 input tokens.
+    assert_eq!(of_type(&events, "model_call_finished").len(), 2);
+    assert!(String::from_utf8_lossy(&raw[2]).contains(ENCRYPTED[0]));
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("b.txt")).unwrap(),
+        "B\n"
     );
 }
