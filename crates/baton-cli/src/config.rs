@@ -103,6 +103,18 @@ pub struct ContextConfig {
     /// `false` turns compaction off (a run that outgrows the window then pauses).
     pub summary: Option<bool>,
     pub keep_recent_turns: Option<u32>,
+    /// Who compacts: `baton` (its handoff summary), `provider` (the Responses API's
+    /// server-side compaction) or `off`.
+    pub compaction: Option<CompactionBy>,
+}
+
+/// `[context] compaction`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionBy {
+    Baton,
+    Provider,
+    Off,
 }
 
 impl ContextConfig {
@@ -116,6 +128,7 @@ impl ContextConfig {
             mask_min_bytes: over.mask_min_bytes.or(self.mask_min_bytes),
             summary: over.summary.or(self.summary),
             keep_recent_turns: over.keep_recent_turns.or(self.keep_recent_turns),
+            compaction: over.compaction.or(self.compaction),
         }
     }
 
@@ -162,17 +175,18 @@ impl ContextConfig {
         };
         let keep_recent = match context.compaction {
             Compaction::Summarize { keep_recent_turns } => keep_recent_turns,
-            Compaction::Off => 2,
+            Compaction::Off | Compaction::Provider => 2,
         };
-        let summary_on = self
-            .summary
-            .unwrap_or(!matches!(context.compaction, Compaction::Off));
-        context.compaction = if summary_on {
-            Compaction::Summarize {
-                keep_recent_turns: self.keep_recent_turns.unwrap_or(keep_recent),
-            }
-        } else {
-            Compaction::Off
+        let summarize = Compaction::Summarize {
+            keep_recent_turns: self.keep_recent_turns.unwrap_or(keep_recent),
+        };
+        context.compaction = match (self.compaction, self.summary) {
+            (Some(CompactionBy::Provider), _) => Compaction::Provider,
+            (Some(CompactionBy::Off), _) | (None, Some(false)) => Compaction::Off,
+            (Some(CompactionBy::Baton), _) | (None, Some(true)) => summarize,
+            (None, None) if context.compaction == Compaction::Off => Compaction::Off,
+            (None, None) if context.compaction == Compaction::Provider => Compaction::Provider,
+            (None, None) => summarize,
         };
         Ok(context)
     }

@@ -68,6 +68,7 @@ pub async fn check(
         response_mode: ResponseMode::Whole,
         tool_choice: ToolChoice::Auto,
         reasoning: settings.reasoning.clone(),
+        provider_compaction_at: Default::default(),
     };
     let started = Instant::now();
     let outcome = client.provider.complete(&request, &mut NoObserver).await;
@@ -131,6 +132,7 @@ fn profile_line(
             .map_or("(server default)".to_string(), |t| crate::output::word(&t)),
         match profile.context.compaction {
             baton_core::Compaction::Summarize { .. } => "baton's summary",
+            baton_core::Compaction::Provider => "the provider's",
             baton_core::Compaction::Off => "off",
         }
     );

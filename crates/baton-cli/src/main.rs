@@ -247,8 +247,9 @@ pub struct WorkerArgs {
 
 #[derive(Args, Clone, Default)]
 pub struct ModelFlags {
-    /// Provider preset: openai, anthropic, deepseek, qwen, moonshot, glm, openrouter, ollama,
-    /// vllm, llamacpp (API flavour, base URL and key variable) [env: BATON_PROVIDER]
+    /// Provider preset: openai, anthropic, deepseek, qwen, moonshot, glm, zhipu, qwen-cn,
+    /// doubao, siliconflow, minimax, openrouter, ollama, vllm, llamacpp (API flavour, base URL
+    /// and key variable) [env: BATON_PROVIDER]
     #[arg(long, value_name = "NAME")]
     provider: Option<String>,
     /// Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1 [env: BATON_BASE_URL]

@@ -77,6 +77,42 @@ pub const PRESETS: &[Preset] = &[
         "https://open.bigmodel.cn/api/paas/v4",
         "ZHIPUAI_API_KEY",
     ),
+    // The same GLM endpoint under Zhipu's own name.
+    hosted(
+        "zhipu",
+        ProviderKind::OpenAiCompatible,
+        "https://open.bigmodel.cn/api/paas/v4",
+        "ZHIPUAI_API_KEY",
+    ),
+    // Qwen on DashScope's mainland endpoint (`qwen` is the international one).
+    hosted(
+        "qwen-cn",
+        ProviderKind::OpenAiCompatible,
+        "https://dashscope.aliyuncs.com/compatible-mode/v1",
+        "DASHSCOPE_API_KEY",
+    ),
+    // Doubao and the models hosted on Volcengine Ark (model: a model name or an `ep-…` id).
+    hosted(
+        "doubao",
+        ProviderKind::OpenAiCompatible,
+        "https://ark.cn-beijing.volces.com/api/v3",
+        "ARK_API_KEY",
+    ),
+    // SiliconFlow's mainland endpoint (international: https://api.siliconflow.com/v1).
+    hosted(
+        "siliconflow",
+        ProviderKind::OpenAiCompatible,
+        "https://api.siliconflow.cn/v1",
+        "SILICONFLOW_API_KEY",
+    ),
+    // MiniMax's international endpoint (mainland: https://api.minimaxi.com/v1). Its M2 models
+    // keep their thinking in `content` between <think> tags, which baton sends back unchanged.
+    hosted(
+        "minimax",
+        ProviderKind::OpenAiCompatible,
+        "https://api.minimax.io/v1",
+        "MINIMAX_API_KEY",
+    ),
     hosted(
         "openrouter",
         ProviderKind::OpenAiCompatible,

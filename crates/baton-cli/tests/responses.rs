@@ -432,3 +432,207 @@ async fn killed_around_a_reasoning_answer_the_resumed_request_is_the_same_bytes(
         "B\n"
     );
 }
+
+/// Server-side compaction (`[context] compaction = "provider"`): the server compacts in the
+/// middle of the run and returns an opaque compaction item; later requests carry it and leave
+/// out what came before it (system messages stay). Killed while the request after it is in
+/// flight, the resumed run sends the same bytes.
+struct Compacting {
+    raw: Arc<Mutex<Vec<Vec<u8>>>>,
+    /// The N-th request (0-based) is answered this late, to kill baton mid-request.
+    delay: Option<(usize, std::time::Duration)>,
+}
+
+const COMPACTED: &str = "gAAAAABpCOMPACTED+history/of=turn1==";
+
+impl Respond for Compacting {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let number = {
+            let mut raw = self.raw.lock().unwrap();
+            raw.push(request.body.clone());
+            raw.len() - 1
+        };
+        let input = body["input"].as_array().unwrap();
+        let last_output = input
+            .iter()
+            .rev()
+            .find(|i| i["type"] == "function_call_output")
+            .map(|i| i["call_id"].as_str().unwrap().to_string());
+        let call = |id: &str, name: &str, args: Value| {
+            json!({"id": format!("fc_{id}"), "type": "function_call", "status": "completed",
+                   "call_id": id, "name": name, "arguments": args.to_string()})
+        };
+        let output = match last_output.as_deref() {
+            None => vec![
+                reasoning_item(0),
+                call(
+                    "call_a",
+                    "write_file",
+                    json!({"path": "a.txt", "content": "A\n"}),
+                ),
+            ],
+            // The input passed the threshold: the server compacts first.
+            Some("call_a") => vec![
+                json!({"id": "cmp_1", "type": "compaction", "encrypted_content": COMPACTED}),
+                reasoning_item(1),
+                call(
+                    "call_b",
+                    "write_file",
+                    json!({"path": "b.txt", "content": "B\n"}),
+                ),
+            ],
+            _ => vec![call("call_f", "finish", json!({"summary": "both written"}))],
+        };
+        let delay = self
+            .delay
+            .filter(|(n, _)| *n == number)
+            .map_or(std::time::Duration::ZERO, |(_, d)| d);
+        ResponseTemplate::new(200)
+            .set_body_json(
+                json!({"id": "resp", "object": "response", "status": "completed",
+                "model": "gpt-5.1-codex", "output": output,
+                "usage": {"input_tokens": 500, "output_tokens": 50}}),
+            )
+            .set_delay(delay)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_compaction_mid_run_is_carried_forward_and_survives_kill_9() {
+    let server = MockServer::start().await;
+    let raw = Arc::new(Mutex::new(Vec::new()));
+    Mock::given(method("POST"))
+        .and(path("/v1/responses"))
+        .respond_with(Compacting {
+            raw: raw.clone(),
+            delay: Some((2, std::time::Duration::from_secs(30))),
+        })
+        .mount(&server)
+        .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config_dir = home.path().join(".config/baton");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        "[context]\ncompaction = \"provider\"\nwindow = 100000\n",
+    )
+    .unwrap();
+    let base = format!("{}/v1", server.uri());
+    let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
+    let raw_seen = raw.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut run = baton(&w, &h);
+        run.args([
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "gpt-5.1-codex",
+            "--wire-api",
+            "responses",
+            "--no-stream",
+            "--json",
+            "Write a.txt and b.txt",
+        ]);
+        // The third request — the first after the compaction — is held: kill baton then.
+        let (mut child, mut events) = spawn_json(run);
+        assert!(
+            events
+                .until(|e| e["type"] == "model_call_started" && e["turn"] == 3)
+                .is_some()
+        );
+        for _ in 0..500 {
+            if raw_seen.lock().unwrap().len() >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        baton(&w, &h).args(["resume", "--last"]).output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("b.txt")).unwrap(),
+        "B\n"
+    );
+    let raw = raw.lock().unwrap().clone();
+    assert_eq!(
+        raw.len(),
+        4,
+        "three turns, the third asked twice (killed in flight)"
+    );
+    assert_eq!(raw[2], raw[3], "the resumed request is the same bytes");
+    let bodies: Vec<Value> = raw
+        .iter()
+        .map(|b| serde_json::from_slice(b).unwrap())
+        .collect();
+    // Every request asks for server-side compaction at 80 % of the window.
+    for body in &bodies {
+        assert_eq!(
+            body["context_management"],
+            json!([{"type": "compaction", "compact_threshold": 80000}])
+        );
+    }
+    // After the compaction: system messages, then the compaction item; nothing from before it.
+    let input = bodies[2]["input"].as_array().unwrap();
+    let first_other = input.iter().position(|i| i["role"] != "system").unwrap();
+    assert_eq!(
+        input[first_other],
+        json!({"type": "compaction", "encrypted_content": COMPACTED})
+    );
+    let text = serde_json::to_string(&bodies[2]).unwrap();
+    assert!(
+        !text.contains(ENCRYPTED[0]),
+        "turn 1's reasoning is behind the compaction"
+    );
+    assert!(
+        !text.contains("call_a"),
+        "turn 1's call is behind the compaction"
+    );
+    assert!(text.contains(ENCRYPTED[1]) && text.contains("call_b"));
+    // baton wrote no summary of its own; the item is journaled with the answer.
+    let events = journal(ws.path(), home.path());
+    assert!(of_type(&events, "compaction_started").is_empty());
+    let finished = of_type(&events, "model_call_finished");
+    let part = &finished[1]["message"]["reasoning"][0];
+    assert!(part["json"].as_str().unwrap().contains(COMPACTED), "{part}");
+    assert_eq!(finished.len(), 3, "each answer billed once");
+}
+
+#[test]
+fn provider_compaction_on_a_wire_that_cannot_compact_is_refused() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config_dir = home.path().join(".config/baton");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        "[context]\ncompaction = \"provider\"\n",
+    )
+    .unwrap();
+    let out = baton(ws.path(), home.path())
+        .args([
+            "run",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--model",
+            "m",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("needs the Responses API"), "{stderr}");
+    assert!(!journal_path(ws.path(), home.path()).exists());
+}

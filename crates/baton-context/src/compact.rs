@@ -47,7 +47,7 @@ pub fn compaction_cut(state: &RunState, keep_recent_turns: u32) -> Option<u32> {
 /// How many turns a compaction of `state` keeps (`None`: compaction is off).
 pub fn keep_recent_turns(state: &RunState) -> Option<u32> {
     match state.settings.as_ref()?.context.compaction {
-        Compaction::Off => None,
+        Compaction::Off | Compaction::Provider => None,
         Compaction::Summarize { keep_recent_turns } => Some(keep_recent_turns),
     }
 }
@@ -107,6 +107,7 @@ pub fn compaction_request(state: &RunState, replaced: u32, left_out: u32) -> Opt
         response_mode: parts.response_mode,
         tool_choice: ToolChoice::None,
         reasoning: parts.reasoning,
+        provider_compaction_at: None,
     })
 }
 

@@ -47,6 +47,7 @@ pub(crate) struct Parts {
     pub response_mode: baton_core::ResponseMode,
     pub tool_choice: baton_core::ToolChoice,
     pub reasoning: baton_core::ReasoningSettings,
+    pub provider_compaction_at: Option<u64>,
     /// System prompt and goal: identical for the whole run.
     pub prefix: Vec<Message>,
     /// The history as shown (masked).
@@ -83,6 +84,8 @@ pub(crate) fn assemble_parts(state: &RunState) -> Option<Parts> {
         response_mode: settings.model.response_mode,
         tool_choice: settings.model.tool_choice.clone(),
         reasoning: settings.model.reasoning.clone(),
+        provider_compaction_at: (settings.context.compaction == baton_core::Compaction::Provider)
+            .then(|| settings.context.compaction_threshold()),
         prefix,
         history,
         masked_outputs,
@@ -137,6 +140,7 @@ pub fn assemble_with_report(state: &RunState) -> Option<Assembly> {
             response_mode: parts.response_mode,
             tool_choice: parts.tool_choice,
             reasoning: parts.reasoning,
+            provider_compaction_at: parts.provider_compaction_at,
         },
         masked_outputs: parts.masked_outputs,
     })

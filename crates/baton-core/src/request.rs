@@ -17,6 +17,10 @@ pub struct ModelRequest {
     /// request (and its digest), so the wire body is a function of the request alone.
     #[serde(default, skip_serializing_if = "ReasoningSettings::is_default")]
     pub reasoning: ReasoningSettings,
+    /// With provider-side compaction: the prompt size, in tokens, at which the provider
+    /// compacts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_compaction_at: Option<u64>,
 }
 
 /// A model's complete, successful answer to one request.

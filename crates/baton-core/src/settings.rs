@@ -162,6 +162,10 @@ pub enum Compaction {
     Off,
     /// The model writes a handoff summary that replaces all but the last `keep_recent_turns`.
     Summarize { keep_recent_turns: u32 },
+    /// The provider compacts on its side (OpenAI Responses `context_management`) once the
+    /// prompt passes the compaction threshold; its opaque compaction item is journaled and sent
+    /// back. baton writes no summary itself (an overflow pauses, as with `off`).
+    Provider,
 }
 
 impl Default for Compaction {

@@ -331,6 +331,7 @@ fn agent_request() -> ModelRequest {
         response_mode: ResponseMode::Whole,
         tool_choice: ToolChoice::Auto,
         reasoning: Default::default(),
+        provider_compaction_at: Default::default(),
     }
 }
 

@@ -99,6 +99,7 @@ mod tests {
             response_mode: ResponseMode::Streaming,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            provider_compaction_at: Default::default(),
         }
     }
 

@@ -92,6 +92,7 @@ fn request(mode: ResponseMode) -> ModelRequest {
         response_mode: mode,
         tool_choice: Default::default(),
         reasoning: Default::default(),
+        provider_compaction_at: Default::default(),
     }
 }
 

@@ -24,6 +24,7 @@ fn request(mode: ResponseMode) -> ModelRequest {
         response_mode: mode,
         tool_choice: ToolChoice::Auto,
         reasoning: Default::default(),
+        provider_compaction_at: Default::default(),
     }
 }
 

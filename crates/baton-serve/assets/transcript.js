@@ -91,6 +91,10 @@ window.BatonTranscript = (function () {
       const reasoning = (Array.isArray(m.reasoning) ? m.reasoning : [])
         .map((r) => r.text || r.thinking || r.summary || "")
         .filter((t) => t.trim()).join("\n\n");
+      // An OpenAI compaction item: opaque, but worth a line.
+      if ((Array.isArray(m.reasoning) ? m.reasoning : []).some((r) => r.type === "item" && /"type"\s*:\s*"compaction/.test(r.json || ""))) {
+        line("tx-meta", "context compacted by the provider (its opaque compaction item goes back with later requests)");
+      }
       if (reasoning) {
         place(el("div", { class: "tx-reasoning" }, el("div", { class: "tx-who" }, "thinking"), abridged(reasoning, "reasoning")));
       }

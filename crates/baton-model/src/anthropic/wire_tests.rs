@@ -71,6 +71,7 @@ fn sample(mode: ResponseMode) -> ModelRequest {
         response_mode: mode,
         tool_choice: Default::default(),
         reasoning: Default::default(),
+        provider_compaction_at: Default::default(),
     }
 }
 

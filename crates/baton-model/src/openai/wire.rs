@@ -326,6 +326,7 @@ mod tests {
             response_mode: mode,
             tool_choice: Default::default(),
             reasoning: Default::default(),
+            provider_compaction_at: Default::default(),
         }
     }
 

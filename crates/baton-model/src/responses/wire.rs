@@ -26,12 +26,22 @@ struct ResponsesRequest<'a> {
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning: Option<WireReasoning<'a>>,
+    /// Server-side compaction once the input passes the threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_management: Option<[ContextManagement; 1]>,
     /// Nothing is kept on the server: every request carries the whole history.
     store: bool,
     include: [&'static str; 1],
     /// Routes requests with the same prefix to the same prompt cache.
     prompt_cache_key: String,
     stream: bool,
+}
+
+#[derive(Serialize)]
+struct ContextManagement {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    compact_threshold: u64,
 }
 
 #[derive(Serialize)]
@@ -111,7 +121,7 @@ fn wire_tool_choice(request: &ModelRequest) -> Option<WireToolChoice<'_>> {
 /// stored output (`id`, `status`) left out — with `store: false` there is nothing stored to
 /// refer to — and everything else, the encrypted content above all, unchanged. Keys come out
 /// sorted, so the same item always gives the same bytes.
-fn verbatim_item(json: &str) -> Result<Box<RawValue>, ModelError> {
+fn verbatim_item(json: &str) -> Result<(Box<RawValue>, bool), ModelError> {
     let mut item: serde_json::Map<String, Value> = serde_json::from_str(json).map_err(|e| {
         ModelError::new(
             ErrorClass::InvalidRequest,
@@ -120,20 +130,31 @@ fn verbatim_item(json: &str) -> Result<Box<RawValue>, ModelError> {
     })?;
     item.remove("id");
     item.remove("status");
+    let compaction = matches!(
+        item.get("type").and_then(Value::as_str),
+        Some("compaction" | "compaction_summary")
+    );
     let text = serde_json::to_string(&Canonical(&Value::Object(item)))
         .map_err(|e| ModelError::new(ErrorClass::InvalidRequest, e.to_string()))?;
-    RawValue::from_string(text)
-        .map_err(|e| ModelError::new(ErrorClass::InvalidRequest, e.to_string()))
+    let raw = RawValue::from_string(text)
+        .map_err(|e| ModelError::new(ErrorClass::InvalidRequest, e.to_string()))?;
+    Ok((raw, compaction))
 }
 
+/// Appends an assistant message's items; returns the position of its last compaction item.
 fn assistant_items<'a>(
     assistant: &'a AssistantMessage,
     items: &mut Vec<InputItem<'a>>,
-) -> Result<(), ModelError> {
+) -> Result<Option<usize>, ModelError> {
+    let mut compaction = None;
     // Reasoning first, in order: each reasoning item must come before the item it led to.
     for part in &assistant.reasoning {
         if let Reasoning::Item { json, .. } = part {
-            items.push(InputItem::Verbatim(verbatim_item(json)?));
+            let (raw, is_compaction) = verbatim_item(json)?;
+            if is_compaction {
+                compaction = Some(items.len());
+            }
+            items.push(InputItem::Verbatim(raw));
         }
     }
     if let Some(text) = assistant.content.as_deref().filter(|t| !t.is_empty()) {
@@ -149,7 +170,23 @@ fn assistant_items<'a>(
             arguments: &call.arguments,
         });
     }
-    Ok(())
+    Ok(compaction)
+}
+
+/// After a provider compaction, the items before its compaction item are left out, as OpenAI
+/// documents ("drop items that came before the most recent compaction item"): the item
+/// carries their context. System messages stay — they are the run's instructions and the
+/// prefix the prompt cache keys on.
+fn after_last_compaction(input: Vec<InputItem<'_>>, at: Option<usize>) -> Vec<InputItem<'_>> {
+    let Some(at) = at else {
+        return input;
+    };
+    input
+        .into_iter()
+        .enumerate()
+        .filter(|(i, item)| *i >= at || matches!(item, InputItem::Message { role: "system", .. }))
+        .map(|(_, item)| item)
+        .collect()
 }
 
 /// `baton-` and 16 hex digits of the model and the first messages (system prompt and goal):
@@ -171,6 +208,7 @@ fn cache_key(request: &ModelRequest) -> String {
 /// The exact bytes sent as the body of a Responses request.
 pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
     let mut input = Vec::with_capacity(request.messages.len() + 4);
+    let mut last_compaction = None;
     for message in &request.messages {
         match message {
             Message::System { content } => input.push(InputItem::Message {
@@ -181,7 +219,11 @@ pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
                 role: "user",
                 content: [Content::InputText { text: content }],
             }),
-            Message::Assistant(assistant) => assistant_items(assistant, &mut input)?,
+            Message::Assistant(assistant) => {
+                if let Some(at) = assistant_items(assistant, &mut input)? {
+                    last_compaction = Some(at);
+                }
+            }
             Message::Tool {
                 call_id, content, ..
             } => input.push(InputItem::FunctionCallOutput {
@@ -190,6 +232,7 @@ pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
             }),
         }
     }
+    let input = after_last_compaction(input, last_compaction);
     let tools: Vec<WireTool<'_>> = request
         .tools
         .iter()
@@ -214,6 +257,12 @@ pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
                 summary: "auto",
             },
         ),
+        context_management: request.provider_compaction_at.map(|threshold| {
+            [ContextManagement {
+                kind: "compaction",
+                compact_threshold: threshold,
+            }]
+        }),
         store: false,
         include: ["reasoning.encrypted_content"],
         prompt_cache_key: cache_key(request),
