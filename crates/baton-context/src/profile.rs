@@ -68,41 +68,142 @@ pub fn profile_for(model: &str) -> ModelProfile {
     profile
 }
 
+/// How a profile recognises its models: a prefix of the lower-cased name after any `vendor/`,
+/// or a part anywhere in it.
+#[derive(Clone, Copy, Debug)]
+enum Matches {
+    Prefix(&'static [&'static str]),
+    Contains(&'static str),
+}
+
+/// One row of the profile table.
+struct Row {
+    name: &'static str,
+    matches: Matches,
+    window_tokens: u64,
+    masking: Masking,
+    keep_recent_turns: u32,
+}
+
+const DEFAULT_MASKING: Masking = Masking::OlderThan {
+    keep_turns: 4,
+    batch_turns: 12,
+    min_bytes: 400,
+};
+
+/// The profiles, first match wins (so `gpt-4.1` and `gpt-4o` come before `gpt-4`). A new model
+/// family is a new row; the README's profile table lists the same rows.
+const PROFILES: &[Row] = &[
+    Row {
+        name: "claude",
+        matches: Matches::Prefix(&["claude"]),
+        window_tokens: 200_000,
+        masking: STRONG_MASKING,
+        keep_recent_turns: 4,
+    },
+    Row {
+        name: "gpt-4.1",
+        matches: Matches::Prefix(&["gpt-4.1"]),
+        window_tokens: 1_000_000,
+        masking: STRONG_MASKING,
+        keep_recent_turns: 4,
+    },
+    Row {
+        name: "gpt-5",
+        matches: Matches::Prefix(&["gpt-5"]),
+        window_tokens: 400_000,
+        masking: STRONG_MASKING,
+        keep_recent_turns: 4,
+    },
+    Row {
+        name: "openai-reasoning",
+        matches: Matches::Prefix(&["o1", "o3", "o4"]),
+        window_tokens: 200_000,
+        masking: STRONG_MASKING,
+        keep_recent_turns: 4,
+    },
+    Row {
+        name: "gpt-4o",
+        matches: Matches::Prefix(&["gpt-4o", "gpt-4-turbo", "chatgpt-"]),
+        window_tokens: 128_000,
+        masking: STRONG_MASKING,
+        keep_recent_turns: 4,
+    },
+    Row {
+        name: "gpt-3.5",
+        matches: Matches::Prefix(&["gpt-3.5"]),
+        window_tokens: 16_385,
+        masking: DEFAULT_MASKING,
+        keep_recent_turns: 2,
+    },
+    Row {
+        name: "gpt-4",
+        matches: Matches::Prefix(&["gpt-4"]),
+        window_tokens: 8_192,
+        masking: DEFAULT_MASKING,
+        keep_recent_turns: 2,
+    },
+    Row {
+        name: "small-local",
+        matches: Matches::Contains("smollm"),
+        window_tokens: 8_192,
+        masking: SMALL_MASKING,
+        keep_recent_turns: 1,
+    },
+];
+
 fn family_profile(model: &str) -> ModelProfile {
     let name = model
         .rsplit('/')
         .next()
         .unwrap_or(model)
         .to_ascii_lowercase();
-    let starts = |prefixes: &[&str]| prefixes.iter().any(|p| name.starts_with(p));
-    if starts(&["claude"]) {
-        profile("claude", 200_000, STRONG_MASKING, 4)
-    } else if starts(&["gpt-4.1"]) {
-        profile("gpt-4.1", 1_000_000, STRONG_MASKING, 4)
-    } else if starts(&["gpt-5"]) {
-        profile("gpt-5", 400_000, STRONG_MASKING, 4)
-    } else if starts(&["o1", "o3", "o4"]) {
-        profile("openai-reasoning", 200_000, STRONG_MASKING, 4)
-    } else if starts(&["gpt-4o", "gpt-4-turbo", "chatgpt-"]) {
-        profile("gpt-4o", 128_000, STRONG_MASKING, 4)
-    } else if starts(&["gpt-3.5"]) {
-        profile("gpt-3.5", 16_385, Masking::default(), 2)
-    } else if starts(&["gpt-4"]) {
-        profile("gpt-4", 8_192, Masking::default(), 2)
-    } else if name.contains("smollm") {
-        profile("small-local", 8_192, SMALL_MASKING, 1)
-    } else {
-        ModelProfile {
+    let matching = PROFILES.iter().find(|row| match row.matches {
+        Matches::Prefix(prefixes) => prefixes.iter().any(|p| name.starts_with(p)),
+        Matches::Contains(part) => name.contains(part),
+    });
+    match matching {
+        Some(row) => profile(
+            row.name,
+            row.window_tokens,
+            row.masking,
+            row.keep_recent_turns,
+        ),
+        None => ModelProfile {
             name: "default",
             context: ContextSettings::default(),
             wire_api: baton_core::WireApi::Chat,
-        }
+        },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_is_well_formed() {
+        assert_eq!(DEFAULT_MASKING, Masking::default());
+        let mut names: Vec<&str> = PROFILES.iter().map(|r| r.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), PROFILES.len(), "profile names are unique");
+        // A longer prefix must come before a shorter one it extends, or it never matches.
+        for (i, row) in PROFILES.iter().enumerate() {
+            for later in &PROFILES[i + 1..] {
+                if let (Matches::Prefix(a), Matches::Prefix(b)) = (row.matches, later.matches) {
+                    for short in b {
+                        assert!(
+                            !a.iter().any(|long| short.starts_with(long) && short != long),
+                            "{} shadows {}",
+                            row.name,
+                            later.name
+                        );
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_models_served_only_on_responses_are_recognised() {
