@@ -194,7 +194,8 @@ mod tests {
                 if let (Matches::Prefix(a), Matches::Prefix(b)) = (row.matches, later.matches) {
                     for short in b {
                         assert!(
-                            !a.iter().any(|long| short.starts_with(long) && short != long),
+                            !a.iter()
+                                .any(|long| short.starts_with(long) && short != long),
                             "{} shadows {}",
                             row.name,
                             later.name
