@@ -50,8 +50,8 @@ struct ResponsesLike {
     faults: Mutex<std::collections::VecDeque<ResponseTemplate>>,
     /// Every request body as it arrived, byte for byte.
     raw: Arc<Mutex<Vec<Vec<u8>>>>,
-    /// Hold the answer to the N-th request (0-based) back this long, to kill baton mid-request.
-    delay: Option<(usize, std::time::Duration)>,
+    /// The answers to these requests (0-based) are held back 30 s, to kill baton mid-request.
+    delayed: Vec<usize>,
 }
 
 impl ResponsesLike {
@@ -101,10 +101,11 @@ impl Respond for ResponsesLike {
                    "model": "gpt-5.1-codex-2025", "output": output, "usage": usage,
                    "error": null, "incomplete_details": null})
         };
-        let delay = self
-            .delay
-            .filter(|(n, _)| *n == request_number)
-            .map_or(std::time::Duration::ZERO, |(_, d)| d);
+        let delay = if self.delayed.contains(&request_number) {
+            std::time::Duration::from_secs(30)
+        } else {
+            std::time::Duration::ZERO
+        };
         if body["stream"] != true {
             return ResponseTemplate::new(200)
                 .set_body_json(response("completed", json!(output)))
@@ -171,7 +172,7 @@ async fn tool_loop_with(streamed: bool, faults: Vec<ResponseTemplate>) -> Vec<Va
             received: received.clone(),
             faults: Mutex::new(faults.into()),
             raw: Arc::default(),
-            delay: None,
+            delayed: Vec::new(),
         })
         .mount(&server)
         .await;
@@ -342,9 +343,10 @@ fn a_bad_wire_api_is_told_in_words() {
     );
 }
 
-/// kill -9 right after a reasoning answer is journaled, then again while the next request —
-/// the one that carries that reasoning back — is in flight: each resume rebuilds the same
-/// request byte for byte (and digest), and no answered call is asked for again.
+/// kill -9 while the request for a reasoning answer is in flight (before the answer is
+/// journaled), right after the answer is journaled, and while the next request — the one that
+/// carries that reasoning back — is in flight: each resume rebuilds the same request byte for
+/// byte (and digest), and no answered call is asked for again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_around_a_reasoning_answer_the_resumed_request_is_the_same_bytes() {
     let server = MockServer::start().await;
@@ -356,7 +358,7 @@ async fn killed_around_a_reasoning_answer_the_resumed_request_is_the_same_bytes(
             received: received.clone(),
             faults: Mutex::default(),
             raw: raw.clone(),
-            delay: Some((1, std::time::Duration::from_secs(30))),
+            delayed: vec![0, 2],
         })
         .mount(&server)
         .await;
@@ -378,8 +380,29 @@ async fn killed_around_a_reasoning_answer_the_resumed_request_is_the_same_bytes(
             "--json",
             "Write a.txt and b.txt",
         ]);
-        // 1. The reasoning answer of turn 1 is journaled: kill at once.
+        let wait_for_requests = |n: usize| {
+            for _ in 0..500 {
+                if raw_seen.lock().unwrap().len() >= n {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            panic!("request {n} never reached the server");
+        };
+        // 1. Turn 1's request is in flight (its reasoning answer not yet journaled): kill.
         let (mut child, mut events) = spawn_json(run);
+        assert!(
+            events
+                .until(|e| e["type"] == "model_call_started")
+                .is_some()
+        );
+        wait_for_requests(1);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // 2. Resumed: the reasoning answer of turn 1 is journaled: kill at once.
+        let mut resume = baton(&w, &h);
+        resume.args(["resume", "--last", "--json"]);
+        let (mut child, mut events) = spawn_json(resume);
         assert!(
             events
                 .until(|e| e["type"] == "model_call_finished")
@@ -387,7 +410,7 @@ async fn killed_around_a_reasoning_answer_the_resumed_request_is_the_same_bytes(
         );
         child.kill().unwrap();
         child.wait().unwrap();
-        // 2. Resumed: its second request (with the reasoning item) is in flight: kill.
+        // 3. Resumed: the request carrying the reasoning item back is in flight: kill.
         let mut resume = baton(&w, &h);
         resume.args(["resume", "--last", "--json"]);
         let (mut child, mut events) = spawn_json(resume);
@@ -396,12 +419,7 @@ async fn killed_around_a_reasoning_answer_the_resumed_request_is_the_same_bytes(
                 .until(|e| e["type"] == "model_call_started" && e["turn"] == 2)
                 .is_some()
         );
-        for _ in 0..500 {
-            if raw_seen.lock().unwrap().len() >= 2 {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait_for_requests(3);
         child.kill().unwrap();
         child.wait().unwrap();
         baton(&w, &h).args(["resume", "--last"]).output().unwrap()
@@ -415,8 +433,19 @@ async fn killed_around_a_reasoning_answer_the_resumed_request_is_the_same_bytes(
         String::from_utf8_lossy(&out.stderr)
     );
     let raw = raw.lock().unwrap().clone();
-    assert_eq!(raw.len(), 3, "turn 1 once, turn 2 twice (killed in flight)");
-    assert_eq!(raw[1], raw[2], "the resumed request is the same bytes");
+    assert_eq!(
+        raw.len(),
+        4,
+        "each turn asked twice: once killed in flight, once answered"
+    );
+    assert_eq!(
+        raw[0], raw[1],
+        "the resumed first request is the same bytes"
+    );
+    assert_eq!(
+        raw[2], raw[3],
+        "the resumed second request is the same bytes"
+    );
     let events = journal(ws.path(), home.path());
     let started: Vec<&Value> = of_type(&events, "model_call_started")
         .into_iter()
@@ -426,7 +455,7 @@ async fn killed_around_a_reasoning_answer_the_resumed_request_is_the_same_bytes(
     assert_eq!(started[0]["request_sha256"], started[1]["request_sha256"]);
     // Billed once per answer: two answers, 2 × 500 input tokens.
     assert_eq!(of_type(&events, "model_call_finished").len(), 2);
-    assert!(String::from_utf8_lossy(&raw[2]).contains(ENCRYPTED[0]));
+    assert!(String::from_utf8_lossy(&raw[3]).contains(ENCRYPTED[0]));
     assert_eq!(
         std::fs::read_to_string(ws.path().join("b.txt")).unwrap(),
         "B\n"
