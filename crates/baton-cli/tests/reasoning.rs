@@ -354,9 +354,7 @@ async fn claude_loop(streamed: bool, config: &str) -> Vec<(Value, Option<String>
         .await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let config_dir = home.path().join(".config/baton");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(config_dir.join("config.toml"), config).unwrap();
+    write_user_config(home.path(), config);
     let uri = server.uri();
     let mut args = vec![
         "run",
@@ -438,13 +436,10 @@ async fn anthropic_adaptive_thinking_with_effort_whole() {
 fn a_thinking_budget_below_the_minimum_is_refused_before_anything_starts() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let config_dir = home.path().join(".config/baton");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("config.toml"),
+    write_user_config(
+        home.path(),
         "thinking = \"enabled\"\nthinking_budget = 500\n",
-    )
-    .unwrap();
+    );
     let out = baton(ws.path(), home.path())
         .args([
             "run",

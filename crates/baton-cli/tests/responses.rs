@@ -541,13 +541,10 @@ async fn a_provider_compaction_mid_run_is_carried_forward_and_survives_kill_9() 
         .await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let config_dir = home.path().join(".config/baton");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("config.toml"),
+    write_user_config(
+        home.path(),
         "[context]\ncompaction = \"provider\"\nwindow = 100000\n",
-    )
-    .unwrap();
+    );
     let base = format!("{}/v1", server.uri());
     let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
     let raw_seen = raw.clone();
@@ -642,13 +639,7 @@ async fn a_provider_compaction_mid_run_is_carried_forward_and_survives_kill_9() 
 fn provider_compaction_on_a_wire_that_cannot_compact_is_refused() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let config_dir = home.path().join(".config/baton");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("config.toml"),
-        "[context]\ncompaction = \"provider\"\n",
-    )
-    .unwrap();
+    write_user_config(home.path(), "[context]\ncompaction = \"provider\"\n");
     let out = baton(ws.path(), home.path())
         .args([
             "run",

@@ -105,6 +105,40 @@ where
     body
 }
 
+/// Reads a server-sent-event body with the bounds of [`guard_body`], handing each event's type
+/// and data to `on_event` until it says the answer is complete (`Ok(true)`: what follows is
+/// not part of it, so nothing more is awaited) or the body ends. Transport failures and
+/// malformed streams are classified errors.
+pub(crate) async fn read_sse<S>(
+    body: S,
+    idle: Duration,
+    cap: usize,
+    mut on_event: impl FnMut(&str, &str) -> Result<bool, ModelError>,
+) -> Result<(), ModelError>
+where
+    S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
+{
+    use eventsource_stream::{EventStream, EventStreamError};
+    let mut events = std::pin::pin!(EventStream::new(guard_body(body, idle, cap)));
+    while let Some(event) = events.next().await {
+        let event = event.map_err(|e| match e {
+            EventStreamError::Transport(e) => e,
+            EventStreamError::Utf8(e) => ModelError::new(
+                ErrorClass::BadResponse,
+                format!("stream is not valid UTF-8: {e}"),
+            ),
+            EventStreamError::Parser(e) => ModelError::new(
+                ErrorClass::BadResponse,
+                format!("malformed event stream: {e}"),
+            ),
+        })?;
+        if on_event(&event.event, &event.data)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
 /// Whether a response declares a JSON body (as opposed to an event stream).
 pub(crate) fn is_json(headers: &reqwest::header::HeaderMap) -> bool {
     headers

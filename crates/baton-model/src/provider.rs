@@ -109,6 +109,14 @@ pub(crate) fn invalid(message: impl Into<String>) -> ModelError {
     ModelError::new(ErrorClass::InvalidRequest, message)
 }
 
+/// `Authorization: Bearer KEY`, as OpenAI's wires (and most copies) take the key.
+pub(crate) fn bearer(key: &str) -> Result<(HeaderName, HeaderValue), ModelError> {
+    Ok((
+        reqwest::header::AUTHORIZATION,
+        key_header(&format!("Bearer {key}"))?,
+    ))
+}
+
 /// A header value holding a key: refused (without quoting the key) if it cannot be a header.
 pub(crate) fn key_header(value: &str) -> Result<HeaderValue, ModelError> {
     let mut value = HeaderValue::from_str(value)

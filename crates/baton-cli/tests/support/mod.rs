@@ -359,6 +359,13 @@ pub async fn open_journal(workspace: &Path, home: &Path) -> baton_store::SqliteS
 
 /// `baton trust` for `workspace` (its `.baton/config.toml` sets keys that need it, or it has a
 /// `.baton/policy.toml`), as the user would after writing them.
+/// Writes the user's `~/.config/baton/config.toml` (the tests' HOME is a temporary directory).
+pub fn write_user_config(home: &Path, toml: &str) {
+    let dir = home.join(".config/baton");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), toml).unwrap();
+}
+
 pub fn trust_workspace(workspace: &Path, home: &Path) {
     let out = baton(workspace, home).arg("trust").output().unwrap();
     assert!(

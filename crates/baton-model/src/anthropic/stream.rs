@@ -9,14 +9,12 @@ use std::time::Duration;
 
 use baton_core::{AssistantMessage, ErrorClass, ModelReply, Reasoning, ToolCall};
 use bytes::Bytes;
-use eventsource_stream::{EventStream, EventStreamError};
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::errors::classify_error_event;
 use super::response::{TEXT_BLOCK_SEPARATOR, WireUsage, input_text};
-use crate::body::guard_body;
 use crate::error::excerpt;
 use crate::{ModelError, StreamDelta, StreamObserver};
 
@@ -401,7 +399,7 @@ fn arguments_text(json: String, start_input: &Value) -> String {
     }
 }
 
-/// Reads an SSE body to its end (or `message_stop`) with the body bounds of [`guard_body`].
+/// Reads an SSE body to its end (or `message_stop`) with the body bounds of `guard_body`.
 pub async fn read_stream<S>(
     body: S,
     idle: Duration,
@@ -411,19 +409,11 @@ pub async fn read_stream<S>(
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
 {
-    let mut events = std::pin::pin!(EventStream::new(guard_body(body, idle, cap)));
     let mut acc = StreamAccumulator::default();
-    while let Some(event) = events.next().await {
-        let event = event.map_err(|e| match e {
-            EventStreamError::Transport(e) => e,
-            EventStreamError::Utf8(e) => bad(format!("stream is not valid UTF-8: {e}")),
-            EventStreamError::Parser(e) => bad(format!("malformed event stream: {e}")),
-        })?;
-        if acc.on_event(&event.event, &event.data, observer)? {
-            // Anything after `message_stop` is not part of the answer; don't wait for it.
-            break;
-        }
-    }
+    crate::body::read_sse(body, idle, cap, |kind, data| {
+        acc.on_event(kind, data, observer)
+    })
+    .await?;
     acc.finish()
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use baton_core::{ModelReply, ModelRequest};
 use bytes::Bytes;
 use futures::Stream;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use wire::request_body;
 
@@ -21,7 +21,7 @@ pub use stream::read_stream;
 
 use crate::error::classify_http_error;
 pub use crate::provider::MAX_RESPONSE_BYTES;
-use crate::provider::{Dialect, Endpoint, HttpProvider, key_header};
+use crate::provider::{Dialect, Endpoint, HttpProvider, bearer};
 use crate::{ModelError, StreamObserver};
 
 /// Where and how to reach a Chat Completions server: base URL up to the API version, e.g.
@@ -51,7 +51,7 @@ impl Dialect for ChatCompletions {
     }
 
     fn auth_header(&self, key: &str) -> Result<(HeaderName, HeaderValue), ModelError> {
-        Ok((AUTHORIZATION, key_header(&format!("Bearer {key}"))?))
+        bearer(key)
     }
 
     fn request_body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {

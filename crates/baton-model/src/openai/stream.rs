@@ -7,13 +7,11 @@ use baton_core::{
     AssistantMessage, ErrorClass, ModelReply, Reasoning, ReasoningField, ToolCall, Usage,
 };
 use bytes::Bytes;
-use eventsource_stream::{EventStream, EventStreamError};
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::response::{WireUsage, arguments_text, content_text, in_band_error, reasoning_text};
-use crate::body::guard_body;
 use crate::error::{classify_error_payload, excerpt};
 use crate::{ModelError, StreamDelta, StreamObserver};
 
@@ -257,7 +255,7 @@ impl StreamAccumulator {
     }
 }
 
-/// Reads an SSE body to its end (or `[DONE]`) with the body bounds of [`guard_body`].
+/// Reads an SSE body to its end (or `[DONE]`) with the body bounds of `guard_body`.
 pub async fn read_stream<S>(
     body: S,
     idle: Duration,
@@ -267,25 +265,11 @@ pub async fn read_stream<S>(
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
 {
-    let mut events = std::pin::pin!(EventStream::new(guard_body(body, idle, cap)));
     let mut acc = StreamAccumulator::default();
-    while let Some(event) = events.next().await {
-        let event = event.map_err(|e| match e {
-            EventStreamError::Transport(e) => e,
-            EventStreamError::Utf8(e) => ModelError::new(
-                ErrorClass::BadResponse,
-                format!("stream is not valid UTF-8: {e}"),
-            ),
-            EventStreamError::Parser(e) => ModelError::new(
-                ErrorClass::BadResponse,
-                format!("malformed event stream: {e}"),
-            ),
-        })?;
-        if acc.on_event(&event.event, &event.data, observer)? {
-            // Anything after `[DONE]` is not part of the answer; don't wait for it.
-            break;
-        }
-    }
+    crate::body::read_sse(body, idle, cap, |kind, data| {
+        acc.on_event(kind, data, observer)
+    })
+    .await?;
     acc.finish()
 }
 

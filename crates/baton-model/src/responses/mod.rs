@@ -12,7 +12,7 @@ use std::time::Duration;
 use baton_core::{ModelReply, ModelRequest};
 use bytes::Bytes;
 use futures::Stream;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use wire::request_body;
 
@@ -21,7 +21,7 @@ pub use wire::request_body;
 pub use stream::read_stream;
 
 use crate::error::classify_http_error;
-use crate::provider::{Dialect, Endpoint, HttpProvider, key_header};
+use crate::provider::{Dialect, Endpoint, HttpProvider, bearer};
 use crate::{ModelError, StreamObserver};
 
 /// The Responses wire (`POST {base}/responses`, bearer key).
@@ -47,7 +47,7 @@ impl Dialect for Responses {
     }
 
     fn auth_header(&self, key: &str) -> Result<(HeaderName, HeaderValue), ModelError> {
-        Ok((AUTHORIZATION, key_header(&format!("Bearer {key}"))?))
+        bearer(key)
     }
 
     fn request_body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {

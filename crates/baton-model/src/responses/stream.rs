@@ -8,14 +8,12 @@ use std::time::Duration;
 
 use baton_core::{ErrorClass, ModelReply};
 use bytes::Bytes;
-use eventsource_stream::{EventStream, EventStreamError};
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::response::WireResponse;
-use crate::body::guard_body;
 use crate::error::{classify_error_payload, excerpt};
 use crate::{ModelError, StreamDelta, StreamObserver};
 
@@ -168,7 +166,7 @@ impl StreamAccumulator {
     }
 }
 
-/// Reads a Responses SSE body to its final event with the body bounds of [`guard_body`].
+/// Reads a Responses SSE body to its final event with the body bounds of `guard_body`.
 pub async fn read_stream<S>(
     body: S,
     idle: Duration,
@@ -178,17 +176,7 @@ pub async fn read_stream<S>(
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
 {
-    let mut events = std::pin::pin!(EventStream::new(guard_body(body, idle, cap)));
     let mut acc = StreamAccumulator::default();
-    while let Some(event) = events.next().await {
-        let event = event.map_err(|e| match e {
-            EventStreamError::Transport(e) => e,
-            EventStreamError::Utf8(e) => bad(format!("stream is not valid UTF-8: {e}")),
-            EventStreamError::Parser(e) => bad(format!("malformed event stream: {e}")),
-        })?;
-        if acc.on_event(&event.data, observer)? {
-            break;
-        }
-    }
+    crate::body::read_sse(body, idle, cap, |_, data| acc.on_event(data, observer)).await?;
     acc.finish()
 }
