@@ -1,5 +1,6 @@
 use super::*;
 use crate::NoObserver;
+use futures::StreamExt;
 use baton_core::Usage;
 use serde_json::json;
 

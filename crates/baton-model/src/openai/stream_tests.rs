@@ -1,5 +1,6 @@
 use super::*;
 use crate::NoObserver;
+use futures::StreamExt;
 
 struct Recorder(Vec<StreamDelta>);
 
