@@ -121,6 +121,9 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         tool_choice: flags.tool_choice.clone(),
         provider: flags.provider.clone(),
         wire_api: flags.wire_api,
+        thinking: flags.thinking,
+        thinking_budget: flags.thinking_budget,
+        reasoning_effort: flags.reasoning_effort.clone(),
         no_tool_turns: flags.no_tool_turns,
         budget_usd: flags.budget_usd,
         budget_tokens: flags.budget_tokens,
@@ -712,6 +715,9 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         on_text_reply: on_text_reply(args.model.on_text_reply.as_deref())?,
         no_tool_turns: args.model.no_tool_turns,
         wire_api: args.model.wire_api,
+        thinking: args.model.thinking,
+        thinking_budget: args.model.thinking_budget,
+        reasoning_effort: args.model.reasoning_effort.clone(),
     };
     if let Some(window) = overrides.context_window {
         // The same rule a new run's configuration is held to.

@@ -25,6 +25,18 @@ pub fn wire_api(text: &str) -> Result<baton_core::WireApi, String> {
     }
 }
 
+/// `--thinking`: `adaptive`, `enabled` or `off`.
+pub fn thinking(text: &str) -> Result<baton_core::Thinking, String> {
+    match text.trim() {
+        "adaptive" => Ok(baton_core::Thinking::Adaptive),
+        "enabled" => Ok(baton_core::Thinking::Enabled),
+        "off" => Ok(baton_core::Thinking::Off),
+        _ => Err(format!(
+            "expected `adaptive`, `enabled` or `off`, not {text:?}"
+        )),
+    }
+}
+
 /// A non-negative decimal: an amount of USD (`--budget-usd 2.50`) or of seconds.
 pub fn amount(text: &str) -> Result<f64, String> {
     let value = text

@@ -276,6 +276,17 @@ pub struct ModelFlags {
     /// models OpenAI serves only there (the `*-codex` family, `*-pro`), else `chat`.
     #[arg(long, value_name = "chat|responses", value_parser = crate::flag_values::wire_api)]
     wire_api: Option<baton_core::WireApi>,
+    /// Thinking: `adaptive`, `enabled` or `off` (DeepSeek/GLM `thinking`, Anthropic `thinking`;
+    /// config: thinking).
+    #[arg(long, value_name = "adaptive|enabled|off", value_parser = crate::flag_values::thinking)]
+    thinking: Option<baton_core::Thinking>,
+    /// Anthropic's thinking budget in tokens with `--thinking enabled` (at least 1024).
+    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
+    thinking_budget: Option<u32>,
+    /// Reasoning effort as the provider documents it (`low`, `medium`, `high`, …): Chat
+    /// `reasoning_effort`, Responses `reasoning.effort`, Anthropic `output_config.effort`.
+    #[arg(long, alias = "effort", value_name = "WORD")]
+    reasoning_effort: Option<String>,
     /// Replies in a row without a tool call that pause the run with reason `loop` (default 3).
     #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     no_tool_turns: Option<u32>,

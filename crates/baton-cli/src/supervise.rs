@@ -209,6 +209,15 @@ fn model_args(flags: &ModelFlags) -> Vec<String> {
         "--wire-api",
         flags.wire_api.map(|w| crate::output::word(&w)),
     );
+    pair(
+        "--thinking",
+        flags.thinking.map(|t| crate::output::word(&t)),
+    );
+    pair(
+        "--thinking-budget",
+        flags.thinking_budget.map(|n| n.to_string()),
+    );
+    pair("--reasoning-effort", flags.reasoning_effort.clone());
     pair("--on-text-reply", flags.on_text_reply.clone());
     pair(
         "--no-tool-turns",

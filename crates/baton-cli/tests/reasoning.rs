@@ -459,3 +459,48 @@ fn a_thinking_budget_below_the_minimum_is_refused_before_anything_starts() {
     );
     assert!(!journal_path(ws.path(), home.path()).exists());
 }
+
+/// The reasoning flags do what the config keys do, and a supervised run's agent process gets
+/// them too (the run here is supervised: the default).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_flags_reach_the_request() {
+    let (server, received) = deepseek_like().await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = format!("{}/v1", server.uri());
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &[
+            "run",
+            "--base-url",
+            &base,
+            "--model",
+            "deepseek-v4-flash",
+            "--no-stream",
+            "--thinking",
+            "off",
+            "--reasoning-effort",
+            "max",
+            "Write a.txt",
+        ],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = &received.lock().unwrap()[0];
+    assert_eq!(first["thinking"], json!({"type": "disabled"}));
+    assert_eq!(first["reasoning_effort"], "max");
+    let bad = baton(ws.path(), home.path())
+        .args(["run", "--thinking", "maybe", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("expected `adaptive`, `enabled` or `off`")
+    );
+}

@@ -76,6 +76,10 @@ pub struct SettingsOverride {
     pub no_tool_turns: Option<u32>,
     /// `--wire-api`: the OpenAI wire from now on.
     pub wire_api: Option<baton_core::WireApi>,
+    /// `--thinking`, `--thinking-budget`, `--reasoning-effort` from now on.
+    pub thinking: Option<baton_core::Thinking>,
+    pub thinking_budget: Option<u32>,
+    pub reasoning_effort: Option<String>,
 }
 
 impl SettingsOverride {
@@ -121,6 +125,15 @@ impl SettingsOverride {
         }
         if let Some(v) = self.wire_api {
             settings.model.wire_api = v;
+        }
+        if let Some(v) = self.thinking {
+            settings.model.reasoning.thinking = Some(v);
+        }
+        if let Some(v) = self.thinking_budget {
+            settings.model.reasoning.thinking_budget = Some(v);
+        }
+        if let Some(v) = &self.reasoning_effort {
+            settings.model.reasoning.effort = Some(v.clone());
         }
         if let Some(v) = self.no_tool_turns {
             settings.loop_detection.no_tool_turns = v;

@@ -327,6 +327,9 @@ fn child_overrides(job: &ChildJob) -> SettingsOverride {
         base_url: Some(settings.model.base_url.clone()),
         model: Some(settings.model.model.clone()),
         wire_api: Some(settings.model.wire_api),
+        thinking: settings.model.reasoning.thinking,
+        thinking_budget: settings.model.reasoning.thinking_budget,
+        reasoning_effort: settings.model.reasoning.effort.clone(),
         max_turns: Some(settings.limits.max_turns),
         // Running time is counted by the child itself since it started: the parent's clock,
         // which ran meanwhile, must not shrink it again.

@@ -1,7 +1,7 @@
 use super::*;
 use crate::NoObserver;
-use futures::StreamExt;
 use baton_core::Usage;
+use futures::StreamExt;
 use serde_json::json;
 
 struct Recorder(Vec<StreamDelta>);
