@@ -105,6 +105,15 @@ impl TokenCounter {
                     if let Some(content) = &reply.content {
                         total += self.count_text(encoding, content);
                     }
+                    // Chat reasoning goes back as text (`reasoning_history = "preserve"`) and
+                    // can be longer than the answer. Anthropic drops earlier turns' thinking
+                    // from the context, and Responses items are opaque: those the calibration
+                    // against reported usage accounts for, where there is one.
+                    for part in &reply.reasoning {
+                        if let baton_core::Reasoning::Text { text, .. } = part {
+                            total += self.count_text(encoding, text);
+                        }
+                    }
                     for call in &reply.tool_calls {
                         total += self.count_text(encoding, &call.name)
                             + self.count_text(encoding, &call.arguments)
@@ -222,6 +231,43 @@ mod tests {
         let first = counter.count_text(Encoding::Cl100k, &text);
         assert_eq!(first, Encoding::Cl100k.count(&text));
         assert_eq!(counter.count_text(Encoding::Cl100k, &text), first);
+    }
+
+    #[test]
+    fn reasoning_sent_back_as_text_is_counted_and_opaque_reasoning_is_not() {
+        use baton_core::{AssistantMessage, Message, ModelRequest, Reasoning, ReasoningField};
+        let request = |reasoning: Vec<Reasoning>| ModelRequest {
+            model: "gpt-4o".into(),
+            messages: vec![Message::Assistant(AssistantMessage {
+                content: Some("done".into()),
+                tool_calls: vec![],
+                reasoning,
+            })],
+            tools: vec![],
+            response_mode: Default::default(),
+            tool_choice: Default::default(),
+            reasoning: Default::default(),
+            provider_compaction_at: None,
+        };
+        let counter = TokenCounter::default();
+        let plain = counter.count(Encoding::O200k, &request(vec![]));
+        let thought = "First read the failing test, then the function it calls. ".repeat(20);
+        let with_text = counter.count(
+            Encoding::O200k,
+            &request(vec![Reasoning::Text {
+                text: thought.clone(),
+                field: ReasoningField::ReasoningContent,
+            }]),
+        );
+        assert_eq!(with_text - plain, Encoding::O200k.count(&thought));
+        let with_item = counter.count(
+            Encoding::O200k,
+            &request(vec![Reasoning::Item {
+                json: format!("{{\"encrypted_content\":\"{thought}\"}}"),
+                summary: String::new(),
+            }]),
+        );
+        assert_eq!(with_item, plain);
     }
 
     #[test]
