@@ -385,12 +385,12 @@ pub(crate) fn resolve_settings(
         .unwrap_or_else(|| default_wire_api(&base_url, &model));
     let provider_kind = preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind);
     if context.compaction == baton_core::Compaction::Provider
-        && (provider_kind != ProviderKind::OpenAiCompatible
-            || wire_api != baton_core::WireApi::Responses)
+        && provider_kind == ProviderKind::OpenAiCompatible
+        && wire_api != baton_core::WireApi::Responses
     {
         return Err(CliError::usage(anyhow!(
-            "[context] compaction = \"provider\" needs the Responses API (wire_api = \"responses\"): \
-             only OpenAI's Responses wire compacts on the server; use \"baton\" here"
+            "[context] compaction = \"provider\" needs the Responses API (wire_api = \"responses\") \
+             or Anthropic: Chat Completions servers do not compact; use \"baton\" here"
         )));
     }
     if let Some(b) = layer.thinking_budget.filter(|b| *b < 1024) {

@@ -504,3 +504,23 @@ async fn reasoning_flags_reach_the_request() {
         String::from_utf8_lossy(&bad.stderr).contains("expected `adaptive`, `enabled` or `off`")
     );
 }
+
+/// `[context] compaction = "provider"` on Anthropic: server-side context editing
+/// (`clear_tool_uses_20250919` at the profile's threshold, with its beta header); the request
+/// still carries the whole history, and the thinking blocks still go back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anthropic_context_editing_is_asked_for_with_provider_compaction() {
+    let received = claude_loop(
+        false,
+        "thinking = \"adaptive\"\n[context]\ncompaction = \"provider\"\n",
+    )
+    .await;
+    for (body, beta) in &received {
+        assert_eq!(
+            body["context_management"],
+            json!({"edits": [{"type": "clear_tool_uses_20250919",
+                              "trigger": {"type": "input_tokens", "value": 160000}}]})
+        );
+        assert_eq!(beta.as_deref(), Some("context-management-2025-06-27"));
+    }
+}

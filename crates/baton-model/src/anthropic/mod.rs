@@ -35,6 +35,9 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// The beta that lets budgeted (`enabled`) thinking happen between tool calls.
 pub const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
 
+/// The beta of server-side context editing (`context_management`).
+pub const CONTEXT_MANAGEMENT_BETA: &str = "context-management-2025-06-27";
+
 /// Where and how to reach the API. `Debug` never shows the API key.
 #[derive(Clone)]
 pub struct AnthropicConfig {
@@ -139,12 +142,18 @@ impl Dialect for AnthropicMessages {
             HeaderValue::from_static(ANTHROPIC_VERSION),
         )];
         // Budgeted thinking between tool calls needs the beta; adaptive thinking has it built in.
-        if request.reasoning.thinking == Some(baton_core::Thinking::Enabled)
-            && !request.tools.is_empty()
-        {
+        let interleaved = request.reasoning.thinking == Some(baton_core::Thinking::Enabled)
+            && !request.tools.is_empty();
+        let betas = match (interleaved, request.provider_compaction_at.is_some()) {
+            (true, true) => Some("interleaved-thinking-2025-05-14,context-management-2025-06-27"),
+            (true, false) => Some(INTERLEAVED_THINKING_BETA),
+            (false, true) => Some(CONTEXT_MANAGEMENT_BETA),
+            (false, false) => None,
+        };
+        if let Some(betas) = betas {
             headers.push((
                 HeaderName::from_static("anthropic-beta"),
-                HeaderValue::from_static(INTERLEAVED_THINKING_BETA),
+                HeaderValue::from_static(betas),
             ));
         }
         headers

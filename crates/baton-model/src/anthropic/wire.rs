@@ -40,7 +40,32 @@ struct MessagesRequest<'a> {
     thinking: Option<WireThinking>,
     #[serde(skip_serializing_if = "Option::is_none")]
     output_config: Option<OutputConfig<'a>>,
+    /// Server-side context editing (`[context] compaction = "provider"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_management: Option<ContextManagement>,
     stream: bool,
+}
+
+#[derive(Serialize)]
+struct ContextManagement {
+    edits: [ClearToolUses; 1],
+}
+
+/// `clear_tool_uses_20250919`: once the input passes `trigger` tokens, the API replaces the
+/// oldest tool results by placeholders before the model sees them; the request (and the
+/// journal) keep everything.
+#[derive(Serialize)]
+struct ClearToolUses {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    trigger: InputTokens,
+}
+
+#[derive(Serialize)]
+struct InputTokens {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    value: u64,
 }
 
 #[derive(Serialize)]
@@ -422,6 +447,17 @@ pub fn request_body(request: &ModelRequest, max_tokens: u32) -> Result<Vec<u8>, 
             .effort
             .as_deref()
             .map(|effort| OutputConfig { effort }),
+        context_management: request
+            .provider_compaction_at
+            .map(|value| ContextManagement {
+                edits: [ClearToolUses {
+                    kind: "clear_tool_uses_20250919",
+                    trigger: InputTokens {
+                        kind: "input_tokens",
+                        value,
+                    },
+                }],
+            }),
         stream: request.response_mode == ResponseMode::Streaming,
     };
     // Only string-keyed maps and plain values are serialized, so this cannot fail in practice;
