@@ -6,27 +6,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use baton_core::governance::Budget;
-use baton_core::{
-    Limits, ModelSettings, OnTextReply, ProviderKind, ResponseMode, RunSettings, ToolChoice, replay,
-};
+use baton::settings::check_budget_is_priced;
+use baton_core::{OnTextReply, ResponseMode, RunSettings, replay};
 use baton_engine::{
-    Engine, EngineError, EngineParts, RunObserver, RunOutcome, SettingsOverride, Snapshots,
-    StartRun, StopSignal,
+    Engine, EngineError, RunObserver, RunOutcome, SettingsOverride, Snapshots, StartRun,
+    StopHandle, StopSignal,
 };
 use baton_serve::{RunAggregate, RunView, status_label};
 use baton_store::Store;
-use baton_tools::ToolRegistry;
 
-use crate::config::{self, ConfigLayer, ContextConfig};
+use crate::config::{ConfigLayer, ContextConfig};
 use crate::output::{self, Human, JsonLines};
 use crate::plan_cmd::{self, PlanRequest};
 use crate::store::{
     latest_resumable_run, open_existing_store, open_store_for_run, resolve_run, run_journal,
-    store_error,
 };
-use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, client, exit, providers, transcript};
-use baton_context::profile::profile_for;
+use crate::store_error;
+use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, exit, transcript};
 
 type CliResult = Result<u8, CliError>;
 
@@ -48,68 +44,70 @@ pub(crate) fn env_var(name: &str) -> Option<String> {
 }
 
 pub(crate) fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
-    let dir = path
-        .canonicalize()
-        .map_err(|e| CliError::usage(anyhow!("workspace {}: {e}", path.display())))?;
-    if !dir.is_dir() {
-        return Err(CliError::usage(anyhow!(
-            "workspace {} is not a directory",
-            dir.display()
-        )));
-    }
-    Ok(dir)
+    Ok(baton::settings::workspace_dir(path)?)
 }
 
-fn engine_error(e: EngineError) -> CliError {
-    match e {
-        EngineError::Store(s) => store_error(s),
-        other => CliError::from(other),
-    }
+pub(crate) fn engine_error(e: EngineError) -> CliError {
+    CliError::from(baton::Error::from(e))
 }
 
-/// The budget a configuration layer sets; bad values are usage errors naming the key.
-fn budget_from(layer: &ConfigLayer) -> Result<Budget, CliError> {
-    budget_of(
-        "",
-        layer.budget_usd,
-        layer.budget_tokens,
-        layer.max_time.as_deref(),
+pub(crate) use baton::settings::{file_and_env_layers, keep_state_out_of_git};
+
+/// The settings of a new run (or a doctor check): files, environment and these flags layered.
+pub(crate) fn resolve_settings(
+    workspace: &Path,
+    flags: &ModelFlags,
+) -> Result<(RunSettings, ConfigLayer), CliError> {
+    Ok(baton::settings::resolve(
+        workspace,
+        flags_layer_checked(flags)?,
+    )?)
+}
+
+/// How long a run's end may wait for the trace receiver.
+pub(crate) const TRACE_FLUSH: Duration = Duration::from_secs(3);
+
+/// The engine of `run` / `resume`: pauses on Ctrl-C, snapshots unless turned off.
+fn build_engine(
+    settings: &RunSettings,
+    layer: &ConfigLayer,
+    store: Arc<dyn Store>,
+    observer: Arc<dyn RunObserver>,
+    exec: baton_tools::ExecEnv,
+    no_snapshots: bool,
+) -> Result<Engine, CliError> {
+    let snapshots = match layer.snapshots.as_ref().and_then(|s| s.enabled) {
+        _ if no_snapshots => Snapshots::Off,
+        Some(false) => Snapshots::Off,
+        _ => Snapshots::On,
+    };
+    Ok(
+        build_engine_with(settings, layer, store, exec, observer, stop_on_signals())?
+            .with_snapshots(snapshots),
     )
 }
 
-/// The per-task budget a configuration layer sets.
-fn task_budget_from(layer: &ConfigLayer) -> Result<Budget, CliError> {
-    budget_of(
-        "task_",
-        layer.task_budget_usd,
-        layer.task_budget_tokens,
-        layer.task_max_time.as_deref(),
-    )
-}
-
-/// A budget from its keys (`prefix` names them in errors: `budget_usd`, `task_budget_usd`).
-fn budget_of(
-    prefix: &str,
-    usd: Option<f64>,
-    tokens: Option<u64>,
-    time: Option<&str>,
-) -> Result<Budget, CliError> {
-    if let Some(usd) = usd
-        && !(usd.is_finite() && usd > 0.0)
-    {
-        return Err(CliError::usage(anyhow!(
-            "{prefix}budget_usd = {usd}: use a positive amount of USD"
-        )));
-    }
-    let wall_time_secs = time
-        .map(config::parse_duration_secs)
-        .transpose()
-        .map_err(CliError::usage)?;
-    Ok(Budget {
-        usd,
-        tokens,
-        wall_time_secs,
-    })
+/// An engine for `settings` reporting to `observer` and pausing on `stop` (a worker has one
+/// stop signal and its own observers for all its runs); its secrets also redact the logs.
+pub(crate) fn build_engine_with(
+    settings: &RunSettings,
+    layer: &ConfigLayer,
+    store: Arc<dyn Store>,
+    exec: baton_tools::ExecEnv,
+    observer: Arc<dyn RunObserver>,
+    stop: StopSignal,
+) -> Result<Engine, CliError> {
+    let parts = baton::Parts {
+        settings,
+        layer,
+        provider: None,
+        tools: baton_tools::ToolRegistry::standard(),
+        observer,
+        stop,
+    };
+    let (engine, secrets) = baton::engine(parts, store, exec)?;
+    crate::logging::redact_also(&secrets);
+    Ok(engine)
 }
 
 fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
@@ -153,102 +151,19 @@ fn observer(json: bool, trace: Option<baton_telemetry::TraceObserver>) -> Arc<dy
     }
 }
 
-/// How long a run's end may wait for the trace receiver.
-pub(crate) const TRACE_FLUSH: Duration = Duration::from_secs(3);
-
-fn build_engine(
-    settings: &RunSettings,
-    layer: &ConfigLayer,
-    store: Arc<dyn Store>,
-    observer: Arc<dyn RunObserver>,
-    exec: baton_tools::ExecEnv,
-    no_snapshots: bool,
-) -> Result<Engine, CliError> {
-    let snapshots = match layer.snapshots.as_ref().and_then(|s| s.enabled) {
-        _ if no_snapshots => Snapshots::Off,
-        Some(false) => Snapshots::Off,
-        _ => Snapshots::On,
-    };
-    Ok(
-        build_engine_with(settings, layer, store, exec, observer, stop_on_signals())?
-            .with_snapshots(snapshots),
-    )
-}
-
-/// An engine for `settings` reporting to `observer` and pausing on `stop` (a worker has one
-/// stop signal and its own observers for all its runs).
-pub(crate) fn build_engine_with(
-    settings: &RunSettings,
-    layer: &ConfigLayer,
-    store: Arc<dyn Store>,
-    exec: baton_tools::ExecEnv,
-    observer: Arc<dyn RunObserver>,
-    stop: StopSignal,
-) -> Result<Engine, CliError> {
-    let client = client::model_client(&settings.model, layer)?;
-    let rate_limiter =
-        baton_model::ratelimit::RateLimiter::new(layer.rate_limit.unwrap_or_default())
-            .map_err(|e| CliError::usage(anyhow!("invalid [rate_limit] in the config: {e}")))?;
-    let retry = client::retry_policy(layer);
-    let secrets = secret_values(client.api_key);
-    crate::logging::redact_also(&secrets);
-    Ok(Engine::new(EngineParts {
-        store,
-        provider: client.provider,
-        tools: Arc::new(ToolRegistry::standard()),
-        retry,
-        secrets,
-        secret_env_vars: config::SECRET_ENV_VARS
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
-        exec,
-        observer,
-        stop,
-        model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
-        breaker_failures: layer.circuit_breaker_failures.unwrap_or(10).max(1),
-        rate_limiter,
-        prices: Arc::new(price_table(layer)),
-    }))
-}
-
-/// The built-in list prices with the config's `[prices."MODEL"]` tables over them.
-fn price_table(layer: &ConfigLayer) -> baton_model::pricing::PriceTable {
-    baton_model::pricing::PriceTable::defaults()
-        .with_overrides(layer.prices.clone().unwrap_or_default())
-}
-
-/// A USD budget on a model without a price would never be reached: refused before the run.
-fn check_budget_is_priced(settings: &RunSettings, layer: &ConfigLayer) -> Result<(), CliError> {
-    let usd_budget = settings.budget.usd.is_some() || settings.tasks.budget.usd.is_some();
-    let model = &settings.model.model;
-    if usd_budget && price_table(layer).price(model).is_none() {
-        return Err(CliError::usage(anyhow!(
-            "--budget-usd needs the price of model '{model}', which baton does not know: add a \
-             [prices.\"{model}\"] table (input_per_mtok, output_per_mtok) to your config, or bound \
-             the run with --budget-tokens instead"
-        )));
-    }
-    Ok(())
-}
-
-/// Values to scrub from everything journaled: the API key and every environment variable named
-/// like a credential (a command could print baton's own environment).
-fn secret_values(api_key: Option<String>) -> Vec<String> {
-    let names: Vec<String> = config::SECRET_ENV_VARS
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    std::env::vars_os()
-        .filter(|(name, _)| baton_tools::is_secret_var(&name.to_string_lossy(), &names))
-        .filter_map(|(_, value)| value.into_string().ok())
-        .chain(api_key)
-        .collect()
-}
-
 /// First Ctrl-C / SIGTERM: pause the run cleanly (exit 3). Second: quit at once.
 fn stop_on_signals() -> StopSignal {
     let (handle, signal) = StopSignal::new();
+    on_signals(
+        handle,
+        "stopping: pausing the run cleanly (send the signal again to quit at once)",
+    );
+    signal
+}
+
+/// First SIGINT / SIGTERM: say `first` and stop `handle` (the runs pause cleanly). Second: quit
+/// at once (exit 130).
+pub(crate) fn on_signals(handle: StopHandle, first: &'static str) {
     tokio::spawn(async move {
         let Ok(mut term) =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -261,43 +176,13 @@ fn stop_on_signals() -> StopSignal {
                 _ = term.recv() => {}
             }
             if round == 0 {
-                eprintln!(
-                    "stopping: pausing the run cleanly (send the signal again to quit at once)"
-                );
+                eprintln!("{first}");
                 handle.stop();
             } else {
                 std::process::exit(130);
             }
         }
     });
-    signal
-}
-
-/// baton's state (journal, config) is per machine: a `.gitignore` inside `.baton/` keeps it out of
-/// the user's commits without touching their own ignore files.
-pub(crate) fn keep_state_out_of_git(workspace: &Path) {
-    let dir = workspace.join(".baton");
-    let ignore = dir.join(".gitignore");
-    // With a store elsewhere there may be no .baton/ at all; nothing to keep out then.
-    if dir.is_dir()
-        && !ignore.exists()
-        && let Err(e) = std::fs::write(&ignore, "# baton's run state; not for version control\n*\n")
-    {
-        tracing::warn!("could not write {}: {e}", ignore.display());
-    }
-}
-
-/// The preset a `--provider` / `provider =` names; an unknown name is a usage error.
-fn preset_named(name: Option<&str>) -> Result<Option<&'static providers::Preset>, CliError> {
-    name.map(|name| {
-        providers::preset(name).ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "unknown provider '{name}'; known: {}",
-                providers::preset_names()
-            ))
-        })
-    })
-    .transpose()
 }
 
 /// Parses `--on-text-reply`.
@@ -318,144 +203,6 @@ pub(crate) fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, Cli
         on_text_reply: on_text_reply(flags.on_text_reply.as_deref())?,
         ..flags_layer(flags)
     })
-}
-
-/// Parses `--tool-choice` / `tool_choice`; a tool name must be one the agent has.
-fn tool_choice(text: Option<&str>) -> Result<Option<ToolChoice>, CliError> {
-    let Some(choice) = text.map(ToolChoice::parse) else {
-        return Ok(None);
-    };
-    if let ToolChoice::Function(name) = &choice {
-        let tools = ToolRegistry::standard();
-        if tools.effect_of(name).is_none() {
-            return Err(CliError::usage(anyhow!(
-                "tool choice '{name}' is neither auto, required nor a tool name ({})",
-                tools.names().join(", ")
-            )));
-        }
-    }
-    Ok(Some(choice))
-}
-
-/// The user file, the project file and the environment, in that order of precedence.
-pub(crate) fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, CliError> {
-    let mut layer = ConfigLayer::default();
-    if let Some(path) = config::user_config_path(env_var) {
-        layer = layer.overlay(config::read_layer(&path).map_err(CliError::usage)?);
-    }
-    let project =
-        config::read_layer(&config::project_config_path(workspace)).map_err(CliError::usage)?;
-    crate::trust::check(workspace, &project)?;
-    Ok(layer
-        .overlay(project)
-        .overlay(ConfigLayer::from_env(env_var)))
-}
-
-/// The settings of a new run (or a doctor check): files, environment and flags layered, a
-/// provider preset applied.
-pub(crate) fn resolve_settings(
-    workspace: &Path,
-    flags: &ModelFlags,
-) -> Result<(RunSettings, ConfigLayer), CliError> {
-    let layer = file_and_env_layers(workspace)?.overlay(flags_layer_checked(flags)?);
-    let preset = preset_named(layer.provider.as_deref())?;
-    // An explicit base URL (any layer) wins over the preset's.
-    let base_url = layer
-        .base_url
-        .clone()
-        .or_else(|| preset.map(|p| p.base_url.to_string()));
-    let (Some(base_url), Some(model)) = (base_url.clone(), layer.model.clone()) else {
-        let user_file = config::user_config_path(env_var);
-        return Err(CliError::usage(anyhow!(config::no_model_help(
-            base_url.is_some(),
-            layer.model.is_some(),
-            user_file.as_deref(),
-        ))));
-    };
-    let defaults = Limits::default();
-    let context = layer
-        .context
-        .clone()
-        .unwrap_or_default()
-        .apply(profile_for(&model).context)
-        .map_err(CliError::usage)?;
-    let budget = budget_from(&layer)?;
-    let wire_api = layer
-        .wire_api
-        .unwrap_or_else(|| default_wire_api(&base_url, &model));
-    let provider_kind = preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind);
-    if context.compaction == baton_core::Compaction::Provider
-        && provider_kind == ProviderKind::OpenAiCompatible
-        && wire_api != baton_core::WireApi::Responses
-    {
-        return Err(CliError::usage(anyhow!(
-            "[context] compaction = \"provider\" needs the Responses API (wire_api = \"responses\") \
-             or Anthropic: Chat Completions servers do not compact; use \"baton\" here"
-        )));
-    }
-    if let Some(b) = layer.thinking_budget.filter(|b| *b < 1024) {
-        return Err(CliError::usage(anyhow!(
-            "thinking_budget = {b} is too small: Anthropic's minimum is 1024 tokens"
-        )));
-    }
-    let settings = RunSettings {
-        tasks: baton_core::TaskSettings {
-            budget: task_budget_from(&layer)?,
-            max_turns: layer.task_max_turns,
-            ..Default::default()
-        },
-        model: ModelSettings {
-            provider: preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind),
-            base_url,
-            model,
-            response_mode: layer.response_mode.unwrap_or_default(),
-            tool_choice: tool_choice(layer.tool_choice.as_deref())?.unwrap_or_default(),
-            reasoning: baton_core::ReasoningSettings {
-                history: layer.reasoning_history.unwrap_or_default(),
-                effort: layer.reasoning_effort.clone(),
-                thinking: layer.thinking,
-                thinking_budget: layer.thinking_budget,
-            },
-            wire_api,
-        },
-        limits: Limits {
-            max_turns: layer.max_turns.unwrap_or(defaults.max_turns),
-            shell_timeout_secs: layer
-                .shell_timeout_secs
-                .unwrap_or(defaults.shell_timeout_secs),
-        },
-        context,
-        budget,
-        loop_detection: baton_core::governance::LoopPolicy {
-            no_tool_turns: layer
-                .no_tool_turns
-                .unwrap_or(baton_core::governance::LoopPolicy::default().no_tool_turns),
-            ..Default::default()
-        },
-        endings: baton_core::EndingPolicy {
-            on_text_reply: layer.on_text_reply.unwrap_or_default(),
-            ..Default::default()
-        },
-    };
-    Ok((settings, layer))
-}
-
-/// The OpenAI wire a run speaks unless `wire_api` says: the Responses API for the models
-/// OpenAI serves only there, when the endpoint is OpenAI's own; Chat Completions otherwise
-/// (other servers mostly speak only that).
-fn default_wire_api(base_url: &str, model: &str) -> baton_core::WireApi {
-    let host = base_url
-        .split_once("://")
-        .map_or(base_url, |(_, rest)| rest)
-        .split(['/', ':'])
-        .next()
-        .unwrap_or_default();
-    let openai = host.eq_ignore_ascii_case("api.openai.com");
-    if openai {
-        profile_for(model).wire_api
-    } else {
-        baton_core::WireApi::Chat
-    }
 }
 
 /// What `run` checks before anything starts (a supervisor checks it before its first child).
@@ -660,7 +407,12 @@ pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResu
 pub fn sandbox(workspace: &Path, args: crate::sandbox_cmd::SandboxArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     let layer = file_and_env_layers(&workspace)?;
-    crate::sandbox_cmd::run_one(&workspace, &layer, args, secret_values(None))
+    crate::sandbox_cmd::run_one(
+        &workspace,
+        &layer,
+        args,
+        baton::settings::secret_values(None),
+    )
 }
 
 pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> CliResult {
@@ -688,46 +440,10 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         .settings
         .clone()
         .ok_or_else(|| anyhow!("run {run_id} has no recorded settings; it never started"))?;
-    // `--provider` on resume switches flavour and, unless `--base-url` is given, endpoint.
-    let preset = preset_named(args.model.provider.as_deref())?;
     let overrides = SettingsOverride {
-        provider: preset.map(|p| p.kind),
-        base_url: args
-            .model
-            .base_url
-            .clone()
-            .or_else(|| preset.map(|p| p.base_url.to_string())),
-        model: args.model.model.clone(),
-        max_turns: args.model.max_turns,
-        response_mode: args.model.no_stream.then_some(ResponseMode::Whole),
-        tool_choice: tool_choice(args.model.tool_choice.as_deref())?,
-        context_window: args.model.context_window,
-        budget: {
-            let flags = budget_from(&flags_layer(&args.model))?;
-            (!flags.is_unlimited()).then_some(flags)
-        },
         plan: args.plan.as_deref().map(plan_cmd::load_plan).transpose()?,
-        task_budget: {
-            let flags = task_budget_from(&flags_layer(&args.model))?;
-            (!flags.is_unlimited()).then_some(flags)
-        },
-        task_max_turns: args.model.task_max_turns,
-        on_text_reply: on_text_reply(args.model.on_text_reply.as_deref())?,
-        no_tool_turns: args.model.no_tool_turns,
-        wire_api: args.model.wire_api,
-        thinking: args.model.thinking,
-        thinking_budget: args.model.thinking_budget,
-        reasoning_effort: args.model.reasoning_effort.clone(),
+        ..baton::settings::resume_overrides(&flags_layer_checked(&args.model)?, &recorded)?
     };
-    if let Some(window) = overrides.context_window {
-        // The same rule a new run's configuration is held to.
-        ContextConfig {
-            window: Some(window),
-            ..ContextConfig::default()
-        }
-        .apply(recorded.context.clone())
-        .map_err(CliError::usage)?;
-    }
     let settings = overrides.apply(recorded);
     // The run's recorded settings decide the model; files and environment still set the
     // client's timeouts and retry budget, which are not part of the run.

@@ -87,7 +87,7 @@ pub fn config(workspace: &Path, flags: &ModelFlags) -> Result<u8, CliError> {
     let project = config::read_layer(&project_path).map_err(CliError::usage)?;
     let trust = match crate::trust::check(&workspace, &project) {
         Ok(()) => "honoured".to_string(),
-        Err(e) => format!("REFUSED — {}", e.error),
+        Err(e) => format!("REFUSED — {e}"),
     };
     let exists = |p: &Path| if p.exists() { "" } else { " (absent)" };
     println!("files and sources (later ones win, key by key):");

@@ -14,7 +14,8 @@ use rustix::process::{Pid, Signal};
 
 use crate::commands::{keep_state_out_of_git, workspace_dir};
 use crate::output::{json_line, progress_line};
-use crate::store::{open_existing_store, store_error, summary_for};
+use crate::store::{open_existing_store, summary_for};
+use crate::store_error;
 use crate::supervise::{Globals, global_args};
 use crate::{CliError, exit};
 

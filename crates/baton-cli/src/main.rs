@@ -1,9 +1,6 @@
 //! `baton`: run a long-running coding agent in a workspace, durably.
 
-mod artifacts;
-mod client;
 mod commands;
-mod config;
 mod config_cmd;
 mod cost;
 mod detach;
@@ -13,17 +10,15 @@ mod goal;
 mod logging;
 mod output;
 mod plan_cmd;
-mod providers;
 mod queue;
 mod sandbox_cmd;
 mod serve_cmd;
 mod snapshot_cmd;
-mod store;
 mod supervise;
 mod transcript;
-mod trust;
 mod worker;
 
+use baton::{client, config, store, trust};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,12 +50,20 @@ impl CliError {
 }
 
 impl<E: Into<anyhow::Error>> From<E> for CliError {
+    /// A library error that says the input must change exits 2; anything else 1.
     fn from(error: E) -> Self {
-        CliError {
-            code: exit::FAILED,
-            error: error.into(),
-        }
+        let error = error.into();
+        let code = match error.downcast_ref::<baton::Error>() {
+            Some(e) if e.is_usage() => exit::USAGE,
+            _ => exit::FAILED,
+        };
+        CliError { code, error }
     }
+}
+
+/// A store error as the CLI reports it (a locked or refused store is a usage error).
+pub(crate) fn store_error(e: baton_store::StoreError) -> CliError {
+    CliError::from(baton::Error::from(e))
 }
 
 #[derive(Parser)]
@@ -456,7 +459,10 @@ fn main() -> ExitCode {
             Command::Doctor { model, json } => commands::doctor(&workspace, &model, json).await,
             Command::Config { model } => config_cmd::config(&workspace, &model),
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
-            Command::Trust => trust::trust(&commands::workspace_dir(&workspace)?),
+            Command::Trust => {
+                println!("{}", trust::trust(&commands::workspace_dir(&workspace)?)?);
+                Ok(exit::FINISHED)
+            }
             Command::Logs { run, full, json } => {
                 commands::logs(&workspace, store, run.as_deref(), full, json).await
             }

@@ -2,7 +2,7 @@
 //! progress lines on stderr.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use baton_core::{CompactionTrigger, Event, EventRecord, LoopResponse, RunState, ToolOutcome};
 use baton_engine::RunObserver;
@@ -452,21 +452,7 @@ pub fn one_line(text: &str, max: usize) -> String {
     }
 }
 
-/// Hands every event to several observers, in order (the output stream, the trace).
-pub struct Fanout(pub Vec<Arc<dyn RunObserver>>);
-
-impl RunObserver for Fanout {
-    fn on_event(&self, record: &EventRecord, state: &RunState) {
-        for observer in &self.0 {
-            observer.on_event(record, state);
-        }
-    }
-    fn on_delta(&self, delta: &StreamDelta) {
-        for observer in &self.0 {
-            observer.on_delta(delta);
-        }
-    }
-}
+pub use baton_engine::Fanout;
 
 #[cfg(test)]
 mod repeat_tests {

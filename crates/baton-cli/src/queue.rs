@@ -9,11 +9,11 @@ use baton_core::{EventRecord, RunState, RunStatus};
 use baton_engine::{RunObserver, StartRun, StopSignal};
 use baton_store::{StoreError, StoreLocation, open_store};
 
-use crate::artifacts::Artifacts;
 use crate::commands::{build_engine_with, resolve_settings, workspace_dir};
-use crate::store::store_error;
+use crate::store_error;
 use crate::worker::lease_text;
 use crate::{CliError, SubmitArgs, exit, output};
+use baton_worker::Artifacts;
 
 /// Submitting takes no step, so nothing is reported while it journals the start.
 struct Silent;

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
+use baton::config::{self, ConfigLayer, SandboxLayer};
 use baton_sandbox::policy::{Action, AskBehaviour, Policy};
-use baton_sandbox::{Backend, BackendChoice, Limits, Mode, Output, Sandbox, SandboxConfig};
+use baton_sandbox::{Output, Sandbox};
 use baton_tools::ExecEnv;
 use clap::Args;
 
-use crate::config::{self, ConfigLayer, SandboxLayer};
 use crate::{CliError, exit};
 
 /// Exit code of `baton sandbox` when the execution policy refused the command (nothing ran).
@@ -79,78 +79,24 @@ fn flags_layer(flags: &SandboxFlags) -> SandboxLayer {
     }
 }
 
-fn limit(value: Option<u64>, default: Option<u64>, unit: u64) -> Option<u64> {
-    match value {
-        Some(0) => None,
-        Some(v) => Some(v.saturating_mul(unit)),
-        None => default,
-    }
-}
-
-/// The sandbox configuration and policy files from the merged layer and the flags.
-fn resolve(
-    workspace: &Path,
-    layer: &ConfigLayer,
-    flags: &SandboxFlags,
-) -> Result<(SandboxConfig, Vec<PathBuf>, AskBehaviour), CliError> {
-    let s = layer
-        .sandbox
-        .clone()
-        .unwrap_or_default()
-        .overlay(flags_layer(flags));
-    let mode: Mode = match &s.mode {
-        Some(m) => m.parse().map_err(|e: String| CliError::usage(anyhow!(e)))?,
-        None => Mode::default(),
-    };
-    let backend: BackendChoice = match &s.backend {
-        Some(b) => b.parse().map_err(|e: String| CliError::usage(anyhow!(e)))?,
-        None => BackendChoice::Auto,
-    };
-    let ask = match s.ask.as_deref() {
-        None | Some("refuse") => AskBehaviour::Refuse,
-        Some("pause") => AskBehaviour::Pause,
-        Some(other) => {
-            return Err(CliError::usage(anyhow!(
-                "[sandbox] ask = \"{other}\": use \"refuse\" or \"pause\""
-            )));
-        }
-    };
-    let unix_sockets = s.unix_sockets.unwrap_or_default();
-    if let Some(relative) = unix_sockets.iter().find(|p| !p.is_absolute()) {
+/// `layer` with the sandbox flags over its `[sandbox]` table.
+fn with_flags(layer: &ConfigLayer, flags: &SandboxFlags) -> Result<ConfigLayer, CliError> {
+    if let Some(missing) = flags.policy.as_ref().filter(|p| !p.exists()) {
         return Err(CliError::usage(anyhow!(
-            "[sandbox] unix_sockets: {} is not an absolute path",
-            relative.display()
+            "policy file {} does not exist",
+            missing.display()
         )));
     }
-    let d = Limits::default();
-    let config = SandboxConfig {
-        mode,
-        allow_network: s.allow_network.unwrap_or(false),
-        limits: Limits {
-            cpu_secs: limit(s.cpu_secs, d.cpu_secs, 1),
-            memory_bytes: limit(s.memory_mb, d.memory_bytes, 1 << 20),
-            max_processes: limit(s.max_processes, d.max_processes, 1),
-            file_size_bytes: limit(s.file_size_mb, d.file_size_bytes, 1 << 20),
-            open_files: limit(s.open_files, d.open_files, 1),
-            tmp_bytes: limit(s.tmp_size_mb, d.tmp_bytes, 1 << 20),
-        },
-        env_allowlist: s.env.unwrap_or_default(),
-        backend,
-        allow_unsandboxed: s.dangerously_unsandboxed.unwrap_or(false),
-        writable_paths: s.writable.unwrap_or_default(),
-        unix_sockets,
-        deny_read: s.deny_read.unwrap_or_default(),
-        allow_read: s.allow_read.unwrap_or_default(),
-    };
-    let mut policy_files = Vec::new();
-    if let Some(user) = config::user_config_path(|k| std::env::var(k).ok()) {
-        policy_files.push(user.with_file_name("policy.toml"));
-    }
-    policy_files.push(match s.policy {
-        Some(path) => path,
-        None => workspace.join(".baton/policy.toml"),
-    });
-    Ok((config, policy_files, ask))
+    Ok(ConfigLayer {
+        sandbox: Some(
+            layer
+                .sandbox
+                .clone()
+                .unwrap_or_default()
+                .overlay(flags_layer(flags)),
+        ),
+        ..layer.clone()
+    })
 }
 
 fn build(
@@ -158,30 +104,19 @@ fn build(
     layer: &ConfigLayer,
     flags: &SandboxFlags,
 ) -> Result<(Sandbox, Policy, AskBehaviour), CliError> {
-    let (config, policy_files, ask) = resolve(workspace, layer, flags)?;
-    if let Some(missing) = flags.policy.as_ref().filter(|p| !p.exists()) {
-        return Err(CliError::usage(anyhow!(
-            "policy file {} does not exist",
-            missing.display()
-        )));
-    }
-    let policy = Policy::load(&policy_files).map_err(CliError::usage)?;
-    let trampoline = std::env::current_exe()
-        .map_err(|e| anyhow!("cannot find baton's own executable for the sandbox: {e}"))?;
-    let sandbox = Sandbox::new(config, &trampoline).map_err(CliError::usage)?;
-    if sandbox.backend() == Backend::Unsandboxed {
-        eprintln!(
-            "WARNING: commands run WITHOUT ANY SANDBOX (--dangerously-unsandboxed): they can \
-             write anywhere you can, reach the network and read your files."
-        );
-    } else if sandbox.config().mode == Mode::FullAccess {
-        eprintln!(
-            "warning: sandbox mode full-access: commands may write anywhere you can (limits, \
-             the environment allowlist and the network switch still apply)"
-        );
-    }
-    tracing::info!("sandbox: {}", sandbox.summary());
-    Ok((sandbox, policy, ask))
+    Ok(baton::exec::build(workspace, &with_flags(layer, flags)?)?)
+}
+
+/// The sandbox and policy a run's commands go through: the config's `[sandbox]` with the flags.
+pub fn exec_env(
+    workspace: &Path,
+    layer: &ConfigLayer,
+    flags: &SandboxFlags,
+) -> Result<ExecEnv, CliError> {
+    Ok(baton::exec::exec_env(
+        workspace,
+        &with_flags(layer, flags)?,
+    )?)
 }
 
 /// Starts detecting the platform's sandbox support in the background (it spawns two short
@@ -192,19 +127,6 @@ pub fn warm_up() {
             baton_sandbox::detect(&exe);
         });
     }
-}
-
-/// The sandbox and policy a run's commands go through.
-pub fn exec_env(
-    workspace: &Path,
-    layer: &ConfigLayer,
-    flags: &SandboxFlags,
-) -> Result<ExecEnv, CliError> {
-    let (sandbox, policy, ask) = build(workspace, layer, flags)?;
-    Ok(ExecEnv {
-        ask,
-        ..ExecEnv::new(sandbox, policy)
-    })
 }
 
 /// `baton sandbox -- CMD`: one command under the current policy and sandbox.

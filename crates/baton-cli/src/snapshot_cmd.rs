@@ -12,7 +12,8 @@ use baton_snapshot::{DiffFormat, RestoreReport, ShadowRepo, SnapshotError, Snaps
 use baton_store::{Holder, Lease, Store};
 
 use crate::commands::workspace_dir;
-use crate::store::{open_existing_store, resolve_run, store_error, summary_for};
+use crate::store::{open_existing_store, resolve_run, summary_for};
+use crate::store_error;
 use crate::{CliError, exit};
 
 type CliResult = Result<u8, CliError>;
@@ -327,7 +328,9 @@ impl RollbackJournal<'_> {
     }
 
     async fn append(&self, event: Event) -> Result<(), CliError> {
-        crate::store::append_checked(self.store, self.lease, event).await?;
+        baton_engine::record_external(self.store, self.lease, event)
+            .await
+            .map_err(crate::commands::engine_error)?;
         Ok(())
     }
 }

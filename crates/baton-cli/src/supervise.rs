@@ -18,7 +18,8 @@ use tokio::process::Command;
 use crate::commands::{self, check_run, file_and_env_layers, workspace_dir};
 use crate::detach::{self, PidFile};
 use crate::output::{json_line, progress_line};
-use crate::store::{latest_resumable_run, open_existing_store, resolve_run, store_error};
+use crate::store::{latest_resumable_run, open_existing_store, resolve_run};
+use crate::store_error;
 use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, SuperviseFlags, exit};
 
 type CliResult = Result<u8, CliError>;
@@ -424,8 +425,8 @@ impl Supervisor {
         let opened = match open_existing_store(&self.workspace, self.store.as_deref()).await {
             Ok(opened) => opened,
             // No store file yet: the first child died before creating it.
-            Err(e) if e.code == exit::USAGE => return Ok(None),
-            Err(e) => return Err(e),
+            Err(e) if e.is_usage() => return Ok(None),
+            Err(e) => return Err(e.into()),
         };
         let summary = opened
             .store
@@ -445,7 +446,9 @@ impl Supervisor {
             .acquire(&self.run_id, &Holder::this_process())
             .await
             .map_err(store_error)?;
-        let appended = crate::store::append_checked(store.as_ref(), &lease, event).await;
+        let appended = baton_engine::record_external(store.as_ref(), &lease, event)
+            .await
+            .map_err(crate::commands::engine_error);
         let _ = store.release(&lease).await;
         store.close().await;
         // A run that ended meanwhile has a closed journal: nothing to record or show.

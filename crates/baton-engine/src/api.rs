@@ -17,6 +17,22 @@ pub trait RunObserver: Send + Sync {
     fn on_delta(&self, _delta: &StreamDelta) {}
 }
 
+/// Several observers as one: each gets every event and delta, in the order given.
+pub struct Fanout(pub Vec<Arc<dyn RunObserver>>);
+
+impl RunObserver for Fanout {
+    fn on_event(&self, record: &EventRecord, state: &RunState) {
+        for observer in &self.0 {
+            observer.on_event(record, state);
+        }
+    }
+    fn on_delta(&self, delta: &StreamDelta) {
+        for observer in &self.0 {
+            observer.on_delta(delta);
+        }
+    }
+}
+
 /// How a run ended this time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunOutcome {

@@ -53,46 +53,11 @@ impl Journal {
         if let Some(lost) = self.heartbeat.lost() {
             return Err(EngineError::Store(lost));
         }
-        let record = EventRecord {
-            run_id: self.lease.run_id.clone(),
-            seq: self.state.next_seq,
-            at: jiff::Timestamp::now(),
-            event,
-        };
-        // Applying first validates the event; if the append then fails the process stops using
-        // this state, so the store stays the only truth.
-        self.state
-            .apply(&record)
-            .map_err(|e| EngineError::Internal(e.to_string()))?;
-        self.append_with_retry(&record).await?;
+        let record = apply_next(&mut self.state, &self.lease, event)?;
+        append_durably(self.store.as_ref(), &self.lease, &record).await?;
         log_record(&record);
         self.observer.on_event(&record, &self.state);
         Ok(())
-    }
-
-    /// A busy database (another run's writer holding the lock past the busy timeout) is worth a
-    /// few more tries: giving up here would stop the run and, after a model call, pay for it
-    /// again on resume. A failed SQLite transaction wrote nothing, so retrying cannot duplicate.
-    async fn append_with_retry(&self, record: &EventRecord) -> Result<(), EngineError> {
-        let mut delay = Duration::from_millis(100);
-        for _ in 0..APPEND_ATTEMPTS - 1 {
-            match self
-                .store
-                .append(&self.lease, std::slice::from_ref(record))
-                .await
-            {
-                Err(e) if e.is_retryable() => {
-                    tracing::warn!("journal append failed, retrying in {delay:?}: {e}");
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                }
-                other => return other.map_err(EngineError::from),
-            }
-        }
-        Ok(self
-            .store
-            .append(&self.lease, std::slice::from_ref(record))
-            .await?)
     }
 
     pub(crate) async fn close(self) {
@@ -105,6 +70,73 @@ impl Journal {
             );
         }
     }
+}
+
+/// Journals one event from outside a running engine — a supervisor's restart record, a person's
+/// rollback — through the same door as the engine's own: checked against the replayed journal
+/// (nothing the reducer would refuse is ever written), appended durably under `lease` at the
+/// run's next sequence number. `None` when the run has finished or failed: its journal is closed.
+pub async fn record_external(
+    store: &dyn Store,
+    lease: &Lease,
+    event: Event,
+) -> Result<Option<EventRecord>, EngineError> {
+    let events = store.load_events(&lease.run_id).await?;
+    let mut state = baton_core::replay(&events).map_err(|e| {
+        EngineError::Internal(format!(
+            "the journal of run {} cannot be replayed: {e}",
+            lease.run_id
+        ))
+    })?;
+    if state.status.is_terminal() {
+        return Ok(None);
+    }
+    let record = apply_next(&mut state, lease, event)?;
+    append_durably(store, lease, &record).await?;
+    log_record(&record);
+    Ok(Some(record))
+}
+
+/// The record of `event` at the run's next sequence number, applied to `state`. Applying first
+/// validates the event; if the append then fails the caller stops using this state, so the store
+/// stays the only truth.
+fn apply_next(
+    state: &mut RunState,
+    lease: &Lease,
+    event: Event,
+) -> Result<EventRecord, EngineError> {
+    let record = EventRecord {
+        run_id: lease.run_id.clone(),
+        seq: state.next_seq,
+        at: jiff::Timestamp::now(),
+        event,
+    };
+    state.apply(&record).map_err(|e| {
+        EngineError::Internal(format!("cannot journal {}: {e}", record.event.kind()))
+    })?;
+    Ok(record)
+}
+
+/// A busy database (another run's writer holding the lock past the busy timeout) is worth a few
+/// more tries: giving up here would stop the run and, after a model call, pay for it again on
+/// resume. A failed SQLite transaction wrote nothing, so retrying cannot duplicate.
+async fn append_durably(
+    store: &dyn Store,
+    lease: &Lease,
+    record: &EventRecord,
+) -> Result<(), EngineError> {
+    let mut delay = Duration::from_millis(100);
+    for _ in 0..APPEND_ATTEMPTS - 1 {
+        match store.append(lease, std::slice::from_ref(record)).await {
+            Err(e) if e.is_retryable() => {
+                tracing::warn!("journal append failed, retrying in {delay:?}: {e}");
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            other => return other.map_err(EngineError::from),
+        }
+    }
+    Ok(store.append(lease, std::slice::from_ref(record)).await?)
 }
 
 /// One log line per journaled event: what it was and the numbers that matter, never contents

@@ -20,8 +20,9 @@ mod snapshots;
 mod stop;
 mod tasks;
 
-pub use api::{EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
+pub use api::{EngineParts, Fanout, RunObserver, RunOutcome, SettingsOverride, StartRun};
 pub use error::EngineError;
+pub use journal::record_external;
 pub use run_loop::Engine;
 pub use snapshots::Snapshots;
 pub use stop::{StopHandle, StopSignal};

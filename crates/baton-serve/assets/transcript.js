@@ -35,11 +35,11 @@ window.BatonTranscript = (function () {
       if (head.length === full.length) return el("pre", { class: cls }, full);
       const rest = full.length - head.length;
       const more = lines.length > SHOWN_LINES ? `${lines.length - SHOWN_LINES} more lines` : `${rest} more characters`;
-      const shown = el("pre", { class: cls }, head + "…");
+      const shown = el("pre", { class: `${cls} cut` }, head + "…");
       const details = el("details", { class: "more" }, el("summary", {}, `… ${more}`), el("pre", { class: cls }, full));
-      // Opened, the whole text replaces the cut one (not shown twice).
-      details.ontoggle = () => { shown.hidden = details.open; };
-      return el("div", {}, shown, details);
+      // Opened, the whole text replaces the cut one (not shown twice): by the stylesheet, in the
+      // same style pass that shows the whole text — the `toggle` event comes a task later.
+      return el("div", { class: "abridged" }, shown, details);
     }
 
     // A tool call's arguments in one line: the command of a shell call, the path of a file

@@ -14,6 +14,7 @@ mod read_file;
 mod registry;
 mod shell;
 
+pub use args::{parse_args, run_blocking, schema_of, spec_for};
 pub use baton_sandbox;
 pub use finish::Finish;
 pub use fs_tools::{EditFile, WriteFile};

@@ -4,9 +4,13 @@
 use baton_core::ProviderKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A named provider: its flavour, endpoint and key variable, so `--provider NAME` is enough.
 pub struct Preset {
+    /// The name `--provider` takes.
     pub name: &'static str,
+    /// Which wire family it speaks.
     pub kind: ProviderKind,
+    /// Its endpoint.
     pub base_url: &'static str,
     /// Where the key is read from (after `BATON_API_KEY`); `None` for local servers.
     pub key_env: Option<&'static str>,
@@ -39,6 +43,7 @@ const fn local(name: &'static str, base_url: &'static str) -> Preset {
     }
 }
 
+/// Every preset, in the order `baton doctor` and errors list them.
 pub const PRESETS: &[Preset] = &[
     hosted(
         "openai",
@@ -124,12 +129,14 @@ pub const PRESETS: &[Preset] = &[
     local("llamacpp", "http://127.0.0.1:8080/v1"),
 ];
 
+/// The preset called `name`.
 pub fn preset(name: &str) -> Option<&'static Preset> {
     PRESETS
         .iter()
         .find(|p| p.name.eq_ignore_ascii_case(name.trim()))
 }
 
+/// The preset names, comma-separated (for error messages).
 pub fn preset_names() -> String {
     PRESETS
         .iter()

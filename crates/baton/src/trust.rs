@@ -9,12 +9,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, anyhow};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::Error;
 use crate::config::{self, ConfigLayer};
-use crate::{CliError, exit};
 
 /// The trust file, beside the user's config file.
 const TRUST_FILE: &str = "trusted.toml";
@@ -22,7 +21,7 @@ const TRUST_FILE: &str = "trusted.toml";
 /// The project config's keys that can redirect the API key (`provider`, `base_url`) or weaken
 /// the sandbox (every `[sandbox]` key: mode, network, writable paths, environment, policy,
 /// limits, backend).
-pub(crate) fn sensitive_keys(layer: &ConfigLayer) -> Vec<String> {
+pub fn sensitive_keys(layer: &ConfigLayer) -> Vec<String> {
     let mut keys = Vec::new();
     let mut note = |set: bool, key: &str| {
         if set {
@@ -83,7 +82,7 @@ struct ProjectFiles {
 }
 
 impl ProjectFiles {
-    fn read(workspace: &Path) -> Result<ProjectFiles, CliError> {
+    fn read(workspace: &Path) -> Result<ProjectFiles, Error> {
         let config = config::project_config_path(workspace);
         let policy = workspace.join(baton_state::INPUTS_DIR).join("policy.toml");
         let digests = Trusted {
@@ -98,13 +97,11 @@ impl ProjectFiles {
     }
 }
 
-fn digest(path: &Path) -> Result<Option<String>, CliError> {
+fn digest(path: &Path) -> Result<Option<String>, Error> {
     match std::fs::read(path) {
         Ok(bytes) => Ok(Some(format!("sha256:{:x}", Sha256::digest(bytes)))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(CliError::usage(
-            anyhow!(e).context(format!("cannot read {}", path.display())),
-        )),
+        Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display()))),
     }
 }
 
@@ -120,21 +117,18 @@ fn key(workspace: &Path) -> String {
         .to_string()
 }
 
-fn load(path: &Path) -> Result<TrustFile, CliError> {
+fn load(path: &Path) -> Result<TrustFile, Error> {
     match std::fs::read_to_string(path) {
         Ok(text) => toml::from_str(&text)
-            .with_context(|| format!("invalid trust file {}", path.display()))
-            .map_err(CliError::usage),
+            .map_err(|e| Error::usage(format!("invalid trust file {}: {e}", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(TrustFile::default()),
-        Err(e) => Err(CliError::usage(
-            anyhow!(e).context(format!("cannot read {}", path.display())),
-        )),
+        Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display()))),
     }
 }
 
-/// Refuses (exit 2) a project config with sensitive keys, or a project policy file, that the
+/// Refuses (a usage error: exit 2 in the CLI) a project config with sensitive keys, or a project policy file, that the
 /// user has not trusted as it is now.
-pub(crate) fn check(workspace: &Path, project: &ConfigLayer) -> Result<(), CliError> {
+pub fn check(workspace: &Path, project: &ConfigLayer) -> Result<(), Error> {
     let keys = sensitive_keys(project);
     let files = ProjectFiles::read(workspace)?;
     let has_policy = files.digests.policy.is_some();
@@ -172,7 +166,7 @@ pub(crate) fn check(workspace: &Path, project: &ConfigLayer) -> Result<(), CliEr
     } else {
         "not trusted yet"
     };
-    Err(CliError::usage(anyhow!(
+    Err(Error::usage(format!(
         "{} — settings that can send your API key elsewhere or weaken the sandbox, and these \
          files are {state} (they may come with a cloned repository, or have been written by a \
          command). Review them, then run `baton --workspace {} trust`; or pass these settings \
@@ -186,20 +180,20 @@ pub(crate) fn check(workspace: &Path, project: &ConfigLayer) -> Result<(), CliEr
     )))
 }
 
-/// `baton trust`: records the workspace's files as they are now.
-pub(crate) fn trust(workspace: &Path) -> Result<u8, CliError> {
-    let project =
-        config::read_layer(&config::project_config_path(workspace)).map_err(CliError::usage)?;
+/// `baton trust`: records the workspace's files as they are now; returns what was trusted, in
+/// words.
+pub fn trust(workspace: &Path) -> Result<String, Error> {
+    let project = config::read_layer(&config::project_config_path(workspace))?;
     let files = ProjectFiles::read(workspace)?;
     let path = trust_file_path().ok_or_else(|| {
-        CliError::usage(anyhow!(
-            "no user config directory (set HOME or XDG_CONFIG_HOME): nowhere to record trust"
-        ))
+        Error::usage(
+            "no user config directory (set HOME or XDG_CONFIG_HOME): nowhere to record trust",
+        )
     })?;
     let mut file = load(&path)?;
     file.workspaces
         .insert(key(workspace), files.digests.clone());
-    write_private(&path, &toml::to_string(&file).map_err(|e| anyhow!(e))?)?;
+    write_private(&path, &toml::to_string(&file).map_err(Error::failed)?)?;
     let keys = sensitive_keys(&project);
     let config = match &files.digests.config {
         None => "no .baton/config.toml".to_string(),
@@ -210,19 +204,19 @@ pub(crate) fn trust(workspace: &Path) -> Result<u8, CliError> {
         None => "no .baton/policy.toml".to_string(),
         Some(_) => files.policy.display().to_string(),
     };
-    println!(
+    Ok(format!(
         "trusted {config} and {policy} as they are now; recorded in {}",
         path.display()
-    );
-    Ok(exit::FINISHED)
+    ))
 }
 
 /// Written to a new file (0600) and renamed over the old one.
-fn write_private(path: &Path, text: &str) -> Result<(), CliError> {
+fn write_private(path: &Path, text: &str) -> Result<(), Error> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::failed(format!("cannot create {}: {e}", dir.display())))?;
     let tmp = dir.join(format!(".{TRUST_FILE}.{}", std::process::id()));
     let written = std::fs::OpenOptions::new()
         .write(true)
@@ -238,9 +232,10 @@ fn write_private(path: &Path, text: &str) -> Result<(), CliError> {
         .and_then(|()| std::fs::rename(&tmp, path));
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
-        return Err(anyhow!(e)
-            .context(format!("cannot write {}", path.display()))
-            .into());
+        return Err(Error::failed(format!(
+            "cannot write {}: {e}",
+            path.display()
+        )));
     }
     Ok(())
 }

@@ -13,7 +13,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, anyhow};
 use baton_core::RunId;
 use futures::StreamExt;
 use object_store::aws::AmazonS3Builder;
@@ -37,11 +36,24 @@ const SECRET_VARS: &[&str] = &[
     "AWS_ACCESS_KEY_ID",
 ];
 
+/// An artifact store that could not be opened, read or written; the text names the location
+/// and the object, with credentials scrubbed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ArtifactError(String);
+
 /// What an `--artifacts` value names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ArtifactLocation {
+    /// A directory (on several machines, a shared mount).
     Directory(PathBuf),
-    S3 { bucket: String, prefix: String },
+    /// An S3-compatible bucket, objects under `prefix`.
+    S3 {
+        /// The bucket's name.
+        bucket: String,
+        /// The key prefix inside it (no leading or trailing `/`).
+        prefix: String,
+    },
 }
 
 impl ArtifactLocation {
@@ -80,6 +92,7 @@ impl ArtifactLocation {
     }
 }
 
+/// The artifact store of a pool of workers: where each run's workspace snapshots are kept.
 #[derive(Clone, Debug)]
 pub struct Artifacts {
     store: Arc<dyn ObjectStore>,
@@ -92,18 +105,26 @@ pub struct Artifacts {
 impl Artifacts {
     /// Opens `--artifacts URL` (see [`ArtifactLocation::parse`]); a directory is created if
     /// missing. Bad URLs and configuration are usage errors.
-    pub fn open(url: &str) -> anyhow::Result<Artifacts> {
+    pub fn open(url: &str) -> Result<Artifacts, ArtifactError> {
         let secrets = secret_values();
-        let location = ArtifactLocation::parse(url).map_err(|e| anyhow!(e))?;
+        let location = ArtifactLocation::parse(url).map_err(ArtifactError)?;
         let store: Arc<dyn ObjectStore> = match &location {
             ArtifactLocation::Directory(root) => {
-                std::fs::create_dir_all(root).with_context(|| {
-                    format!("creating the artifact directory {}", root.display())
+                std::fs::create_dir_all(root).map_err(|e| {
+                    ArtifactError(format!(
+                        "creating the artifact directory {}: {e}",
+                        root.display()
+                    ))
                 })?;
                 // fsync: a snapshot that was published must survive a power loss whole, as the
                 // run's next step (journaled right after) depends on it.
                 let local = LocalFileSystem::new_with_prefix(root)
-                    .map_err(|e| anyhow!("opening the artifact directory {}: {e}", root.display()))?
+                    .map_err(|e| {
+                        ArtifactError(format!(
+                            "opening the artifact directory {}: {e}",
+                            root.display()
+                        ))
+                    })?
                     .with_fsync(true);
                 Arc::new(local)
             }
@@ -113,13 +134,13 @@ impl Artifacts {
                     .with_bucket_name(bucket)
                     .build()
                     .map_err(|e| {
-                        anyhow!(redact(
+                        ArtifactError(redact(
                             &format!(
                                 "--artifacts {url}: {e} (set AWS_ENDPOINT_URL, AWS_REGION, \
                                  AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY; AWS_ALLOW_HTTP=true \
                                  for a plain-http endpoint)"
                             ),
-                            &secrets
+                            &secrets,
                         ))
                     })?;
                 if prefix.is_empty() {
@@ -137,8 +158,8 @@ impl Artifacts {
     }
 
     /// An error about `what`, with any credential value scrubbed.
-    fn fail(&self, what: String, e: impl std::fmt::Display) -> anyhow::Error {
-        anyhow!(redact(&format!("{what}: {e:#}"), &self.secrets))
+    fn fail(&self, what: String, e: impl std::fmt::Display) -> ArtifactError {
+        ArtifactError(redact(&format!("{what}: {e:#}"), &self.secrets))
     }
 
     fn key(run_id: &RunId, seq: u64) -> ObjectPath {
@@ -147,7 +168,12 @@ impl Artifacts {
 
     /// Archives `workspace` as the snapshot of `run_id` after journal event `seq`; returns the
     /// object's name.
-    pub async fn save(&self, run_id: &RunId, seq: u64, workspace: &Path) -> anyhow::Result<String> {
+    pub async fn save(
+        &self,
+        run_id: &RunId,
+        seq: u64,
+        workspace: &Path,
+    ) -> Result<String, ArtifactError> {
         let key = Self::key(run_id, seq);
         let what = format!(
             "saving a snapshot of {} to {} ({key})",
@@ -188,7 +214,7 @@ impl Artifacts {
     }
 
     /// The name of the newest snapshot of `run_id`, if any.
-    pub async fn latest(&self, run_id: &RunId) -> anyhow::Result<Option<String>> {
+    pub async fn latest(&self, run_id: &RunId) -> Result<Option<String>, ArtifactError> {
         let dir = ObjectPath::from(run_id.as_str());
         let mut listing = self.store.list(Some(&dir));
         let mut newest: Option<ObjectPath> = None;
@@ -215,7 +241,7 @@ impl Artifacts {
     }
 
     /// Replaces `workspace` with the contents of the snapshot named `key`.
-    pub async fn restore(&self, key: &str, workspace: &Path) -> anyhow::Result<()> {
+    pub async fn restore(&self, key: &str, workspace: &Path) -> Result<(), ArtifactError> {
         let what = format!(
             "restoring {key} from {} into {}",
             self.url,
@@ -268,7 +294,7 @@ fn redact(text: &str, secrets: &[String]) -> String {
 }
 
 /// Writes the tar archive of `workspace` (not `.baton/`) to `file` and syncs it.
-fn write_archive(workspace: &Path, file: std::fs::File) -> anyhow::Result<()> {
+fn write_archive(workspace: &Path, file: std::fs::File) -> std::io::Result<()> {
     let mut builder = tar::Builder::new(std::io::BufWriter::new(file));
     builder.follow_symlinks(false);
     append_dir(&mut builder, workspace, Path::new(""))?;
@@ -280,17 +306,19 @@ fn write_archive(workspace: &Path, file: std::fs::File) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn unpack(archive: &Path, workspace: &Path) -> anyhow::Result<()> {
+fn unpack(archive: &Path, workspace: &Path) -> std::io::Result<()> {
+    let context =
+        |what: String| move |e: std::io::Error| std::io::Error::other(format!("{what}: {e}"));
     if workspace.exists() {
         std::fs::remove_dir_all(workspace)
-            .with_context(|| format!("clearing {}", workspace.display()))?;
+            .map_err(context(format!("clearing {}", workspace.display())))?;
     }
     std::fs::create_dir_all(workspace)
-        .with_context(|| format!("creating {}", workspace.display()))?;
+        .map_err(context(format!("creating {}", workspace.display())))?;
     let file = std::fs::File::open(archive)?;
     tar::Archive::new(std::io::BufReader::new(file))
         .unpack(workspace)
-        .context("unpacking the archive")
+        .map_err(context("unpacking the archive".into()))
 }
 
 /// Adds `dir`'s contents (not `.baton/`) under `prefix`, in name order so that equal
@@ -299,7 +327,7 @@ fn append_dir<W: std::io::Write>(
     builder: &mut tar::Builder<W>,
     dir: &Path,
     prefix: &Path,
-) -> anyhow::Result<()> {
+) -> std::io::Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)?.collect::<Result<_, _>>()?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {

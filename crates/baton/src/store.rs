@@ -4,28 +4,28 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::anyhow;
-use baton_core::{Event, EventRecord, RunId, replay};
-use baton_store::{Lease, RunSummary, Store, StoreError, StoreLocation, open_store};
+use baton_core::{EventRecord, RunId};
+use baton_store::{RunSummary, Store, StoreLocation, open_store};
 
-use crate::{CliError, exit};
+use crate::Error;
 
 /// An open store and where it is; a shared store holds the runs of other workspaces too.
-pub(crate) struct Opened {
-    pub(crate) store: Arc<dyn Store>,
+pub struct Opened {
+    /// The store itself.
+    pub store: Arc<dyn Store>,
     location: StoreLocation,
     workspace: PathBuf,
 }
 
 impl Opened {
     /// Whether other workspaces and machines share this store (PostgreSQL).
-    pub(crate) fn is_shared(&self) -> bool {
+    pub fn is_shared(&self) -> bool {
         self.location.is_shared()
     }
 
     /// Runs to choose from when the user names none: in a shared store, only this workspace's.
-    pub(crate) async fn runs_here(&self) -> Result<Vec<RunSummary>, CliError> {
-        let mut runs = self.store.list_runs().await.map_err(store_error)?;
+    pub async fn runs_here(&self) -> Result<Vec<RunSummary>, Error> {
+        let mut runs = self.store.list_runs().await?;
         if self.location.is_shared() {
             runs.retain(|r| Path::new(&r.workspace) == self.workspace);
         }
@@ -33,8 +33,8 @@ impl Opened {
     }
 }
 
-fn store_location(workspace: &Path, store: Option<&str>) -> Result<StoreLocation, CliError> {
-    let location = StoreLocation::choose(store, workspace).map_err(store_error)?;
+fn store_location(workspace: &Path, store: Option<&str>) -> Result<StoreLocation, Error> {
+    let location = StoreLocation::choose(store, workspace)?;
     let state = baton_state::StateDir::for_workspace(workspace);
     if location == StoreLocation::Sqlite(state.journal()) && state.has_old_layout() {
         move_old_layout(&state)?;
@@ -43,7 +43,7 @@ fn store_location(workspace: &Path, store: Option<&str>) -> Result<StoreLocation
 }
 
 /// A workspace last used by a baton that kept its state in `.baton/`: moved once, and said so.
-pub(crate) fn move_old_layout(state: &baton_state::StateDir) -> Result<(), CliError> {
+pub fn move_old_layout(state: &baton_state::StateDir) -> Result<(), Error> {
     let migration = state.prepare()?;
     if let Some(from) = &migration.from {
         eprintln!(
@@ -66,12 +66,9 @@ pub(crate) fn move_old_layout(state: &baton_state::StateDir) -> Result<(), CliEr
 }
 
 /// Opens (creating if needed) the store a new run goes to.
-pub(crate) async fn open_store_for_run(
-    workspace: &Path,
-    store: Option<&str>,
-) -> Result<Opened, CliError> {
+pub async fn open_store_for_run(workspace: &Path, store: Option<&str>) -> Result<Opened, Error> {
     let location = store_location(workspace, store)?;
-    let store = open_store(&location).await.map_err(store_error)?;
+    let store = open_store(&location).await?;
     Ok(Opened {
         store,
         location,
@@ -81,15 +78,12 @@ pub(crate) async fn open_store_for_run(
 
 /// Opens the store for a command that only reads: no SQLite file yet is a usage error, not a
 /// new file.
-pub(crate) async fn open_existing_store(
-    workspace: &Path,
-    store: Option<&str>,
-) -> Result<Opened, CliError> {
+pub async fn open_existing_store(workspace: &Path, store: Option<&str>) -> Result<Opened, Error> {
     let location = store_location(workspace, store)?;
     if let StoreLocation::Sqlite(path) = &location
         && !path.exists()
     {
-        return Err(CliError::usage(anyhow!(
+        return Err(Error::usage(format!(
             "no baton runs in {} (no {}); start one with `baton run \"GOAL\"`",
             workspace.display(),
             path.display()
@@ -98,33 +92,19 @@ pub(crate) async fn open_existing_store(
     open_store_for_run(workspace, store).await
 }
 
-pub(crate) fn store_error(e: StoreError) -> CliError {
-    let code = match e {
-        StoreError::Locked { .. }
-        | StoreError::Refused { .. }
-        | StoreError::UnsupportedUrl { .. }
-        | StoreError::NeedsPostgres { .. } => exit::USAGE,
-        _ => exit::FAILED,
-    };
-    CliError {
-        code,
-        error: e.into(),
-    }
-}
-
 /// The run whose id starts with `prefix`, among all runs of the store.
-pub(crate) async fn resolve_run(opened: &Opened, prefix: &str) -> Result<RunId, CliError> {
-    let runs = opened.store.list_runs().await.map_err(store_error)?;
+pub async fn resolve_run(opened: &Opened, prefix: &str) -> Result<RunId, Error> {
+    let runs = opened.store.list_runs().await?;
     let matches: Vec<&RunSummary> = runs
         .iter()
         .filter(|r| r.id.as_str().starts_with(prefix))
         .collect();
     match matches.as_slice() {
         [one] => Ok(one.id.clone()),
-        [] => Err(CliError::usage(anyhow!(
+        [] => Err(Error::usage(format!(
             "no run with id {prefix}; `baton ls` lists the runs"
         ))),
-        many => Err(CliError::usage(anyhow!(
+        many => Err(Error::usage(format!(
             "{} runs start with {prefix}: {}; give more characters",
             many.len(),
             many.iter()
@@ -141,91 +121,48 @@ fn is_parallel_child(run: &RunSummary) -> bool {
     baton_state::is_worktree(Path::new(&run.workspace))
 }
 
-pub(crate) async fn latest_run(opened: &Opened) -> Result<RunSummary, CliError> {
+/// The newest run of this workspace (never a parallel task's child run).
+pub async fn latest_run(opened: &Opened) -> Result<RunSummary, Error> {
     let runs = opened.runs_here().await?;
     runs.into_iter()
         .find(|r| !is_parallel_child(r))
-        .ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "there are no runs yet; start one with `baton run \"GOAL\"`"
-            ))
-        })
+        .ok_or_else(|| Error::usage("there are no runs yet; start one with `baton run \"GOAL\"`"))
 }
 
 /// The newest run that got as far as journaling its start (a process killed between creating a
 /// run and journaling its first event leaves an empty one behind).
-pub(crate) async fn latest_resumable_run(opened: &Opened) -> Result<RunSummary, CliError> {
+pub async fn latest_resumable_run(opened: &Opened) -> Result<RunSummary, Error> {
     opened
         .runs_here()
         .await?
         .into_iter()
         .find(|r| r.event_count > 0 && !is_parallel_child(r))
         .ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "there is no run to resume; start one with `baton run \"GOAL\"`"
-            ))
+            Error::usage("there is no run to resume; start one with `baton run \"GOAL\"`")
         })
 }
 
-pub(crate) async fn summary_for(
-    opened: &Opened,
-    run: Option<&str>,
-) -> Result<RunSummary, CliError> {
+/// The run `run` names by id prefix, or the latest.
+pub async fn summary_for(opened: &Opened, run: Option<&str>) -> Result<RunSummary, Error> {
     match run {
         Some(prefix) => {
             let id = resolve_run(opened, prefix).await?;
             opened
                 .store
                 .get_run(&id)
-                .await
-                .map_err(store_error)?
-                .ok_or_else(|| CliError::usage(anyhow!("no run {id}")))
+                .await?
+                .ok_or_else(|| Error::usage(format!("no run {id}")))
         }
         None => latest_run(opened).await,
     }
 }
 
 /// The run a read-only command is about (`run` prefix, or the latest) and its journal.
-pub(crate) async fn run_journal(
+pub async fn run_journal(
     opened: &Opened,
     run: Option<&str>,
-) -> Result<(RunSummary, Vec<EventRecord>), CliError> {
+) -> Result<(RunSummary, Vec<EventRecord>), Error> {
     let summary = summary_for(opened, run).await?;
-    let events = opened
-        .store
-        .load_events(&summary.id)
-        .await
-        .map_err(store_error)?;
+    let events = opened.store.load_events(&summary.id).await?;
     Ok((summary, events))
-}
-
-/// Appends `event` to the leased run at its next sequence number, after checking it against
-/// the replayed journal (so nothing the reducer would refuse is ever written). `None` when
-/// the run has already finished or failed: its journal is closed.
-pub(crate) async fn append_checked(
-    store: &dyn Store,
-    lease: &Lease,
-    event: Event,
-) -> Result<Option<EventRecord>, CliError> {
-    let run_id = &lease.run_id;
-    let events = store.load_events(run_id).await.map_err(store_error)?;
-    let mut state = replay(&events)
-        .map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
-    if state.status.is_terminal() {
-        return Ok(None);
-    }
-    let record = EventRecord {
-        run_id: run_id.clone(),
-        seq: state.next_seq,
-        at: jiff::Timestamp::now(),
-        event,
-    };
-    state
-        .apply(&record)
-        .map_err(|e| anyhow!("cannot journal {}: {e}", record.event.kind()))?;
-    store
-        .append(lease, std::slice::from_ref(&record))
-        .await
-        .map_err(store_error)?;
-    Ok(Some(record))
 }

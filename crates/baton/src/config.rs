@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use baton_core::{Compaction, ContextSettings, Masking, ResponseMode};
 use baton_model::pricing::Price;
 use baton_model::ratelimit::RateLimit;
 use serde::{Deserialize, Serialize};
+
+use crate::Error;
 
 /// One layer: every key optional.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -17,15 +18,25 @@ use serde::{Deserialize, Serialize};
 pub struct ConfigLayer {
     /// A preset name (`openai`, `anthropic`, `ollama`, …): flavour, base URL, key variable.
     pub provider: Option<String>,
+    /// The endpoint (`…/v1` for OpenAI-compatible servers).
     pub base_url: Option<String>,
+    /// The model name the server knows.
     pub model: Option<String>,
+    /// Turns before the run pauses (`max_turns`).
     pub max_turns: Option<u32>,
+    /// `stream` (default) or `whole` replies.
     pub response_mode: Option<ResponseMode>,
+    /// Longest a shell command may run, in seconds.
     pub shell_timeout_secs: Option<u64>,
+    /// Longest a model request may take to answer, in seconds.
     pub request_timeout_secs: Option<u64>,
+    /// Longest a stream may stay silent, in seconds.
     pub stream_idle_timeout_secs: Option<u64>,
+    /// Attempts per model call before the run pauses.
     pub max_retry_attempts: Option<u32>,
+    /// Most time spent waiting between retries of one call, in seconds.
     pub max_retry_wait_secs: Option<u64>,
+    /// Longest one model call attempt may take in all, in seconds.
     pub model_call_timeout_secs: Option<u64>,
     /// `auto`, `required` or a tool name.
     pub tool_choice: Option<String>,
@@ -47,7 +58,9 @@ pub struct ConfigLayer {
     pub thinking: Option<baton_core::Thinking>,
     /// Anthropic `thinking.budget_tokens` with `thinking = "enabled"`.
     pub thinking_budget: Option<u32>,
+    /// First retry delay in milliseconds (full jitter, doubling).
     pub retry_base_delay_ms: Option<u64>,
+    /// Consecutive failed model call attempts that pause the run.
     pub circuit_breaker_failures: Option<u32>,
     /// `[prices."MODEL"]` tables: USD per million tokens, overriding the built-in list prices.
     pub prices: Option<HashMap<String, Price>>,
@@ -97,11 +110,15 @@ pub struct ContextConfig {
     pub compact_at_percent: Option<u8>,
     /// `false` turns observation masking off.
     pub masking: Option<bool>,
+    /// Turns whose tool outputs stay unmasked.
     pub mask_keep_turns: Option<u32>,
+    /// Turns masked together (keeps the prompt prefix stable between batches).
     pub mask_batch_turns: Option<u32>,
+    /// Tool outputs shorter than this many bytes are never masked.
     pub mask_min_bytes: Option<u32>,
     /// `false` turns compaction off (a run that outgrows the window then pauses).
     pub summary: Option<bool>,
+    /// Turns a compaction keeps verbatim after its summary.
     pub keep_recent_turns: Option<u32>,
     /// Who compacts: `baton` (its handoff summary), `provider` (the Responses API's
     /// server-side compaction) or `off`.
@@ -112,8 +129,11 @@ pub struct ContextConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CompactionBy {
+    /// baton's own handoff summary.
     Baton,
+    /// The provider's server-side compaction (Responses, Anthropic).
     Provider,
+    /// No compaction: a run that outgrows the window pauses.
     Off,
 }
 
@@ -133,19 +153,21 @@ impl ContextConfig {
     }
 
     /// Applies these overrides to a profile's settings. Errors name the offending key.
-    pub fn apply(&self, mut context: ContextSettings) -> anyhow::Result<ContextSettings> {
+    pub fn apply(&self, mut context: ContextSettings) -> Result<ContextSettings, Error> {
         if let Some(window) = self.window {
-            anyhow::ensure!(
-                window >= 1_024,
-                "context window {window} is too small: baton needs at least 1024 tokens"
-            );
+            if window < 1_024 {
+                return Err(Error::usage(format!(
+                    "context window {window} is too small: baton needs at least 1024 tokens"
+                )));
+            }
             context.window_tokens = window;
         }
         if let Some(percent) = self.compact_at_percent {
-            anyhow::ensure!(
-                (10..=100).contains(&percent),
-                "[context] compact_at_percent = {percent}: use 10 to 100"
-            );
+            if !(10..=100).contains(&percent) {
+                return Err(Error::usage(format!(
+                    "[context] compact_at_percent = {percent}: use 10 to 100"
+                )));
+            }
             context.compact_at_percent = percent;
         }
         let (mut keep, mut batch, mut min) = match context.masking {
@@ -198,6 +220,7 @@ impl ContextConfig {
 pub struct SandboxLayer {
     /// `read-only`, `workspace-write` (default) or `full-access`.
     pub mode: Option<String>,
+    /// `true`: commands may reach the network.
     pub allow_network: Option<bool>,
     /// `auto` (default), `bwrap` or `landlock`.
     pub backend: Option<String>,
@@ -219,15 +242,20 @@ pub struct SandboxLayer {
     pub dangerously_unsandboxed: Option<bool>,
     /// `0` removes a limit.
     pub cpu_secs: Option<u64>,
+    /// Memory limit per command, in MiB (0: none).
     pub memory_mb: Option<u64>,
+    /// Process limit per command (0: none).
     pub max_processes: Option<u64>,
+    /// Largest file a command may write, in MiB (0: none).
     pub file_size_mb: Option<u64>,
+    /// Open files per command (0: none).
     pub open_files: Option<u64>,
     /// Size of the private /tmp in MB (bubblewrap); `0` removes the bound.
     pub tmp_size_mb: Option<u64>,
 }
 
 impl SandboxLayer {
+    /// Keys set in `over` replace those in `self`.
     pub fn overlay(self, over: SandboxLayer) -> SandboxLayer {
         SandboxLayer {
             mode: over.mode.or(self.mode),
@@ -332,9 +360,13 @@ impl ConfigLayer {
 }
 
 /// Parses a duration such as `90`, `90s`, `45m`, `2h` or `1h30m` into seconds.
-pub fn parse_duration_secs(text: &str) -> anyhow::Result<u64> {
+pub fn parse_duration_secs(text: &str) -> Result<u64, Error> {
     let text = text.trim();
-    let bad = || anyhow::anyhow!("`{text}` is not a duration: use e.g. 90s, 45m, 2h or 1h30m");
+    let bad = || {
+        Error::usage(format!(
+            "`{text}` is not a duration: use e.g. 90s, 45m, 2h or 1h30m"
+        ))
+    };
     if let Ok(secs) = text.parse::<u64>() {
         return Ok(secs);
     }
@@ -363,23 +395,26 @@ pub fn parse_duration_secs(text: &str) -> anyhow::Result<u64> {
 }
 
 /// Reads a config file; a missing file is an empty layer, a malformed one an error naming it.
-pub fn read_layer(path: &Path) -> anyhow::Result<ConfigLayer> {
+pub fn read_layer(path: &Path) -> Result<ConfigLayer, Error> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigLayer::default()),
         Err(e) => {
-            return Err(e).with_context(|| format!("cannot read config file {}", path.display()));
+            return Err(Error::usage(format!(
+                "cannot read config file {}: {e}",
+                path.display()
+            )));
         }
     };
     toml::from_str(&text).map_err(|e| {
         let hint = did_you_mean(&e.to_string())
             .map(|known| format!(" (did you mean `{known}`?)"))
             .unwrap_or_default();
-        anyhow::anyhow!(
+        Error::usage(format!(
             "invalid config file {}{hint}: {}",
             path.display(),
             in_words(&e.to_string())
-        )
+        ))
     })
 }
 
@@ -442,6 +477,7 @@ pub fn user_config_path(get: impl Fn(&str) -> Option<String>) -> Option<PathBuf>
         .map(|home| PathBuf::from(home).join(".config/baton/config.toml"))
 }
 
+/// `WORKSPACE/.baton/config.toml`: the project's config file.
 pub fn project_config_path(workspace: &Path) -> PathBuf {
     workspace.join(".baton/config.toml")
 }

@@ -4,26 +4,28 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::anyhow;
 use baton_core::{ModelSettings, ProviderKind, WireApi};
 use baton_model::anthropic::{AnthropicConfig, AnthropicProvider};
 use baton_model::openai::{OpenAiConfig, OpenAiProvider};
 use baton_model::responses::ResponsesProvider;
 use baton_model::{ModelProvider, RetryPolicy};
 
-use crate::CliError;
+use crate::Error;
 use crate::config::{self, ConfigLayer};
 use crate::providers;
 
+/// A run's model provider and the key it was built with (the key is scrubbed from everything
+/// journaled).
 pub struct ModelClient {
+    /// The provider, speaking the dialect of the settings' flavour and wire.
     pub provider: Arc<dyn ModelProvider>,
+    /// The API key it sends (never journaled: scrubbed as a secret).
     pub api_key: Option<String>,
 }
 
-pub fn model_client(
-    settings: &ModelSettings,
-    layer: &ConfigLayer,
-) -> Result<ModelClient, CliError> {
+/// The provider for `settings` (the dialect its flavour and wire speak), with timeouts from
+/// `layer` and the key from the environment variables the preset names.
+pub fn model_client(settings: &ModelSettings, layer: &ConfigLayer) -> Result<ModelClient, Error> {
     let preset = providers::preset_for_url(settings.provider, &settings.base_url)
         .or_else(|| layer.provider.as_deref().and_then(providers::preset));
     let key_vars = providers::key_variables(settings.provider, preset);
@@ -36,9 +38,8 @@ pub fn model_client(
     }
     let request_timeout = Duration::from_secs(layer.request_timeout_secs.unwrap_or(600));
     let idle_timeout = Duration::from_secs(layer.stream_idle_timeout_secs.unwrap_or(120));
-    let setup_error = |e: baton_model::ModelError| {
-        CliError::usage(anyhow!("cannot set up the model client: {e}"))
-    };
+    let setup_error =
+        |e: baton_model::ModelError| Error::usage(format!("cannot set up the model client: {e}"));
     let provider: Arc<dyn ModelProvider> = match settings.provider {
         ProviderKind::OpenAiCompatible if settings.wire_api == WireApi::Responses => Arc::new(
             ResponsesProvider::new(OpenAiConfig {
@@ -71,6 +72,7 @@ pub fn model_client(
     Ok(ModelClient { provider, api_key })
 }
 
+/// The retry schedule `layer` asks for (attempts, total wait, base delay) over the defaults.
 pub fn retry_policy(layer: &ConfigLayer) -> RetryPolicy {
     let mut retry = RetryPolicy::default();
     if let Some(n) = layer.max_retry_attempts {

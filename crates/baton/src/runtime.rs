@@ -1,0 +1,335 @@
+//! [`Runtime`]: a built engine for one workspace — store, provider, tools, sandbox, observers,
+//! prices, rate limiter, retry policy and secrets put together from settings — and the
+//! [`RuntimeBuilder`] that assembles it. Every part has a default taken from the workspace's
+//! configuration; a program replaces the ones it wants to own (an in-process model, its own
+//! tools, a shared store).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use baton_core::{RunId, RunSettings};
+use baton_engine::{
+    Engine, EngineParts, Fanout, RunObserver, RunOutcome, SettingsOverride, Snapshots, StartRun,
+    StopSignal,
+};
+use baton_model::ModelProvider;
+use baton_store::Store;
+use baton_tools::{ExecEnv, ToolRegistry};
+
+use crate::config::{self, ConfigLayer};
+use crate::{Error, client, exec, settings, store};
+
+/// The base URL journaled for a run whose provider the program gave (no HTTP endpoint).
+pub const IN_PROCESS: &str = "in-process";
+
+/// A run engine for one workspace, ready to start, resume or submit runs.
+///
+/// ```no_run
+/// # async fn demo() -> baton::Result<()> {
+/// // Settings from the workspace's config files and the environment (BATON_BASE_URL, …).
+/// let runtime = baton::Runtime::builder().workspace(".").build().await?;
+/// let outcome = runtime.start("make the failing test pass").await?;
+/// println!("{outcome:?}");
+/// # Ok(())
+/// # }
+/// ```
+pub struct Runtime {
+    engine: Engine,
+    workspace: PathBuf,
+    settings: RunSettings,
+    store: Arc<dyn Store>,
+    secrets: Vec<String>,
+}
+
+impl Runtime {
+    /// A builder with every part at its default.
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::default()
+    }
+
+    /// Starts a new run on `goal` and drives it until it finishes, fails or pauses.
+    pub async fn start(&self, goal: impl Into<String>) -> Result<RunOutcome, Error> {
+        Ok(self.engine.start(self.request(goal.into(), None)).await?)
+    }
+
+    /// Starts a new run that works through `plan` (a validated task graph with checks).
+    pub async fn start_with_plan(
+        &self,
+        goal: impl Into<String>,
+        plan: baton_core::task::Plan,
+    ) -> Result<RunOutcome, Error> {
+        Ok(self
+            .engine
+            .start(self.request(goal.into(), Some(plan)))
+            .await?)
+    }
+
+    /// Like [`Runtime::start`], under an id the caller chose (a supervisor that must know the
+    /// run before the process that runs it creates it).
+    pub async fn start_with_id(
+        &self,
+        run_id: RunId,
+        request: StartRun,
+    ) -> Result<RunOutcome, Error> {
+        Ok(self.engine.start_with_id(run_id, request).await?)
+    }
+
+    /// Replays `run_id`'s journal and keeps going from where it stopped: finished model and
+    /// tool calls are never repeated. `overrides` changes settings from now on.
+    pub async fn resume(
+        &self,
+        run_id: &RunId,
+        overrides: &SettingsOverride,
+    ) -> Result<RunOutcome, Error> {
+        Ok(self.engine.resume(run_id, overrides).await?)
+    }
+
+    /// Creates a run on `goal` and journals its start without taking a step, for a worker
+    /// (`baton worker`) sharing the store to claim and run.
+    pub async fn submit(&self, goal: impl Into<String>) -> Result<RunId, Error> {
+        Ok(self.engine.submit(self.request(goal.into(), None)).await?)
+    }
+
+    /// The request [`Runtime::start`] sends: this workspace and these settings.
+    pub fn request(&self, goal: String, plan: Option<baton_core::task::Plan>) -> StartRun {
+        StartRun {
+            goal,
+            workspace: self.workspace.clone(),
+            settings: self.settings.clone(),
+            plan,
+        }
+    }
+
+    /// The engine itself, for what the runtime does not wrap (a worker's claimed runs).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The store runs are journaled in.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The settings new runs start with.
+    pub fn settings(&self) -> &RunSettings {
+        &self.settings
+    }
+
+    /// The workspace directory (canonical).
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// The secret values scrubbed from everything journaled (the API key, credential-named
+    /// environment variables): a program redacts its own logs with them too.
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
+    }
+}
+
+/// Assembles a [`Runtime`]; see [`Runtime::builder`]. Only the workspace is required.
+#[derive(Default)]
+pub struct RuntimeBuilder {
+    workspace: Option<PathBuf>,
+    settings: Option<RunSettings>,
+    config: Option<ConfigLayer>,
+    store: Option<Arc<dyn Store>>,
+    provider: Option<Arc<dyn ModelProvider>>,
+    tools: Option<ToolRegistry>,
+    observers: Vec<Arc<dyn RunObserver>>,
+    stop: Option<StopSignal>,
+    exec: Option<ExecEnv>,
+    snapshots: Option<Snapshots>,
+}
+
+impl RuntimeBuilder {
+    /// The directory the agent works in (required).
+    pub fn workspace(mut self, dir: impl AsRef<Path>) -> Self {
+        self.workspace = Some(dir.as_ref().to_owned());
+        self
+    }
+
+    /// The settings of new runs. Default: resolved from the configuration
+    /// ([`settings::resolve`]: user file, trusted project file, environment, [`Self::config`]).
+    pub fn settings(mut self, settings: RunSettings) -> Self {
+        self.settings = Some(settings);
+        self
+    }
+
+    /// Configuration keys over the files and the environment (the CLI's flags are one such
+    /// layer): prices, rate limits, retries, timeouts, `[sandbox]`, `[snapshots]`.
+    pub fn config(mut self, layer: ConfigLayer) -> Self {
+        self.config = Some(layer);
+        self
+    }
+
+    /// Where runs are journaled. Default: the workspace's SQLite journal (or `BATON_STORE`).
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The model. Default: the HTTP provider the settings name (Chat Completions, Responses or
+    /// Anthropic Messages), its key from the environment.
+    pub fn provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
+        self.provider = Some(provider);
+        self
+    }
+
+    /// The agent's tools. Default: [`ToolRegistry::standard`].
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// Adds an observer of every journaled event and stream delta; several are called in the
+    /// order added. Default: none.
+    pub fn observer(mut self, observer: Arc<dyn RunObserver>) -> Self {
+        self.observers.push(observer);
+        self
+    }
+
+    /// What pauses a run cleanly (Ctrl-C in the CLI). Default: never.
+    pub fn stop_signal(mut self, stop: StopSignal) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// How commands execute. Default: the configuration's `[sandbox]` and policy files
+    /// ([`exec::exec_env`]).
+    pub fn exec(mut self, exec: ExecEnv) -> Self {
+        self.exec = Some(exec);
+        self
+    }
+
+    /// Workspace snapshots in the state directory's shadow git. Default: the configuration's
+    /// `[snapshots] enabled`, on if unset.
+    pub fn snapshots(mut self, snapshots: Snapshots) -> Self {
+        self.snapshots = Some(snapshots);
+        self
+    }
+
+    /// Builds the runtime: every part not given is made from the configuration. Bad
+    /// configuration is an [`Error::Usage`] naming the key; nothing has started yet.
+    pub async fn build(self) -> Result<Runtime, Error> {
+        let dir = self
+            .workspace
+            .as_deref()
+            .ok_or_else(|| Error::usage("Runtime::builder() needs a workspace"))?;
+        let workspace = settings::workspace_dir(dir)?;
+        let overrides = self.config.unwrap_or_default();
+        let (run_settings, layer) = match self.settings {
+            Some(given) => {
+                let layer = settings::file_and_env_layers(&workspace)?.overlay(overrides);
+                (given, layer)
+            }
+            // An in-process provider needs no endpoint: its description names the model in
+            // the journal unless the configuration says otherwise.
+            None => {
+                let defaults = match &self.provider {
+                    Some(provider) => ConfigLayer {
+                        base_url: Some(IN_PROCESS.into()),
+                        model: Some(provider.describe()),
+                        ..ConfigLayer::default()
+                    },
+                    None => ConfigLayer::default(),
+                };
+                settings::resolve_over(defaults, &workspace, overrides)?
+            }
+        };
+        let store = match self.store {
+            Some(store) => store,
+            None => store::open_store_for_run(&workspace, None).await?.store,
+        };
+        let exec = match self.exec {
+            Some(exec) => exec,
+            None => exec::exec_env(&workspace, &layer)?,
+        };
+        let snapshots =
+            self.snapshots
+                .unwrap_or(match layer.snapshots.as_ref().and_then(|s| s.enabled) {
+                    Some(false) => Snapshots::Off,
+                    _ => Snapshots::On,
+                });
+        let parts = Parts {
+            settings: &run_settings,
+            layer: &layer,
+            provider: self.provider,
+            tools: self.tools.unwrap_or_else(ToolRegistry::standard),
+            observer: observer_of(self.observers),
+            stop: self.stop.unwrap_or_else(StopSignal::never),
+        };
+        let (engine, secrets) = engine(parts, store.clone(), exec)?;
+        Ok(Runtime {
+            engine: engine.with_snapshots(snapshots),
+            workspace,
+            settings: run_settings,
+            store,
+            secrets,
+        })
+    }
+}
+
+/// What [`engine`] needs beside the store and the execution environment.
+pub struct Parts<'a> {
+    /// The run's settings (the provider is built for their model unless one is given).
+    pub settings: &'a RunSettings,
+    /// The merged configuration: timeouts, retries, prices, rate limit, breaker.
+    pub layer: &'a ConfigLayer,
+    /// A provider to use instead of the one the settings name.
+    pub provider: Option<Arc<dyn ModelProvider>>,
+    /// The agent's tools.
+    pub tools: ToolRegistry,
+    /// Who sees each journaled event.
+    pub observer: Arc<dyn RunObserver>,
+    /// What pauses the run.
+    pub stop: StopSignal,
+}
+
+/// An engine from its parts, and the secrets it scrubs. The one place configuration becomes a
+/// running engine: the CLI, the worker and [`RuntimeBuilder::build`] all come through here.
+pub fn engine(
+    parts: Parts<'_>,
+    store: Arc<dyn Store>,
+    exec: ExecEnv,
+) -> Result<(Engine, Vec<String>), Error> {
+    let layer = parts.layer;
+    let (provider, api_key) = match parts.provider {
+        Some(provider) => (provider, None),
+        None => {
+            let client = client::model_client(&parts.settings.model, layer)?;
+            (client.provider, client.api_key)
+        }
+    };
+    let rate_limiter =
+        baton_model::ratelimit::RateLimiter::new(layer.rate_limit.unwrap_or_default())
+            .map_err(|e| Error::usage(format!("invalid [rate_limit] in the config: {e}")))?;
+    let secrets = settings::secret_values(api_key);
+    let engine = Engine::new(EngineParts {
+        store,
+        provider,
+        tools: Arc::new(parts.tools),
+        retry: client::retry_policy(layer),
+        secrets: secrets.clone(),
+        secret_env_vars: config::SECRET_ENV_VARS
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
+        exec,
+        observer: parts.observer,
+        stop: parts.stop,
+        model_call_timeout: Duration::from_secs(layer.model_call_timeout_secs.unwrap_or(1800)),
+        breaker_failures: layer.circuit_breaker_failures.unwrap_or(10).max(1),
+        rate_limiter,
+        prices: Arc::new(settings::price_table(layer)),
+    });
+    Ok((engine, secrets))
+}
+
+fn observer_of(mut observers: Vec<Arc<dyn RunObserver>>) -> Arc<dyn RunObserver> {
+    match observers.len() {
+        1 => observers.remove(0),
+        _ => Arc::new(Fanout(observers)),
+    }
+}

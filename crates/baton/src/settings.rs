@@ -1,0 +1,325 @@
+//! A run's settings from configuration: the user file, the project file (if trusted), the
+//! environment and the caller's overrides, layered key by key; a provider preset applied; every
+//! value checked, so a bad one is a usage error naming its key before anything starts.
+
+use std::path::{Path, PathBuf};
+
+use baton_context::profile::profile_for;
+use baton_core::governance::Budget;
+use baton_core::{Limits, ModelSettings, ProviderKind, RunSettings, ToolChoice};
+use baton_tools::ToolRegistry;
+
+use crate::config::{self, ConfigLayer};
+use crate::{Error, providers};
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The workspace directory, canonical; a path that is not a directory is a usage error.
+pub fn workspace_dir(path: &Path) -> Result<PathBuf, Error> {
+    let dir = path
+        .canonicalize()
+        .map_err(|e| Error::usage(format!("workspace {}: {e}", path.display())))?;
+    if !dir.is_dir() {
+        return Err(Error::usage(format!(
+            "workspace {} is not a directory",
+            dir.display()
+        )));
+    }
+    Ok(dir)
+}
+
+/// The budget a configuration layer sets; bad values are usage errors naming the key.
+fn budget_from(layer: &ConfigLayer) -> Result<Budget, Error> {
+    budget_of(
+        "",
+        layer.budget_usd,
+        layer.budget_tokens,
+        layer.max_time.as_deref(),
+    )
+}
+
+/// The per-task budget a configuration layer sets.
+fn task_budget_from(layer: &ConfigLayer) -> Result<Budget, Error> {
+    budget_of(
+        "task_",
+        layer.task_budget_usd,
+        layer.task_budget_tokens,
+        layer.task_max_time.as_deref(),
+    )
+}
+
+/// A budget from its keys (`prefix` names them in errors: `budget_usd`, `task_budget_usd`).
+fn budget_of(
+    prefix: &str,
+    usd: Option<f64>,
+    tokens: Option<u64>,
+    time: Option<&str>,
+) -> Result<Budget, Error> {
+    if let Some(usd) = usd
+        && !(usd.is_finite() && usd > 0.0)
+    {
+        return Err(Error::usage(format!(
+            "{prefix}budget_usd = {usd}: use a positive amount of USD"
+        )));
+    }
+    let wall_time_secs = time.map(config::parse_duration_secs).transpose()?;
+    Ok(Budget {
+        usd,
+        tokens,
+        wall_time_secs,
+    })
+}
+
+/// Parses `--tool-choice` / `tool_choice`; a tool name must be one the agent has.
+fn tool_choice(text: Option<&str>) -> Result<Option<ToolChoice>, Error> {
+    let Some(choice) = text.map(ToolChoice::parse) else {
+        return Ok(None);
+    };
+    if let ToolChoice::Function(name) = &choice {
+        let tools = ToolRegistry::standard();
+        if tools.effect_of(name).is_none() {
+            return Err(Error::usage(format!(
+                "tool choice '{name}' is neither auto, required nor a tool name ({})",
+                tools.names().join(", ")
+            )));
+        }
+    }
+    Ok(Some(choice))
+}
+
+/// The user file, the project file and the environment, in that order of precedence.
+pub fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, Error> {
+    let mut layer = ConfigLayer::default();
+    if let Some(path) = config::user_config_path(env_var) {
+        layer = layer.overlay(config::read_layer(&path)?);
+    }
+    let project = config::read_layer(&config::project_config_path(workspace))?;
+    crate::trust::check(workspace, &project)?;
+    Ok(layer
+        .overlay(project)
+        .overlay(ConfigLayer::from_env(env_var)))
+}
+
+/// The settings of a new run (or a doctor check): files, environment and flags layered, a
+/// provider preset applied.
+pub fn resolve(
+    workspace: &Path,
+    overrides: ConfigLayer,
+) -> Result<(RunSettings, ConfigLayer), Error> {
+    resolve_over(ConfigLayer::default(), workspace, overrides)
+}
+
+/// [`resolve`] over `defaults`, a layer below the user file (a program's own defaults: the
+/// model an in-process provider serves).
+pub fn resolve_over(
+    defaults: ConfigLayer,
+    workspace: &Path,
+    overrides: ConfigLayer,
+) -> Result<(RunSettings, ConfigLayer), Error> {
+    let layer = defaults
+        .overlay(file_and_env_layers(workspace)?)
+        .overlay(overrides);
+    let preset = preset_named(layer.provider.as_deref())?;
+    // An explicit base URL (any layer) wins over the preset's.
+    let base_url = layer
+        .base_url
+        .clone()
+        .or_else(|| preset.map(|p| p.base_url.to_string()));
+    let (Some(base_url), Some(model)) = (base_url.clone(), layer.model.clone()) else {
+        let user_file = config::user_config_path(env_var);
+        return Err(Error::usage(config::no_model_help(
+            base_url.is_some(),
+            layer.model.is_some(),
+            user_file.as_deref(),
+        )));
+    };
+    let defaults = Limits::default();
+    let context = layer
+        .context
+        .clone()
+        .unwrap_or_default()
+        .apply(profile_for(&model).context)?;
+    let budget = budget_from(&layer)?;
+    let wire_api = layer
+        .wire_api
+        .unwrap_or_else(|| default_wire_api(&base_url, &model));
+    let provider_kind = preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind);
+    if context.compaction == baton_core::Compaction::Provider
+        && provider_kind == ProviderKind::OpenAiCompatible
+        && wire_api != baton_core::WireApi::Responses
+    {
+        return Err(Error::usage(
+            "[context] compaction = \"provider\" needs the Responses API (wire_api = \"responses\") \
+             or Anthropic: Chat Completions servers do not compact; use \"baton\" here",
+        ));
+    }
+    if let Some(b) = layer.thinking_budget.filter(|b| *b < 1024) {
+        return Err(Error::usage(format!(
+            "thinking_budget = {b} is too small: Anthropic's minimum is 1024 tokens"
+        )));
+    }
+    let settings = RunSettings {
+        tasks: baton_core::TaskSettings {
+            budget: task_budget_from(&layer)?,
+            max_turns: layer.task_max_turns,
+            ..Default::default()
+        },
+        model: ModelSettings {
+            provider: preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind),
+            base_url,
+            model,
+            response_mode: layer.response_mode.unwrap_or_default(),
+            tool_choice: tool_choice(layer.tool_choice.as_deref())?.unwrap_or_default(),
+            reasoning: baton_core::ReasoningSettings {
+                history: layer.reasoning_history.unwrap_or_default(),
+                effort: layer.reasoning_effort.clone(),
+                thinking: layer.thinking,
+                thinking_budget: layer.thinking_budget,
+            },
+            wire_api,
+        },
+        limits: Limits {
+            max_turns: layer.max_turns.unwrap_or(defaults.max_turns),
+            shell_timeout_secs: layer
+                .shell_timeout_secs
+                .unwrap_or(defaults.shell_timeout_secs),
+        },
+        context,
+        budget,
+        loop_detection: baton_core::governance::LoopPolicy {
+            no_tool_turns: layer
+                .no_tool_turns
+                .unwrap_or(baton_core::governance::LoopPolicy::default().no_tool_turns),
+            ..Default::default()
+        },
+        endings: baton_core::EndingPolicy {
+            on_text_reply: layer.on_text_reply.unwrap_or_default(),
+            ..Default::default()
+        },
+    };
+    Ok((settings, layer))
+}
+
+/// The OpenAI wire a run speaks unless `wire_api` says: the Responses API for the models
+/// OpenAI serves only there, when the endpoint is OpenAI's own; Chat Completions otherwise
+/// (other servers mostly speak only that).
+fn default_wire_api(base_url: &str, model: &str) -> baton_core::WireApi {
+    let host = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, rest)| rest)
+        .split(['/', ':'])
+        .next()
+        .unwrap_or_default();
+    let openai = host.eq_ignore_ascii_case("api.openai.com");
+    if openai {
+        profile_for(model).wire_api
+    } else {
+        baton_core::WireApi::Chat
+    }
+}
+
+/// What a resume given `layer` (the CLI's flags) changes in a run `recorded` with: every key
+/// set replaces the recorded value from now on; the rest stays as journaled. A provider preset
+/// switches flavour and, unless a base URL is given, endpoint. Values are held to the rules of
+/// a new run's configuration.
+pub fn resume_overrides(
+    layer: &ConfigLayer,
+    recorded: &RunSettings,
+) -> Result<baton_engine::SettingsOverride, Error> {
+    let preset = preset_named(layer.provider.as_deref())?;
+    let context_window = layer.context.as_ref().and_then(|c| c.window);
+    if let Some(window) = context_window {
+        config::ContextConfig {
+            window: Some(window),
+            ..config::ContextConfig::default()
+        }
+        .apply(recorded.context.clone())?;
+    }
+    let budget = budget_from(layer)?;
+    let task_budget = task_budget_from(layer)?;
+    Ok(baton_engine::SettingsOverride {
+        provider: preset.map(|p| p.kind),
+        base_url: layer
+            .base_url
+            .clone()
+            .or_else(|| preset.map(|p| p.base_url.to_string())),
+        model: layer.model.clone(),
+        max_turns: layer.max_turns,
+        response_mode: layer.response_mode,
+        tool_choice: tool_choice(layer.tool_choice.as_deref())?,
+        context_window,
+        budget: (!budget.is_unlimited()).then_some(budget),
+        plan: None,
+        task_budget: (!task_budget.is_unlimited()).then_some(task_budget),
+        task_max_turns: layer.task_max_turns,
+        on_text_reply: layer.on_text_reply,
+        no_tool_turns: layer.no_tool_turns,
+        wire_api: layer.wire_api,
+        thinking: layer.thinking,
+        thinking_budget: layer.thinking_budget,
+        reasoning_effort: layer.reasoning_effort.clone(),
+    })
+}
+
+/// The preset a `--provider` / `provider =` names; an unknown name is a usage error.
+fn preset_named(name: Option<&str>) -> Result<Option<&'static providers::Preset>, Error> {
+    name.map(|name| {
+        providers::preset(name).ok_or_else(|| {
+            Error::usage(format!(
+                "unknown provider '{name}'; known: {}",
+                providers::preset_names()
+            ))
+        })
+    })
+    .transpose()
+}
+
+/// The built-in list prices with the config's `[prices."MODEL"]` tables over them.
+pub fn price_table(layer: &ConfigLayer) -> baton_model::pricing::PriceTable {
+    baton_model::pricing::PriceTable::defaults()
+        .with_overrides(layer.prices.clone().unwrap_or_default())
+}
+
+/// A USD budget on a model without a price would never be reached: refused before the run.
+pub fn check_budget_is_priced(settings: &RunSettings, layer: &ConfigLayer) -> Result<(), Error> {
+    let usd_budget = settings.budget.usd.is_some() || settings.tasks.budget.usd.is_some();
+    let model = &settings.model.model;
+    if usd_budget && price_table(layer).price(model).is_none() {
+        return Err(Error::usage(format!(
+            "--budget-usd needs the price of model '{model}', which baton does not know: add a \
+             [prices.\"{model}\"] table (input_per_mtok, output_per_mtok) to your config, or bound \
+             the run with --budget-tokens instead"
+        )));
+    }
+    Ok(())
+}
+
+/// Values to scrub from everything journaled: the API key and every environment variable named
+/// like a credential (a command could print baton's own environment).
+pub fn secret_values(api_key: Option<String>) -> Vec<String> {
+    let names: Vec<String> = config::SECRET_ENV_VARS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    std::env::vars_os()
+        .filter(|(name, _)| baton_tools::is_secret_var(&name.to_string_lossy(), &names))
+        .filter_map(|(_, value)| value.into_string().ok())
+        .chain(api_key)
+        .collect()
+}
+
+/// baton's state (journal, config) is per machine: a `.gitignore` inside `.baton/` keeps it out of
+/// the user's commits without touching their own ignore files.
+pub fn keep_state_out_of_git(workspace: &Path) {
+    let dir = workspace.join(".baton");
+    let ignore = dir.join(".gitignore");
+    // With a store elsewhere there may be no .baton/ at all; nothing to keep out then.
+    if dir.is_dir()
+        && !ignore.exists()
+        && let Err(e) = std::fs::write(&ignore, "# baton's run state; not for version control\n*\n")
+    {
+        tracing::warn!("could not write {}: {e}", ignore.display());
+    }
+}
