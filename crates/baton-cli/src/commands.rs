@@ -197,12 +197,17 @@ fn on_text_reply(text: Option<&str>) -> Result<Option<OnTextReply>, CliError> {
     .transpose()
 }
 
-/// The flags' layer, with `--on-text-reply` checked.
+/// The flags' layer, with `--on-text-reply` checked, over the layer a supervisor passed.
 pub(crate) fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, CliError> {
-    Ok(ConfigLayer {
+    let passed = match &flags.settings_layer {
+        Some(json) => serde_json::from_str::<ConfigLayer>(json)
+            .map_err(|e| CliError::usage(anyhow!("--settings-layer is not a config layer: {e}")))?,
+        None => ConfigLayer::default(),
+    };
+    Ok(passed.overlay(ConfigLayer {
         on_text_reply: on_text_reply(flags.on_text_reply.as_deref())?,
         ..flags_layer(flags)
-    })
+    }))
 }
 
 /// What `run` checks before anything starts (a supervisor checks it before its first child).

@@ -69,14 +69,7 @@ fn redactor(secrets: Vec<String>) -> Redactor {
 
 /// Values of environment variables named like credentials (the API key among them).
 fn secrets_in_env() -> Vec<String> {
-    let names: Vec<String> = crate::config::SECRET_ENV_VARS
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    std::env::vars_os()
-        .filter(|(name, _)| baton_tools::is_secret_var(&name.to_string_lossy(), &names))
-        .filter_map(|(_, value)| value.into_string().ok())
-        .collect()
+    baton::settings::secret_values(None)
 }
 
 /// Also scrub these values (secrets known only once the configuration is read).

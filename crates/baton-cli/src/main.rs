@@ -317,6 +317,10 @@ pub struct ModelFlags {
     /// With a task graph: pause when the current task has run this long, e.g. 20m.
     #[arg(long, value_name = "DURATION")]
     task_max_time: Option<String>,
+    /// Set by a supervisor for its agent processes: its own flags as one configuration layer
+    /// (JSON), under this process's flags — the settings passed as data, not re-spelled.
+    #[arg(long, hide = true, value_name = "JSON")]
+    settings_layer: Option<String>,
 }
 
 /// How `run` / `resume` keep the agent process (see `supervise.rs`).

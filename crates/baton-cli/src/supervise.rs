@@ -89,7 +89,7 @@ pub async fn run(globals: Globals<'_>, mut args: RunArgs) -> CliResult {
     if args.no_snapshots {
         sandbox_flags.push("--no-snapshots".into());
     }
-    let mut rest = model_args(&args.model);
+    let mut rest = model_args(&args.model)?;
     rest.extend(sandbox_flags.iter().cloned());
     rest.extend(args.tasks.to_args());
     if args.json {
@@ -156,7 +156,7 @@ pub async fn resume(globals: Globals<'_>, args: ResumeArgs) -> CliResult {
         id
     };
     crate::logging::attach_run(&workspace, &run_id);
-    let mut flags = model_args(&args.model);
+    let mut flags = model_args(&args.model)?;
     flags.extend(args.sandbox.to_args());
     if let Some(plan) = &args.plan {
         // Every child gets it: once journaled, the same plan again changes nothing.
@@ -193,64 +193,19 @@ pub async fn resume(globals: Globals<'_>, args: ResumeArgs) -> CliResult {
     .await
 }
 
-/// The model flags as given, to pass on to a child.
-fn model_args(flags: &ModelFlags) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut pair = |name: &str, value: Option<String>| {
-        if let Some(v) = value {
-            out.extend([name.to_string(), v]);
-        }
-    };
-    pair("--provider", flags.provider.clone());
-    pair("--base-url", flags.base_url.clone());
-    pair("--model", flags.model.clone());
-    pair("--max-turns", flags.max_turns.map(|n| n.to_string()));
-    pair("--tool-choice", flags.tool_choice.clone());
-    pair(
-        "--wire-api",
-        flags.wire_api.map(|w| crate::output::word(&w)),
-    );
-    pair(
-        "--thinking",
-        flags.thinking.map(|t| crate::output::word(&t)),
-    );
-    pair(
-        "--thinking-budget",
-        flags.thinking_budget.map(|n| n.to_string()),
-    );
-    pair("--reasoning-effort", flags.reasoning_effort.clone());
-    pair("--on-text-reply", flags.on_text_reply.clone());
-    pair(
-        "--no-tool-turns",
-        flags.no_tool_turns.map(|n| n.to_string()),
-    );
-    pair(
-        "--context-window",
-        flags.context_window.map(|n| n.to_string()),
-    );
-    pair("--budget-usd", flags.budget_usd.map(|n| n.to_string()));
-    pair(
-        "--task-budget-usd",
-        flags.task_budget_usd.map(|n| n.to_string()),
-    );
-    pair(
-        "--task-budget-tokens",
-        flags.task_budget_tokens.map(|n| n.to_string()),
-    );
-    pair(
-        "--task-max-turns",
-        flags.task_max_turns.map(|n| n.to_string()),
-    );
-    pair("--task-max-time", flags.task_max_time.clone());
-    pair(
-        "--budget-tokens",
-        flags.budget_tokens.map(|n| n.to_string()),
-    );
-    pair("--max-time", flags.max_time.clone());
-    if flags.no_stream {
-        out.push("--no-stream".into());
+/// The model flags as given, to pass on to a child: as data (one `--settings-layer` JSON
+/// argument holding the layer they make), so a new setting needs no spelling out here.
+fn model_args(flags: &ModelFlags) -> Result<Vec<String>, CliError> {
+    let layer = commands::flags_layer_checked(flags)?;
+    if layer == baton::config::ConfigLayer::default() {
+        return Ok(Vec::new());
     }
-    out
+    let mut value = serde_json::to_value(&layer)?;
+    // Unset keys are left out: the argument stays short in `ps`.
+    if let serde_json::Value::Object(map) = &mut value {
+        map.retain(|_, v| !v.is_null());
+    }
+    Ok(vec!["--settings-layer".into(), value.to_string()])
 }
 
 /// The global options as arguments (the store goes by environment, which keeps a database
@@ -604,13 +559,24 @@ mod tests {
             "--no-stream",
             "goal",
         ];
-        let flags = model_args(&parsed_run(&given).model);
+        let flags = model_args(&parsed_run(&given).model).unwrap();
+        assert_eq!(flags.len(), 2, "one --settings-layer argument: {flags:?}");
         let mut again = vec!["baton", "run"];
         again.extend(flags.iter().map(String::as_str));
         again.extend(["--", "goal"]);
-        assert_eq!(model_args(&parsed_run(&again).model), flags);
-        assert_eq!(flags.len(), 13);
-        assert!(model_args(&parsed_run(&["baton", "run", "g"]).model).is_empty());
+        let child = parsed_run(&again).model;
+        // The child's layer is exactly the parent's: every flag arrived, as data.
+        let parent = commands::flags_layer_checked(&parsed_run(&given).model).unwrap();
+        assert_eq!(commands::flags_layer_checked(&child).unwrap(), parent);
+        assert_eq!(parent.max_turns, Some(7));
+        assert_eq!(parent.context.and_then(|c| c.window), Some(4096));
+        // And passing it on again changes nothing (a detached supervisor's children).
+        assert_eq!(model_args(&child).unwrap(), flags);
+        assert!(
+            model_args(&parsed_run(&["baton", "run", "g"]).model)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

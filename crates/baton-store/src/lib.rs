@@ -8,6 +8,7 @@
 mod error;
 mod postgres;
 mod process;
+mod rows;
 mod select;
 mod shared;
 mod sqlite;

@@ -15,6 +15,7 @@ use sqlx::{Postgres, Transaction};
 use self::connect::classify;
 use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, corrupt, from_db_int, ts_from_micros};
 use crate::process::{holder_is_dead, local_hostname};
+use crate::rows::At;
 use crate::shared::{check_batch, new_token, redact_url, to_db_int, ts_to_text};
 use crate::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
@@ -169,9 +170,9 @@ impl PostgresStore {
         let Some(first) = rows.first() else {
             return Ok(Vec::new());
         };
-        let now = ts_from_micros(&self.url, rows::get(first, &self.url, "server_now")?)?;
+        let now = ts_from_micros(&self.url, At(first, self.url.as_str()).int("server_now")?)?;
         rows.iter()
-            .map(|row| rows::summary_from_row(row, &self.url, &self.local_host, now))
+            .map(|row| At(row, self.url.as_str()).summary(&self.local_host, now))
             .collect()
     }
 }
@@ -230,8 +231,8 @@ impl Store for PostgresStore {
                 run_id: run_id.clone(),
             });
         };
-        let now = ts_from_micros(&self.url, rows::get(&row, &self.url, "server_now")?)?;
-        if let Some((_, current, expires_at)) = rows::lease_from_row(&row, &self.url)? {
+        let now = ts_from_micros(&self.url, At(&row, self.url.as_str()).int("server_now")?)?;
+        if let Some((_, current, expires_at)) = At(&row, self.url.as_str()).lease()? {
             // As in SQLite: only an expired lease, or one whose holder died on this machine, can
             // be taken — not even by the holding process itself.
             let free = expires_at <= now || holder_is_dead(&current, &self.local_host);
@@ -404,7 +405,7 @@ impl Store for PostgresStore {
         }
         let records = rows
             .iter()
-            .map(|row| rows::record_from_row(row, &self.url, run_id))
+            .map(|row| At(row, self.url.as_str()).record(run_id))
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(detail) = crate::shared::journal_gap(run_id, &records, from_seq) {
             return Err(corrupt(&self.url, detail));

@@ -15,6 +15,7 @@ use sqlx::{Sqlite, Transaction};
 use self::open::classify;
 use self::rows::{RUN_COLUMNS, corrupt, from_db_int};
 use crate::process::{holder_is_dead, local_hostname};
+use crate::rows::At;
 use crate::shared::{check_batch, new_token, to_db_int, ts_to_text};
 use crate::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
@@ -204,7 +205,7 @@ impl SqliteStore {
     }
 
     fn summary(&self, row: &SqliteRow, now: Timestamp) -> Result<RunSummary, StoreError> {
-        rows::summary_from_row(row, &self.path, &self.local_host, now)
+        At(row, self.path.as_path()).summary(&self.local_host, now)
     }
 }
 
@@ -263,7 +264,7 @@ impl Store for SqliteStore {
             });
         };
         let now = Timestamp::now();
-        if let Some((_, current, expires_at)) = rows::lease_from_row(&row, &self.path)? {
+        if let Some((_, current, expires_at)) = At(&row, self.path.as_path()).lease()? {
             // Only an expired lease, or one whose holder died on this machine (no need to wait
             // out the TTL then), can be taken. Not even the holding process may take it again:
             // two engines (or workers) in one process must not both drive a run.
@@ -416,7 +417,7 @@ impl Store for SqliteStore {
         }
         let records = rows
             .iter()
-            .map(|row| rows::record_from_row(row, &self.path, run_id))
+            .map(|row| At(row, self.path.as_path()).record(run_id))
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(detail) = crate::shared::journal_gap(run_id, &records, from_seq) {
             return Err(corrupt(&self.path, detail));

@@ -11,7 +11,9 @@ use baton_model::ratelimit::RateLimit;
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
+use crate::layered::{Layered, layered};
 
+layered! {
 /// One layer: every key optional.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -91,6 +93,7 @@ pub struct ConfigLayer {
     /// `[snapshots]`: workspace snapshots in the state directory's `shadow.git`.
     pub snapshots: Option<SnapshotsConfig>,
 }
+}
 
 /// The `[snapshots]` table.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -100,6 +103,12 @@ pub struct SnapshotsConfig {
     pub enabled: Option<bool>,
 }
 
+/// A later `[snapshots]` table replaces an earlier one (it has one key).
+impl Layered for SnapshotsConfig {}
+
+impl Layered for CompactionBy {}
+
+layered! {
 /// The `[context]` table: every key overrides the model profile's value.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -124,6 +133,7 @@ pub struct ContextConfig {
     /// server-side compaction) or `off`.
     pub compaction: Option<CompactionBy>,
 }
+}
 
 /// `[context] compaction`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -138,20 +148,6 @@ pub enum CompactionBy {
 }
 
 impl ContextConfig {
-    fn overlay(self, over: ContextConfig) -> ContextConfig {
-        ContextConfig {
-            window: over.window.or(self.window),
-            compact_at_percent: over.compact_at_percent.or(self.compact_at_percent),
-            masking: over.masking.or(self.masking),
-            mask_keep_turns: over.mask_keep_turns.or(self.mask_keep_turns),
-            mask_batch_turns: over.mask_batch_turns.or(self.mask_batch_turns),
-            mask_min_bytes: over.mask_min_bytes.or(self.mask_min_bytes),
-            summary: over.summary.or(self.summary),
-            keep_recent_turns: over.keep_recent_turns.or(self.keep_recent_turns),
-            compaction: over.compaction.or(self.compaction),
-        }
-    }
-
     /// Applies these overrides to a profile's settings. Errors name the offending key.
     pub fn apply(&self, mut context: ContextSettings) -> Result<ContextSettings, Error> {
         if let Some(window) = self.window {
@@ -214,6 +210,7 @@ impl ContextConfig {
     }
 }
 
+layered! {
 /// The `[sandbox]` table; merged key by key like the rest.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -253,95 +250,9 @@ pub struct SandboxLayer {
     /// Size of the private /tmp in MB (bubblewrap); `0` removes the bound.
     pub tmp_size_mb: Option<u64>,
 }
-
-impl SandboxLayer {
-    /// Keys set in `over` replace those in `self`.
-    pub fn overlay(self, over: SandboxLayer) -> SandboxLayer {
-        SandboxLayer {
-            mode: over.mode.or(self.mode),
-            allow_network: over.allow_network.or(self.allow_network),
-            backend: over.backend.or(self.backend),
-            env: over.env.or(self.env),
-            writable: over.writable.or(self.writable),
-            unix_sockets: over.unix_sockets.or(self.unix_sockets),
-            deny_read: over.deny_read.or(self.deny_read),
-            allow_read: over.allow_read.or(self.allow_read),
-            policy: over.policy.or(self.policy),
-            ask: over.ask.or(self.ask),
-            dangerously_unsandboxed: over
-                .dangerously_unsandboxed
-                .or(self.dangerously_unsandboxed),
-            cpu_secs: over.cpu_secs.or(self.cpu_secs),
-            memory_mb: over.memory_mb.or(self.memory_mb),
-            max_processes: over.max_processes.or(self.max_processes),
-            file_size_mb: over.file_size_mb.or(self.file_size_mb),
-            open_files: over.open_files.or(self.open_files),
-            tmp_size_mb: over.tmp_size_mb.or(self.tmp_size_mb),
-        }
-    }
 }
 
 impl ConfigLayer {
-    /// Keys set in `over` replace those in `self`.
-    pub fn overlay(self, over: ConfigLayer) -> ConfigLayer {
-        ConfigLayer {
-            provider: over.provider.or(self.provider),
-            base_url: over.base_url.or(self.base_url),
-            model: over.model.or(self.model),
-            max_turns: over.max_turns.or(self.max_turns),
-            response_mode: over.response_mode.or(self.response_mode),
-            shell_timeout_secs: over.shell_timeout_secs.or(self.shell_timeout_secs),
-            request_timeout_secs: over.request_timeout_secs.or(self.request_timeout_secs),
-            stream_idle_timeout_secs: over
-                .stream_idle_timeout_secs
-                .or(self.stream_idle_timeout_secs),
-            max_retry_attempts: over.max_retry_attempts.or(self.max_retry_attempts),
-            max_retry_wait_secs: over.max_retry_wait_secs.or(self.max_retry_wait_secs),
-            model_call_timeout_secs: over
-                .model_call_timeout_secs
-                .or(self.model_call_timeout_secs),
-            tool_choice: over.tool_choice.or(self.tool_choice),
-            on_text_reply: over.on_text_reply.or(self.on_text_reply),
-            no_tool_turns: over.no_tool_turns.or(self.no_tool_turns),
-            wire_api: over.wire_api.or(self.wire_api),
-            reasoning_history: over.reasoning_history.or(self.reasoning_history),
-            reasoning_effort: over.reasoning_effort.or(self.reasoning_effort),
-            thinking: over.thinking.or(self.thinking),
-            thinking_budget: over.thinking_budget.or(self.thinking_budget),
-            retry_base_delay_ms: over.retry_base_delay_ms.or(self.retry_base_delay_ms),
-            circuit_breaker_failures: over
-                .circuit_breaker_failures
-                .or(self.circuit_breaker_failures),
-            rate_limit: over.rate_limit.or(self.rate_limit),
-            budget_usd: over.budget_usd.or(self.budget_usd),
-            budget_tokens: over.budget_tokens.or(self.budget_tokens),
-            max_time: over.max_time.or(self.max_time),
-            task_budget_usd: over.task_budget_usd.or(self.task_budget_usd),
-            task_budget_tokens: over.task_budget_tokens.or(self.task_budget_tokens),
-            task_max_turns: over.task_max_turns.or(self.task_max_turns),
-            task_max_time: over.task_max_time.or(self.task_max_time),
-            sandbox: match (self.sandbox, over.sandbox) {
-                (Some(base), Some(over)) => Some(base.overlay(over)),
-                (base, over) => over.or(base),
-            },
-            supervise: over.supervise.or(self.supervise),
-            max_restarts: over.max_restarts.or(self.max_restarts),
-            snapshots: over.snapshots.or(self.snapshots),
-            context: match (self.context, over.context) {
-                (Some(base), Some(over)) => Some(base.overlay(over)),
-                (base, over) => over.or(base),
-            },
-            // Price tables merge model by model; a later layer's price for a model wins.
-            prices: match (self.prices, over.prices) {
-                (Some(mut base), Some(over)) => {
-                    base.extend(over);
-                    Some(base)
-                }
-                (base, over) => over.or(base),
-            },
-        }
-    }
-
     /// The layer from environment variables, given a lookup (so tests need not touch the real
     /// environment).
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> ConfigLayer {

@@ -41,6 +41,7 @@ pub mod config;
 mod error;
 pub mod events;
 pub mod exec;
+mod layered;
 pub mod providers;
 mod runtime;
 pub mod settings;
