@@ -1,0 +1,57 @@
+//! The reducer's rules for one family of events: budgets and loop detection.
+
+use super::*;
+
+impl RunState {
+    pub(super) fn apply_governance_event(
+        &mut self,
+        event: &Event,
+        _run_id: &RunId,
+        seq: u64,
+        running: bool,
+    ) -> Result<(), String> {
+        match event {
+            Event::BudgetWarning { resource, .. } => {
+                require_running(running)?;
+                if !self.budget_warned.contains(resource) {
+                    self.budget_warned.push(*resource);
+                }
+            }
+            Event::LoopDetected {
+                pattern: LoopPattern::NoToolReplies,
+                response: LoopResponse::Pause,
+                ..
+            } => {
+                require_running(running)?;
+                match &self.phase {
+                    Phase::RunningTools {
+                        after: Some(AfterReply::PauseLoop { .. }),
+                        ..
+                    } => {}
+                    _ => return Err("no run of replies without tool calls is due to pause".into()),
+                }
+            }
+            Event::LoopDetected {
+                detail, response, ..
+            } => {
+                require_running(running)?;
+                if self.phase != Phase::Idle {
+                    return Err("loops are handled between turns".into());
+                }
+                self.recent_calls.clear();
+                if *response == LoopResponse::Nudge {
+                    self.loop_nudges += 1;
+                    self.push_history(
+                        seq,
+                        self.turns_started,
+                        Message::User {
+                            content: loop_nudge(detail),
+                        },
+                    );
+                }
+            }
+            other => return Err(format!("{} is not a governance event", other.kind())),
+        }
+        Ok(())
+    }
+}
