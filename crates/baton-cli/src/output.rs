@@ -230,6 +230,30 @@ fn run_progress_line(event: &Event, state: &RunState) -> Option<String> {
             Some(_) => format!("── turn {turn} · {}", status_line(state)),
             None => format!("── turn {turn}"),
         },
+        Event::NoteAdded { text } => format!("  note to model: {}", one_line(text, 160)),
+        Event::RunPaused { detail, .. } => format!("⏸ paused: {detail}"),
+        Event::TextEndAccepted { summary, .. } => {
+            format!("  ✔ text reply taken as done: {}", one_line(summary, 160))
+        }
+        Event::RunFinished { summary, .. } => format!("✔ finished: {}", one_line(summary, 500)),
+        Event::RunFailed { error } => format!("✘ failed: {error}"),
+        Event::ModelCallFailed { .. }
+        | Event::ModelCallFinished { .. }
+        | Event::ToolCallStarted { .. }
+        | Event::ToolCallFinished { .. }
+        | Event::CompactionStarted { .. }
+        | Event::CompactionFailed { .. }
+        | Event::CompactionFinished { .. }
+        | Event::BudgetWarning { .. }
+        | Event::LoopDetected { .. } => return call_progress_line(event),
+        Event::ModelCallStarted { .. } | Event::TurnFinished { .. } => return None,
+        other => task_line(other)?,
+    })
+}
+
+/// The lines of model calls, tool calls, compactions, budgets and loops.
+fn call_progress_line(event: &Event) -> Option<String> {
+    Some(match event {
         Event::ModelCallFailed {
             attempt,
             class,
@@ -337,15 +361,7 @@ fn run_progress_line(event: &Event, state: &RunState) -> Option<String> {
                 one_line(&result.content, 160)
             )
         }
-        Event::NoteAdded { text } => format!("  note to model: {}", one_line(text, 160)),
-        Event::RunPaused { detail, .. } => format!("⏸ paused: {detail}"),
-        Event::TextEndAccepted { summary, .. } => {
-            format!("  ✔ text reply taken as done: {}", one_line(summary, 160))
-        }
-        Event::RunFinished { summary, .. } => format!("✔ finished: {}", one_line(summary, 500)),
-        Event::RunFailed { error } => format!("✘ failed: {error}"),
-        Event::ModelCallStarted { .. } | Event::TurnFinished { .. } => return None,
-        other => task_line(other)?,
+        _ => return None,
     })
 }
 

@@ -104,32 +104,7 @@ impl Engine {
                 self.finish_rollback(journal, workspace, task, snapshot)
                     .await
             }
-            TaskAction::FailTask { task, reason } => {
-                journal
-                    .record(Event::TaskFailed {
-                        task: task.clone(),
-                        reason: reason.clone(),
-                    })
-                    .await?;
-                let pause = journal
-                    .state()
-                    .settings
-                    .as_ref()
-                    .is_some_and(|s| s.tasks.on_failure == OnTaskFailure::Pause);
-                if pause {
-                    journal
-                        .record(Event::RunPaused {
-                            reason: PauseReason::TaskFailed,
-                            detail: format!(
-                                "task `{task}` failed: {}; `baton resume` goes on with the \
-                                 tasks that do not depend on it",
-                                first_line(&reason)
-                            ),
-                        })
-                        .await?;
-                }
-                Ok(())
-            }
+            TaskAction::FailTask { task, reason } => self.fail_task(journal, task, reason).await,
             TaskAction::SkipTask { task, reason } => {
                 journal.record(Event::TaskSkipped { task, reason }).await
             }
@@ -170,6 +145,39 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Journals a task's failure; pauses the run there when the settings say so.
+    async fn fail_task(
+        &self,
+        journal: &mut Journal,
+        task: String,
+        reason: String,
+    ) -> Result<(), EngineError> {
+        journal
+            .record(Event::TaskFailed {
+                task: task.clone(),
+                reason: reason.clone(),
+            })
+            .await?;
+        let pause = journal
+            .state()
+            .settings
+            .as_ref()
+            .is_some_and(|s| s.tasks.on_failure == OnTaskFailure::Pause);
+        if pause {
+            journal
+                .record(Event::RunPaused {
+                    reason: PauseReason::TaskFailed,
+                    detail: format!(
+                        "task `{task}` failed: {}; `baton resume` goes on with the \
+                         tasks that do not depend on it",
+                        first_line(&reason)
+                    ),
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// Begins an approach to a task in a fresh context, from a journaled snapshot.

@@ -227,10 +227,7 @@ fn add_beneath(
 /// `COPY … TO PROGRAM`, docker, ssh-agent), and — with the network off — every other family.
 #[cfg(target_os = "linux")]
 pub fn apply_seccomp(allow_network: bool, allow_unix: bool) -> Result<(), ConfineError> {
-    use seccompiler::{
-        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-        SeccompRule,
-    };
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     use std::collections::BTreeMap;
     let err = |e: &dyn std::fmt::Display| ConfineError::Seccomp(e.to_string());
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
@@ -288,8 +285,59 @@ pub fn apply_seccomp(allow_network: bool, allow_unix: bool) -> Result<(), Confin
             .and_then(|c| SeccompRule::new(vec![c]))
             .map_err(|e| err(&e))
     };
-    // Setuid/setgid files and device nodes made here would work on the host for any user: no
-    // mode with those bits, no character or block device. FIFOs and sockets are fine.
+    file_mode_rules(&mut rules)?;
+    match (allow_network, allow_unix) {
+        (true, true) => {}
+        (true, false) => {
+            rules.insert(libc::SYS_socket, vec![family(SeccompCmpOp::Eq)?]);
+        }
+        (false, true) => {
+            rules.insert(libc::SYS_socket, vec![family(SeccompCmpOp::Ne)?]);
+        }
+        // An empty rule list matches every call.
+        (false, false) => {
+            rules.insert(libc::SYS_socket, Vec::new());
+        }
+    }
+    install(rules, libc::EPERM)?;
+    // openat2's mode is in a struct the filter cannot read: "not implemented", so callers fall
+    // back to openat (whose mode the filter above checks).
+    install(
+        BTreeMap::from([(libc::SYS_openat2, Vec::new())]),
+        libc::ENOSYS,
+    )
+}
+
+/// Loads a filter that fails the calls `rules` match with `errno` and allows everything else.
+#[cfg(target_os = "linux")]
+fn install(
+    rules: std::collections::BTreeMap<i64, Vec<seccompiler::SeccompRule>>,
+    errno: i32,
+) -> Result<(), ConfineError> {
+    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter};
+    let err = |e: &dyn std::fmt::Display| ConfineError::Seccomp(e.to_string());
+    let arch = std::env::consts::ARCH.try_into().map_err(|e| err(&e))?;
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(errno as u32),
+        arch,
+    )
+    .map_err(|e| err(&e))?;
+    let program: BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| err(&e))?;
+    seccompiler::apply_filter(&program).map_err(|e| err(&e))
+}
+
+/// Setuid/setgid files and device nodes made here would work on the host for any user: no
+/// mode with those bits, no character or block device. FIFOs and sockets are fine.
+#[cfg(target_os = "linux")]
+fn file_mode_rules(
+    rules: &mut std::collections::BTreeMap<i64, Vec<seccompiler::SeccompRule>>,
+) -> Result<(), ConfineError> {
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+    let err = |e: &dyn std::fmt::Display| ConfineError::Seccomp(e.to_string());
     let bit = |arg: u8, mask: u64| {
         SeccompCondition::new(
             arg,
@@ -348,46 +396,7 @@ pub fn apply_seccomp(allow_network: bool, allow_unix: bool) -> Result<(), Confin
     rules.insert(libc::SYS_mknodat, device(2)?);
     // Opening a file by handle bypasses every path rule.
     rules.insert(libc::SYS_open_by_handle_at, Vec::new());
-    match (allow_network, allow_unix) {
-        (true, true) => {}
-        (true, false) => {
-            rules.insert(libc::SYS_socket, vec![family(SeccompCmpOp::Eq)?]);
-        }
-        (false, true) => {
-            rules.insert(libc::SYS_socket, vec![family(SeccompCmpOp::Ne)?]);
-        }
-        // An empty rule list matches every call.
-        (false, false) => {
-            rules.insert(libc::SYS_socket, Vec::new());
-        }
-    }
-    let arch = std::env::consts::ARCH.try_into().map_err(|e| err(&e))?;
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::EPERM as u32),
-        arch,
-    )
-    .map_err(|e| err(&e))?;
-    let program: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| err(&e))?;
-    seccompiler::apply_filter(&program).map_err(|e| err(&e))?;
-    // openat2's mode is in a struct the filter cannot read: "not implemented", so callers fall
-    // back to openat (whose mode the filter above checks).
-    let mut enosys: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    enosys.insert(libc::SYS_openat2, Vec::new());
-    let filter = SeccompFilter::new(
-        enosys,
-        SeccompAction::Allow,
-        SeccompAction::Errno(libc::ENOSYS as u32),
-        arch,
-    )
-    .map_err(|e| err(&e))?;
-    let program: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| err(&e))?;
-    seccompiler::apply_filter(&program).map_err(|e| err(&e))
+    Ok(())
 }
 
 #[cfg(not(target_os = "linux"))]

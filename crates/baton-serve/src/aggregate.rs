@@ -207,6 +207,52 @@ impl RunAggregate {
                     row.finished_at = Some(record.at);
                 }
             }
+            Event::ModelCallFailed { .. }
+            | Event::CompactionFailed { .. }
+            | Event::ModelCallFinished { .. }
+            | Event::CompactionFinished { .. }
+            | Event::ToolCallStarted { .. }
+            | Event::ToolCallFinished { .. } => self.apply_call(record),
+            Event::RunPaused { reason, detail } => {
+                self.pause = Some(Pause {
+                    reason: *reason,
+                    detail: detail.clone(),
+                    needs_person: reason.needs_person(),
+                });
+            }
+            Event::TaskDelegated { child_run, .. } if !self.children.contains(child_run) => {
+                self.children.push(child_run.clone());
+            }
+            // A parallel task's child run: its calls are its own rows, its totals count here.
+            Event::TaskReturned {
+                cost_usd,
+                unpriced_calls,
+                prompt_tokens,
+                completion_tokens,
+                ..
+            } => {
+                self.tokens.input = self.tokens.input.saturating_add(*prompt_tokens);
+                self.tokens.output = self.tokens.output.saturating_add(*completion_tokens);
+                if cost_usd.is_finite() {
+                    self.cost.usd += cost_usd;
+                }
+                self.cost.unknown_calls = self.cost.unknown_calls.saturating_add(*unpriced_calls);
+            }
+            Event::RunFinished {
+                summary,
+                finished_by,
+            } => {
+                self.finish_summary = Some(summary.clone());
+                self.finished_by = *finished_by;
+            }
+            Event::RunFailed { error } => self.failure = Some(error.clone()),
+            _ => {}
+        }
+    }
+
+    /// Model calls, compactions and tool calls: their rows, retries and totals.
+    fn apply_call(&mut self, record: &EventRecord) {
+        match &record.event {
             Event::ModelCallFailed { class, .. } | Event::CompactionFailed { class, .. } => {
                 let class = serde_json::to_value(class)
                     .ok()
@@ -284,39 +330,6 @@ impl RunAggregate {
                     row.duration_ms = Some(*duration_ms);
                 }
             }
-            Event::RunPaused { reason, detail } => {
-                self.pause = Some(Pause {
-                    reason: *reason,
-                    detail: detail.clone(),
-                    needs_person: reason.needs_person(),
-                });
-            }
-            Event::TaskDelegated { child_run, .. } if !self.children.contains(child_run) => {
-                self.children.push(child_run.clone());
-            }
-            // A parallel task's child run: its calls are its own rows, its totals count here.
-            Event::TaskReturned {
-                cost_usd,
-                unpriced_calls,
-                prompt_tokens,
-                completion_tokens,
-                ..
-            } => {
-                self.tokens.input = self.tokens.input.saturating_add(*prompt_tokens);
-                self.tokens.output = self.tokens.output.saturating_add(*completion_tokens);
-                if cost_usd.is_finite() {
-                    self.cost.usd += cost_usd;
-                }
-                self.cost.unknown_calls = self.cost.unknown_calls.saturating_add(*unpriced_calls);
-            }
-            Event::RunFinished {
-                summary,
-                finished_by,
-            } => {
-                self.finish_summary = Some(summary.clone());
-                self.finished_by = *finished_by;
-            }
-            Event::RunFailed { error } => self.failure = Some(error.clone()),
             _ => {}
         }
     }
