@@ -12,6 +12,7 @@ mod ids;
 pub mod memory;
 mod message;
 mod next;
+pub mod observe;
 mod redact;
 mod request;
 mod settings;
@@ -29,6 +30,7 @@ pub use message::{
     ToolResult, ToolSpec, Usage,
 };
 pub use next::{NextAction, next_action};
+pub use observe::{Fanout, RunObserver, StreamDelta};
 pub use redact::Redactor;
 pub use request::{ModelReply, ModelRequest};
 pub use settings::{

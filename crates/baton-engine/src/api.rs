@@ -4,34 +4,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::{EventRecord, PauseReason, RunId, RunSettings, RunState, RunStatus};
-use baton_model::{ModelProvider, RetryPolicy, StreamDelta};
+use baton_core::{PauseReason, RunId, RunSettings, RunState, RunStatus};
+use baton_model::{ModelProvider, RetryPolicy};
 use baton_store::Store;
 use baton_tools::ToolRegistry;
 
 use crate::stop::StopSignal;
 
-/// Receives every journaled event (for the JSONL stream and the terminal) and live stream deltas.
-pub trait RunObserver: Send + Sync {
-    fn on_event(&self, record: &EventRecord, state: &RunState);
-    fn on_delta(&self, _delta: &StreamDelta) {}
-}
-
-/// Several observers as one: each gets every event and delta, in the order given.
-pub struct Fanout(pub Vec<Arc<dyn RunObserver>>);
-
-impl RunObserver for Fanout {
-    fn on_event(&self, record: &EventRecord, state: &RunState) {
-        for observer in &self.0 {
-            observer.on_event(record, state);
-        }
-    }
-    fn on_delta(&self, delta: &StreamDelta) {
-        for observer in &self.0 {
-            observer.on_delta(delta);
-        }
-    }
-}
+pub use baton_core::{Fanout, RunObserver};
 
 /// How a run ended this time.
 #[derive(Clone, Debug, PartialEq, Eq)]

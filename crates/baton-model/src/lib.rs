@@ -16,6 +16,8 @@ mod retry;
 mod retry_after;
 mod scripted;
 
+/// Live stream pieces are a core type (run observers see them); re-exported for providers.
+pub use baton_core::StreamDelta;
 pub use error::{
     BODY_EXCERPT_CHARS, ModelError, classify_error_payload, classify_http_error,
     classify_http_error_at, classify_transport_error,
@@ -29,23 +31,6 @@ pub use scripted::ScriptedProvider;
 
 use async_trait::async_trait;
 use baton_core::{ModelReply, ModelRequest};
-
-/// Incremental output of a streamed response, for live display only: what is journaled is the
-/// final [`ModelReply`], never a partial stream.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StreamDelta {
-    Text(String),
-    /// A piece of the model's readable reasoning (shown abridged; journaled whole with the
-    /// reply).
-    Reasoning(String),
-    /// A piece of the tool call at `index`: `name` when this piece carries it (usually the
-    /// first), and the next fragment of its arguments text (possibly empty).
-    ToolCall {
-        index: u32,
-        name: Option<String>,
-        arguments: String,
-    },
-}
 
 pub trait StreamObserver: Send {
     fn on_delta(&mut self, delta: &StreamDelta);

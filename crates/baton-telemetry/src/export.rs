@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
+use baton_core::RunObserver;
 use baton_core::{EventRecord, RunId, RunState};
-use baton_engine::RunObserver;
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status as OtelStatus, TraceFlags, TraceId, TraceState,
 };
