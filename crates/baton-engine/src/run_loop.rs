@@ -47,6 +47,7 @@ pub struct Engine {
     pub(crate) counter: TokenCounter,
     pub(crate) memory: MemoryTools,
     pub(crate) snapshots: crate::snapshots::SnapshotHook,
+    pub(crate) persistence: Option<std::sync::Arc<dyn crate::WorkspacePersistence>>,
 }
 
 /// What the engine remembers between requests within one process (not journaled: it only
@@ -69,6 +70,7 @@ impl Engine {
             counter: TokenCounter::default(),
             memory: MemoryTools::default(),
             snapshots: Default::default(),
+            persistence: None,
         }
     }
 
@@ -679,6 +681,11 @@ impl Engine {
                 duration_ms: elapsed_ms(started),
             })
             .await?;
+        if self.parts.tools.effect_of(&call.name) == Some(ToolEffect::Mutating) {
+            let seq = journal.state().next_seq - 1;
+            self.persist_after(journal.run_id(), seq, workspace.root())
+                .await;
+        }
         // The execution policy asked for a person (`ask = "pause"`): the refusal is journaled
         // above, so the resumed run simply carries on from the next step.
         if let Some(detail) = self.parts.exec.take_pause_request() {

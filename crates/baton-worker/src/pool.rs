@@ -4,12 +4,15 @@
 //! queue on a stop.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use baton::config::ConfigLayer;
-use baton_core::{Event, EventRecord, RunId, RunState, ToolEffect, replay};
-use baton_engine::{EngineError, Fanout, RunObserver, RunOutcome, SettingsOverride, StopSignal};
+use baton_core::{EventRecord, RunId, replay};
+use baton_engine::{
+    EngineError, Fanout, RunObserver, RunOutcome, SettingsOverride, StopSignal,
+    WorkspacePersistence,
+};
 use baton_store::{Holder, Lease, Store, StoreError};
 
 use crate::artifacts::Artifacts;
@@ -168,14 +171,9 @@ async fn drive(shared: &Shared, lease: Lease) {
         }
     };
     shared.hooks.report(&run_id, News::Claimed);
-    let snapshots: Arc<dyn RunObserver> =
-        Arc::new(Snapshots::new(shared.artifacts.clone(), dir.clone()));
     let observer: Arc<dyn RunObserver> = match &shared.telemetry {
-        Some(telemetry) => Arc::new(Fanout(vec![
-            snapshots,
-            Arc::new(telemetry.observer(&run_id, &events)),
-        ])),
-        None => snapshots,
+        Some(telemetry) => Arc::new(telemetry.observer(&run_id, &events)),
+        None => Arc::new(Fanout(Vec::new())),
     };
     // Every command of the run is confined to this worker's copy of its workspace.
     let engine = match baton::exec::exec_env(&dir, &shared.layer).and_then(|exec| {
@@ -191,7 +189,7 @@ async fn drive(shared: &Shared, lease: Lease) {
     }) {
         Ok((engine, secrets)) => {
             shared.hooks.secrets(&secrets);
-            engine
+            engine.with_persistence(Arc::new(Archive(shared.artifacts.clone())))
         }
         Err(e) => {
             // A configuration problem of this worker (no API key here): another worker may be
@@ -301,48 +299,19 @@ async fn prepare(
     Ok((settings, events))
 }
 
-/// Saves a snapshot after every finished mutating tool call: what a worker taking the run over
-/// restores. Runs inside the journal's `record`, so the next step waits for it.
-struct Snapshots {
-    artifacts: Artifacts,
-    dir: PathBuf,
-    /// The effect of the tool call in flight.
-    effect: Mutex<Option<ToolEffect>>,
-}
+/// The worker's workspace persistence: a tar archive in the artifact store after every
+/// finished mutating tool call — what a worker taking the run over restores. The engine waits
+/// for it before its next step.
+struct Archive(Artifacts);
 
-impl Snapshots {
-    fn new(artifacts: Artifacts, dir: PathBuf) -> Snapshots {
-        Snapshots {
-            artifacts,
-            dir,
-            effect: Mutex::new(None),
-        }
-    }
-}
-
-impl RunObserver for Snapshots {
-    fn on_event(&self, record: &EventRecord, _state: &RunState) {
-        let Ok(mut effect) = self.effect.lock() else {
-            return;
-        };
-        match &record.event {
-            Event::ToolCallStarted { effect: e, .. } => *effect = Some(*e),
-            // The observer is synchronous and the next step must wait for the upload: block
-            // this worker thread (the runtime is multi-threaded) until it is done.
-            Event::ToolCallFinished { .. } if effect.take() == Some(ToolEffect::Mutating) => {
-                let saved = tokio::task::block_in_place(|| {
-                    tokio::runtime::Handle::current().block_on(self.artifacts.save(
-                        &record.run_id,
-                        record.seq,
-                        &self.dir,
-                    ))
-                });
-                if let Err(e) = saved {
-                    tracing::warn!("run {}: snapshot failed: {e}", record.run_id);
-                }
-            }
-            _ => {}
-        }
+#[async_trait::async_trait]
+impl WorkspacePersistence for Archive {
+    async fn persist(&self, run_id: &RunId, seq: u64, workspace: &Path) -> Result<(), String> {
+        self.0
+            .save(run_id, seq, workspace)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
     }
 }
 
