@@ -12,8 +12,8 @@ use baton_engine::{
     Engine, EngineError, RunObserver, RunOutcome, SettingsOverride, Snapshots, StartRun,
     StopHandle, StopSignal,
 };
-use baton_serve::{RunAggregate, RunView, status_label};
 use baton_store::Store;
+use baton_summary::{RunAggregate, RunView, status_label};
 
 use crate::config::{ConfigLayer, ContextConfig};
 use crate::output::{self, Human, JsonLines};
@@ -336,8 +336,7 @@ pub async fn plan(
     let (summary, events) = run_journal(&opened, run).await?;
     if json {
         // The task graph as the API's run detail has it (`tasks`).
-        let detail =
-            baton_serve::view::RunDetail::new(&summary, &RunAggregate::from_events(&events));
+        let detail = baton_summary::RunDetail::new(&summary, &RunAggregate::from_events(&events));
         print_json(&serde_json::json!({ "run": summary.id.to_string(), "tasks": detail.tasks }))?;
         return Ok(exit::FINISHED);
     }
@@ -508,7 +507,7 @@ pub async fn status(
     // The numbers come from the aggregation the dashboard and `baton cost` use too.
     let agg = RunAggregate::from_events(&events);
     if json {
-        print_json(&baton_serve::view::RunDetail::new(&summary, &agg))?;
+        print_json(&baton_summary::RunDetail::new(&summary, &agg))?;
         return Ok(exit::FINISHED);
     }
     let view = RunView::new(&summary, &agg);
@@ -660,7 +659,7 @@ pub async fn ls(workspace: &Path, store: Option<&str>, all: bool, json: bool) ->
             .map_err(store_error)?;
         views.push(RunView::new(run, &RunAggregate::from_events(&events)));
     }
-    let views = baton_serve::group_families(views);
+    let views = baton_summary::group_families(views);
     if json {
         print_json(&views)?;
         return Ok(exit::FINISHED);

@@ -1,7 +1,7 @@
 //! `baton cost`: what each model call of a run cost, from the run's aggregate (the same numbers
 //! `baton status` and the dashboard show).
 
-use baton_serve::{CallKind, RunAggregate};
+use baton_summary::{CallKind, RunAggregate};
 
 fn usd(cost: Option<f64>) -> String {
     cost.map_or_else(|| "unknown".to_string(), |c| format!("${c:.4}"))

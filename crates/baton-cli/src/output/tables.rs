@@ -1,7 +1,7 @@
 //! Aligned tables of the reading commands: `status`'s key/value lines, the task table, the runs
 //! table of `ls`.
 
-use baton_serve::RunView;
+use baton_summary::RunView;
 
 use super::{duration_words, one_line};
 
@@ -14,11 +14,11 @@ pub fn key_values(rows: &[(&str, String)]) -> String {
 }
 
 /// The tasks of a run as an aligned table.
-pub fn tasks_table(graph: &baton_serve::TaskGraph) -> String {
+pub fn tasks_table(graph: &baton_summary::TaskGraph) -> String {
     let source = match graph.source {
-        baton_serve::TaskSource::Plan => "task graph",
-        baton_serve::TaskSource::Todo => "todo list (update_plan)",
-        baton_serve::TaskSource::None => "none",
+        baton_summary::TaskSource::Plan => "task graph",
+        baton_summary::TaskSource::Todo => "todo list (update_plan)",
+        baton_summary::TaskSource::None => "none",
     };
     let width = graph
         .tasks
