@@ -1,6 +1,6 @@
 //! Test support (feature `test-support`): journals written straight through the [`Store`] API
-//! (not through the reducer, which does not accept task events yet), for the API tests, the
-//! dashboard's browser test and the benchmark.
+//! (not through the engine: the summary must show any journal, including ones the reducer
+//! would refuse), for the API tests, the dashboard's browser test and the benchmark.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

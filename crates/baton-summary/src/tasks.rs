@@ -1,8 +1,9 @@
 //! A run's task graph as the dashboard and `baton status` show it: a pure fold over the journal.
 //!
-//! The reducer in `baton-core` does not accept task events yet (the task graph engine is built
-//! separately), so the graph is derived here from the events themselves: the tasks of every
-//! `plan_set` and the latest state each task's events put it in. A run without a plan shows the
+//! It folds the events themselves, not `RunState` (the reducer's `TaskBoard` holds the same
+//! graph for the engine): no replay is needed, and a journal the reducer would refuse (newer
+//! event kinds) still shows — the tasks of every `plan_set` and the latest state each task's
+//! events put it in. (Folding through `TaskBoard` instead, one task vocabulary, is open work.) A run without a plan shows the
 //! model's own todo list (`update_plan`) instead, from its successful calls.
 
 use std::collections::HashMap;
