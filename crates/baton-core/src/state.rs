@@ -273,7 +273,12 @@ impl RunState {
     /// Applies one event: checks it is allowed now and changes the state. Each family of
     /// events has its rules in `state/FAMILY.rs`.
     fn apply_event(&mut self, event: &Event, run_id: &RunId, seq: u64) -> Result<(), String> {
-        let running = self.status == RunStatus::Running;
+        let applied = Applied {
+            event,
+            run_id,
+            seq,
+            running: self.status == RunStatus::Running,
+        };
         match event {
             Event::RunStarted { .. }
             | Event::RunResumed { .. }
@@ -282,22 +287,20 @@ impl RunState {
             | Event::TextEndAccepted { .. }
             | Event::RunPaused { .. }
             | Event::RunFinished { .. }
-            | Event::RunFailed { .. } => self.apply_run_event(event, run_id, seq, running),
+            | Event::RunFailed { .. } => self.apply_run_event(applied),
             Event::TurnStarted { .. }
             | Event::ModelCallStarted { .. }
             | Event::ModelCallFailed { .. }
             | Event::ModelCallFinished { .. }
-            | Event::TurnFinished { .. } => self.apply_turn_event(event, run_id, seq, running),
+            | Event::TurnFinished { .. } => self.apply_turn_event(applied),
             Event::ToolCallStarted { .. } | Event::ToolCallFinished { .. } => {
-                self.apply_tool_event(event, run_id, seq, running)
+                self.apply_tool_event(applied)
             }
             Event::CompactionStarted { .. }
             | Event::CompactionFailed { .. }
-            | Event::CompactionFinished { .. } => {
-                self.apply_context_event(event, run_id, seq, running)
-            }
+            | Event::CompactionFinished { .. } => self.apply_context_event(applied),
             Event::BudgetWarning { .. } | Event::LoopDetected { .. } => {
-                self.apply_governance_event(event, run_id, seq, running)
+                self.apply_governance_event(applied)
             }
             Event::PlanSet { .. }
             | Event::TaskStarted { .. }
@@ -305,16 +308,14 @@ impl RunState {
             | Event::CheckFinished { .. }
             | Event::TaskFinished { .. }
             | Event::TaskFailed { .. }
-            | Event::TaskSkipped { .. } => self.apply_task_event(event, run_id, seq, running),
+            | Event::TaskSkipped { .. } => self.apply_task_event(applied),
             Event::TaskDelegated { .. }
             | Event::TaskReturned { .. }
             | Event::MergeStarted { .. }
-            | Event::MergeConflicted { .. } => {
-                self.apply_delegation_event(event, run_id, seq, running)
-            }
+            | Event::MergeConflicted { .. } => self.apply_delegation_event(applied),
             Event::RollbackStarted { .. }
             | Event::RollbackFinished { .. }
-            | Event::SnapshotTaken { .. } => self.apply_snapshot_event(event, run_id, seq, running),
+            | Event::SnapshotTaken { .. } => self.apply_snapshot_event(applied),
         }
     }
 
@@ -414,6 +415,24 @@ impl RunState {
     pub fn settings(&self) -> Option<&RunSettings> {
         self.settings.as_ref()
     }
+}
+
+/// The event being applied and what the family rules may need of its record.
+#[derive(Clone, Copy)]
+struct Applied<'a> {
+    event: &'a Event,
+    run_id: &'a RunId,
+    seq: u64,
+    /// Whether the run was running before this event.
+    running: bool,
+}
+
+/// An event handed to the wrong family's rules: a bug in `apply_event`'s dispatch.
+fn misrouted(event: &Event) -> String {
+    format!(
+        "internal: {} reached the rules of another family",
+        event.kind()
+    )
 }
 
 fn require_running(running: bool) -> Result<(), String> {

@@ -3,13 +3,8 @@
 use super::*;
 
 impl RunState {
-    pub(super) fn apply_delegation_event(
-        &mut self,
-        event: &Event,
-        _run_id: &RunId,
-        seq: u64,
-        running: bool,
-    ) -> Result<(), String> {
+    pub(super) fn apply_delegation_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
+        let (event, seq, running) = (applied.event, applied.seq, applied.running);
         match event {
             Event::TaskDelegated {
                 task,
@@ -70,7 +65,7 @@ impl RunState {
                     .merge_conflicted(task, conflicts, follow_up)?;
             }
             // A record: the commit already exists in the shadow repository when it is journaled.
-            other => return Err(format!("{} is not a delegation event", other.kind())),
+            other => return Err(misrouted(other)),
         }
         Ok(())
     }

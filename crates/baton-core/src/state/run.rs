@@ -3,13 +3,9 @@
 use super::*;
 
 impl RunState {
-    pub(super) fn apply_run_event(
-        &mut self,
-        event: &Event,
-        run_id: &RunId,
-        seq: u64,
-        running: bool,
-    ) -> Result<(), String> {
+    pub(super) fn apply_run_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
+        let (event, run_id, seq, running) =
+            (applied.event, applied.run_id, applied.seq, applied.running);
         match event {
             Event::RunStarted {
                 goal,
@@ -135,7 +131,7 @@ impl RunState {
             Event::RunFailed { error } => {
                 self.failure = Some(error.clone());
             }
-            other => return Err(format!("{} is not a run event", other.kind())),
+            other => return Err(misrouted(other)),
         }
         Ok(())
     }

@@ -3,13 +3,8 @@
 use super::*;
 
 impl RunState {
-    pub(super) fn apply_snapshot_event(
-        &mut self,
-        event: &Event,
-        _run_id: &RunId,
-        seq: u64,
-        running: bool,
-    ) -> Result<(), String> {
+    pub(super) fn apply_snapshot_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
+        let (event, seq, running) = (applied.event, applied.seq, applied.running);
         match event {
             Event::RollbackStarted {
                 task: Some(task),
@@ -73,7 +68,7 @@ impl RunState {
                 reason: *reason,
                 task: task.clone(),
             }),
-            other => return Err(format!("{} is not a snapshot event", other.kind())),
+            other => return Err(misrouted(other)),
         }
         Ok(())
     }

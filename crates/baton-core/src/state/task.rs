@@ -3,13 +3,8 @@
 use super::*;
 
 impl RunState {
-    pub(super) fn apply_task_event(
-        &mut self,
-        event: &Event,
-        _run_id: &RunId,
-        seq: u64,
-        running: bool,
-    ) -> Result<(), String> {
+    pub(super) fn apply_task_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
+        let (event, seq, running) = (applied.event, applied.seq, applied.running);
         match event {
             Event::PlanSet {
                 tasks,
@@ -116,7 +111,7 @@ impl RunState {
                 self.board_mut()?
                     .task_ended(task, TaskStatus::Skipped, reason)?;
             }
-            other => return Err(format!("{} is not a task event", other.kind())),
+            other => return Err(misrouted(other)),
         }
         Ok(())
     }

@@ -3,13 +3,8 @@
 use super::*;
 
 impl RunState {
-    pub(super) fn apply_tool_event(
-        &mut self,
-        event: &Event,
-        _run_id: &RunId,
-        seq: u64,
-        running: bool,
-    ) -> Result<(), String> {
+    pub(super) fn apply_tool_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
+        let (event, seq, running) = (applied.event, applied.seq, applied.running);
         match event {
             Event::ToolCallStarted {
                 turn,
@@ -95,7 +90,7 @@ impl RunState {
                     },
                 );
             }
-            other => return Err(format!("{} is not a tool event", other.kind())),
+            other => return Err(misrouted(other)),
         }
         Ok(())
     }

@@ -3,13 +3,8 @@
 use super::*;
 
 impl RunState {
-    pub(super) fn apply_turn_event(
-        &mut self,
-        event: &Event,
-        _run_id: &RunId,
-        seq: u64,
-        running: bool,
-    ) -> Result<(), String> {
+    pub(super) fn apply_turn_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
+        let (event, seq, running) = (applied.event, applied.seq, applied.running);
         match event {
             Event::TurnStarted { turn } => {
                 require_running(running)?;
@@ -117,7 +112,7 @@ impl RunState {
                 self.turns_finished = *turn;
                 self.phase = Phase::Idle;
             }
-            other => return Err(format!("{} is not a turn event", other.kind())),
+            other => return Err(misrouted(other)),
         }
         Ok(())
     }
