@@ -5,7 +5,6 @@
 //! classification and the two response parsers. A new wire is a new dialect, not a new client.
 
 use std::fmt;
-use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -31,7 +30,10 @@ pub trait Dialect: Send + Sync + 'static {
     fn endpoint(&self, base: &str) -> String;
 
     /// The header that carries the API key (the value is marked sensitive by the caller).
-    fn auth_header(&self, key: &str) -> Result<(HeaderName, HeaderValue), ModelError>;
+    /// Default: `Authorization: Bearer KEY`, as OpenAI's wires and most servers take it.
+    fn auth_header(&self, key: &str) -> Result<(HeaderName, HeaderValue), ModelError> {
+        bearer(key)
+    }
 
     /// Headers a request carries besides content type, accept and auth (an API version, a
     /// beta feature the request uses).
@@ -43,23 +45,51 @@ pub trait Dialect: Send + Sync + 'static {
     /// caches match prefixes; a resumed run's request digest must match the original's).
     fn request_body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError>;
 
-    /// A failed HTTP status with its (capped) body, classified.
-    fn classify_status(&self, status: u16, headers: &HeaderMap, body: &str) -> ModelError;
+    /// A failed HTTP status with its (capped) body, classified. Default: OpenAI's error bodies
+    /// (the same on both of its wires, and what compatible servers send).
+    fn classify_status(&self, status: u16, headers: &HeaderMap, body: &str) -> ModelError {
+        crate::error::classify_http_error(status, headers, body)
+    }
 
-    /// Reads an event stream into one reply; pieces go to `observer` as they arrive. A cut or
-    /// malformed stream is a classified error, never a partial reply.
-    fn read_stream<'a, S>(
-        &'a self,
-        body: S,
-        idle: Duration,
-        cap: usize,
-        observer: &'a mut dyn StreamObserver,
-    ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send + 'a
-    where
-        S: Stream<Item = Result<Bytes, ModelError>> + Unpin + Send + 'a;
+    /// How this wire's event stream folds into one reply.
+    type Stream: StreamFold;
 
     /// Parses a whole (non-streamed) response body.
     fn parse_whole(&self, body: &[u8]) -> Result<ModelReply, ModelError>;
+}
+
+/// Folds one wire's server-sent events into a reply, event by event.
+pub trait StreamFold: Default + Send {
+    /// Takes one event (its `event:` name, empty when the wire sends none, and its `data:`);
+    /// stream pieces go to `observer`. `true` once the stream says it is complete.
+    fn on_event(
+        &mut self,
+        kind: &str,
+        data: &str,
+        observer: &mut dyn StreamObserver,
+    ) -> Result<bool, ModelError>;
+
+    /// The reply, once the stream ended; a stream cut before its end is an error.
+    fn finish(self) -> Result<ModelReply, ModelError>;
+}
+
+/// Reads an event stream into one reply with `F`; pieces go to `observer` as they arrive. A cut
+/// or malformed stream is a classified error, never a partial reply.
+pub async fn fold_stream<F: StreamFold, S>(
+    body: S,
+    idle: Duration,
+    cap: usize,
+    observer: &mut dyn StreamObserver,
+) -> Result<ModelReply, ModelError>
+where
+    S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
+{
+    let mut fold = F::default();
+    crate::body::read_sse(body, idle, cap, |kind, data| {
+        fold.on_event(kind, data, observer)
+    })
+    .await?;
+    fold.finish()
 }
 
 /// Where and how to reach a server, for any dialect. `Debug` never shows the key.
@@ -230,8 +260,7 @@ impl<D: Dialect> HttpProvider<D> {
         .await?;
         match answer {
             Answer::Stream(body) => {
-                self.dialect
-                    .read_stream(body, self.idle_timeout, MAX_RESPONSE_BYTES, observer)
+                fold_stream::<D::Stream, _>(body, self.idle_timeout, MAX_RESPONSE_BYTES, observer)
                     .await
             }
             Answer::Whole(bytes) => {

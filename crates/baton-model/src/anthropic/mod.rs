@@ -7,12 +7,9 @@ mod stream;
 mod wire;
 
 use std::fmt;
-use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use baton_core::{ModelReply, ModelRequest};
-use bytes::Bytes;
-use futures::Stream;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use errors::{
@@ -24,9 +21,9 @@ pub use wire::{EMPTY_TEXT, UNPARSED_ARGUMENTS_KEY, request_body};
 #[doc(hidden)]
 pub use stream::read_stream;
 
+use crate::ModelError;
 pub use crate::provider::MAX_RESPONSE_BYTES;
 use crate::provider::{Dialect, Endpoint, HttpProvider, invalid, key_header};
-use crate::{ModelError, StreamObserver};
 
 /// The API version every request is made against. Pinned, so that the response format this
 /// module reads cannot change under it.
@@ -119,6 +116,8 @@ impl HttpProvider<AnthropicMessages> {
 }
 
 impl Dialect for AnthropicMessages {
+    type Stream = stream::StreamAccumulator;
+
     fn name(&self) -> &'static str {
         "anthropic"
     }
@@ -165,19 +164,6 @@ impl Dialect for AnthropicMessages {
 
     fn classify_status(&self, status: u16, headers: &HeaderMap, body: &str) -> ModelError {
         classify_http_error_at(status, headers, body, SystemTime::now())
-    }
-
-    fn read_stream<'a, S>(
-        &'a self,
-        body: S,
-        idle: Duration,
-        cap: usize,
-        observer: &'a mut dyn StreamObserver,
-    ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send + 'a
-    where
-        S: Stream<Item = Result<Bytes, ModelError>> + Unpin + Send + 'a,
-    {
-        stream::read_stream(body, idle, cap, observer)
     }
 
     fn parse_whole(&self, body: &[u8]) -> Result<ModelReply, ModelError> {

@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::errors::classify_error_event;
 use super::response::{TEXT_BLOCK_SEPARATOR, WireUsage, input_text};
 use crate::error::excerpt;
+use crate::provider::{StreamFold, fold_stream};
 use crate::{ModelError, StreamDelta, StreamObserver};
 
 #[derive(Deserialize)]
@@ -129,7 +130,7 @@ enum PartialBlock {
 
 /// What the stream said so far.
 #[derive(Default)]
-pub(crate) struct StreamAccumulator {
+pub struct StreamAccumulator {
     text: String,
     /// Keyed by the server's block index; a map so that a wild index cannot force a huge
     /// allocation.
@@ -399,7 +400,7 @@ fn arguments_text(json: String, start_input: &Value) -> String {
     }
 }
 
-/// Reads an SSE body to its end (or `message_stop`) with the body bounds of `guard_body`.
+/// Reads a stream of this wire into one reply (see [`fold_stream`]).
 pub async fn read_stream<S>(
     body: S,
     idle: Duration,
@@ -409,12 +410,22 @@ pub async fn read_stream<S>(
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
 {
-    let mut acc = StreamAccumulator::default();
-    crate::body::read_sse(body, idle, cap, |kind, data| {
-        acc.on_event(kind, data, observer)
-    })
-    .await?;
-    acc.finish()
+    fold_stream::<StreamAccumulator, _>(body, idle, cap, observer).await
+}
+
+impl StreamFold for StreamAccumulator {
+    fn on_event(
+        &mut self,
+        kind: &str,
+        data: &str,
+        observer: &mut dyn StreamObserver,
+    ) -> Result<bool, ModelError> {
+        StreamAccumulator::on_event(self, kind, data, observer)
+    }
+
+    fn finish(self) -> Result<ModelReply, ModelError> {
+        StreamAccumulator::finish(self)
+    }
 }
 
 #[cfg(test)]

@@ -5,13 +5,7 @@ mod response;
 mod stream;
 mod wire;
 
-use std::future::Future;
-use std::time::Duration;
-
 use baton_core::{ModelReply, ModelRequest};
-use bytes::Bytes;
-use futures::Stream;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use wire::request_body;
 
@@ -19,10 +13,9 @@ pub use wire::request_body;
 #[doc(hidden)]
 pub use stream::read_stream;
 
-use crate::error::classify_http_error;
+use crate::ModelError;
 pub use crate::provider::MAX_RESPONSE_BYTES;
-use crate::provider::{Dialect, Endpoint, HttpProvider, bearer};
-use crate::{ModelError, StreamObserver};
+use crate::provider::{Dialect, Endpoint, HttpProvider};
 
 /// Where and how to reach a Chat Completions server: base URL up to the API version, e.g.
 /// `https://api.openai.com/v1`.
@@ -42,6 +35,8 @@ impl HttpProvider<ChatCompletions> {
 }
 
 impl Dialect for ChatCompletions {
+    type Stream = stream::StreamAccumulator;
+
     fn name(&self) -> &'static str {
         "openai-compatible"
     }
@@ -50,29 +45,8 @@ impl Dialect for ChatCompletions {
         format!("{base}/chat/completions")
     }
 
-    fn auth_header(&self, key: &str) -> Result<(HeaderName, HeaderValue), ModelError> {
-        bearer(key)
-    }
-
     fn request_body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
         request_body(request)
-    }
-
-    fn classify_status(&self, status: u16, headers: &HeaderMap, body: &str) -> ModelError {
-        classify_http_error(status, headers, body)
-    }
-
-    fn read_stream<'a, S>(
-        &'a self,
-        body: S,
-        idle: Duration,
-        cap: usize,
-        observer: &'a mut dyn StreamObserver,
-    ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send + 'a
-    where
-        S: Stream<Item = Result<Bytes, ModelError>> + Unpin + Send + 'a,
-    {
-        stream::read_stream(body, idle, cap, observer)
     }
 
     fn parse_whole(&self, body: &[u8]) -> Result<ModelReply, ModelError> {

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::response::{WireUsage, arguments_text, content_text, in_band_error, reasoning_text};
 use crate::error::{classify_error_payload, excerpt};
+use crate::provider::{StreamFold, fold_stream};
 use crate::{ModelError, StreamDelta, StreamObserver};
 
 #[derive(Deserialize)]
@@ -60,7 +61,7 @@ struct PartialCall {
 
 /// What the stream said so far.
 #[derive(Default)]
-pub(crate) struct StreamAccumulator {
+pub struct StreamAccumulator {
     text: String,
     /// Reasoning text so far and the field it comes in (the first piece's).
     reasoning: String,
@@ -255,7 +256,7 @@ impl StreamAccumulator {
     }
 }
 
-/// Reads an SSE body to its end (or `[DONE]`) with the body bounds of `guard_body`.
+/// Reads a stream of this wire into one reply (see [`fold_stream`]).
 pub async fn read_stream<S>(
     body: S,
     idle: Duration,
@@ -265,12 +266,22 @@ pub async fn read_stream<S>(
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
 {
-    let mut acc = StreamAccumulator::default();
-    crate::body::read_sse(body, idle, cap, |kind, data| {
-        acc.on_event(kind, data, observer)
-    })
-    .await?;
-    acc.finish()
+    fold_stream::<StreamAccumulator, _>(body, idle, cap, observer).await
+}
+
+impl StreamFold for StreamAccumulator {
+    fn on_event(
+        &mut self,
+        kind: &str,
+        data: &str,
+        observer: &mut dyn StreamObserver,
+    ) -> Result<bool, ModelError> {
+        StreamAccumulator::on_event(self, kind, data, observer)
+    }
+
+    fn finish(self) -> Result<ModelReply, ModelError> {
+        StreamAccumulator::finish(self)
+    }
 }
 
 #[cfg(test)]

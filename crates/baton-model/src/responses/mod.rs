@@ -6,13 +6,7 @@ mod response;
 mod stream;
 mod wire;
 
-use std::future::Future;
-use std::time::Duration;
-
 use baton_core::{ModelReply, ModelRequest};
-use bytes::Bytes;
-use futures::Stream;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 pub use wire::request_body;
 
@@ -20,9 +14,8 @@ pub use wire::request_body;
 #[doc(hidden)]
 pub use stream::read_stream;
 
-use crate::error::classify_http_error;
-use crate::provider::{Dialect, Endpoint, HttpProvider, bearer};
-use crate::{ModelError, StreamObserver};
+use crate::ModelError;
+use crate::provider::{Dialect, Endpoint, HttpProvider};
 
 /// The Responses wire (`POST {base}/responses`, bearer key).
 #[derive(Clone, Debug, Default)]
@@ -38,6 +31,8 @@ impl HttpProvider<Responses> {
 }
 
 impl Dialect for Responses {
+    type Stream = stream::StreamAccumulator;
+
     fn name(&self) -> &'static str {
         "openai-responses"
     }
@@ -46,30 +41,8 @@ impl Dialect for Responses {
         format!("{base}/responses")
     }
 
-    fn auth_header(&self, key: &str) -> Result<(HeaderName, HeaderValue), ModelError> {
-        bearer(key)
-    }
-
     fn request_body(&self, request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
         request_body(request)
-    }
-
-    /// OpenAI's error bodies are the same on both of its wires.
-    fn classify_status(&self, status: u16, headers: &HeaderMap, body: &str) -> ModelError {
-        classify_http_error(status, headers, body)
-    }
-
-    fn read_stream<'a, S>(
-        &'a self,
-        body: S,
-        idle: Duration,
-        cap: usize,
-        observer: &'a mut dyn StreamObserver,
-    ) -> impl Future<Output = Result<ModelReply, ModelError>> + Send + 'a
-    where
-        S: Stream<Item = Result<Bytes, ModelError>> + Unpin + Send + 'a,
-    {
-        stream::read_stream(body, idle, cap, observer)
     }
 
     fn parse_whole(&self, body: &[u8]) -> Result<ModelReply, ModelError> {

@@ -15,6 +15,7 @@ use serde_json::value::RawValue;
 
 use super::response::WireResponse;
 use crate::error::{classify_error_payload, excerpt};
+use crate::provider::{StreamFold, fold_stream};
 use crate::{ModelError, StreamDelta, StreamObserver};
 
 #[derive(Deserialize)]
@@ -36,7 +37,7 @@ struct AddedItem {
 }
 
 #[derive(Default)]
-pub(crate) struct StreamAccumulator {
+pub struct StreamAccumulator {
     /// Finished items by their place in the output.
     items: BTreeMap<u32, Box<RawValue>>,
     /// Output index of each function call → its position among the calls (for the display).
@@ -166,7 +167,7 @@ impl StreamAccumulator {
     }
 }
 
-/// Reads a Responses SSE body to its final event with the body bounds of `guard_body`.
+/// Reads a stream of this wire into one reply (see [`fold_stream`]).
 pub async fn read_stream<S>(
     body: S,
     idle: Duration,
@@ -176,7 +177,20 @@ pub async fn read_stream<S>(
 where
     S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
 {
-    let mut acc = StreamAccumulator::default();
-    crate::body::read_sse(body, idle, cap, |_, data| acc.on_event(data, observer)).await?;
-    acc.finish()
+    fold_stream::<StreamAccumulator, _>(body, idle, cap, observer).await
+}
+
+impl StreamFold for StreamAccumulator {
+    fn on_event(
+        &mut self,
+        _kind: &str,
+        data: &str,
+        observer: &mut dyn StreamObserver,
+    ) -> Result<bool, ModelError> {
+        StreamAccumulator::on_event(self, data, observer)
+    }
+
+    fn finish(self) -> Result<ModelReply, ModelError> {
+        StreamAccumulator::finish(self)
+    }
 }
