@@ -418,3 +418,22 @@ fn a_missing_base_url_is_named_and_the_real_user_config_path_shown() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_malformed_settings_layer_from_a_supervisor_is_a_usage_error_naming_the_key() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut cmd = baton(ws.path(), home.path());
+    cmd.args([
+        "run",
+        "--no-supervise",
+        "--settings-layer",
+        r#"{"modle": "m"}"#,
+        "goal",
+    ]);
+    let out = run_output(cmd);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--settings-layer"), "{stderr}");
+    assert!(stderr.contains("modle"), "{stderr}");
+}

@@ -78,6 +78,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = Runtime::builder()
         .workspace(scratch.workspace())
         .store(scratch.store().await?)
+        // Snapshots live in the user's state directory; a scratch workspace needs none.
+        .snapshots(baton::Snapshots::Off)
         .provider(model.clone())
         .tools(ToolRegistry::standard().with(Arc::new(WordCount)))
         .build()

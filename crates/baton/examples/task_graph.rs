@@ -73,6 +73,8 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let runtime = Runtime::builder()
         .workspace(scratch.workspace())
         .store(scratch.store().await?)
+        // Snapshots live in the user's state directory; a scratch workspace needs none.
+        .snapshots(baton::Snapshots::Off)
         .provider(model)
         .observer(Arc::new(observer))
         .build()
