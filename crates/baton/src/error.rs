@@ -38,6 +38,11 @@ impl Error {
 
     /// Whether the input must change (a bad config key, a locked or refused store, an unknown
     /// run): trying again as it is cannot succeed.
+    ///
+    /// ```
+    /// assert!(baton::Error::usage("max_turns = 0: use at least 1").is_usage());
+    /// assert!(!baton::Error::failed("disk full").is_usage());
+    /// ```
     pub fn is_usage(&self) -> bool {
         match self {
             Error::Usage(_) => true,

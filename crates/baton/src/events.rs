@@ -11,6 +11,24 @@ pub struct EventChannel(mpsc::UnboundedSender<EventRecord>);
 
 /// An observer to pass to [`crate::RuntimeBuilder::observer`] and the receiving end of its
 /// events, in journal order.
+///
+/// ```no_run
+/// # async fn demo() -> baton::Result<()> {
+/// let (observer, mut events) = baton::events::channel();
+/// let runtime = baton::Runtime::builder()
+///     .workspace(".")
+///     .observer(std::sync::Arc::new(observer))
+///     .build()
+///     .await?;
+/// tokio::spawn(async move {
+///     while let Some(record) = events.recv().await {
+///         println!("#{} {}", record.seq, record.event.kind());
+///     }
+/// });
+/// runtime.start("fix the failing test").await?;
+/// # Ok(())
+/// # }
+/// ```
 pub fn channel() -> (EventChannel, mpsc::UnboundedReceiver<EventRecord>) {
     let (sender, receiver) = mpsc::unbounded_channel();
     (EventChannel(sender), receiver)

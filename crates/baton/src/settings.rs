@@ -102,8 +102,24 @@ pub fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, Error> {
         .overlay(ConfigLayer::from_env(env_var)))
 }
 
-/// The settings of a new run (or a doctor check): files, environment and flags layered, a
-/// provider preset applied.
+/// The settings of a new run (or a doctor check): files, environment and `overrides` layered,
+/// a provider preset applied, every value checked.
+///
+/// ```
+/// use baton::config::ConfigLayer;
+/// let workspace = tempfile::tempdir().unwrap();
+/// let overrides = ConfigLayer {
+///     base_url: Some("http://127.0.0.1:8080/v1".into()),
+///     model: Some("my-model".into()),
+///     max_turns: Some(12),
+///     ..ConfigLayer::default()
+/// };
+/// let (settings, _layer) = baton::settings::resolve(workspace.path(), overrides).unwrap();
+/// assert_eq!(settings.limits.max_turns, 12);
+///
+/// let bad = ConfigLayer { max_time: Some("soon".into()), ..ConfigLayer::default() };
+/// assert!(baton::settings::resolve(workspace.path(), bad).unwrap_err().is_usage());
+/// ```
 pub fn resolve(
     workspace: &Path,
     overrides: ConfigLayer,
