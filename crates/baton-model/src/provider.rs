@@ -92,6 +92,27 @@ where
     fold.finish()
 }
 
+/// Defines a dialect module's `read_stream`: its wire's stream read with its fold (the tests and
+/// benchmarks of a wire call it directly).
+macro_rules! read_stream_with {
+    ($fold:ty) => {
+        /// Reads a stream of this wire into one reply (see [`crate::provider::fold_stream`]).
+        pub async fn read_stream<S>(
+            body: S,
+            idle: std::time::Duration,
+            cap: usize,
+            observer: &mut dyn crate::StreamObserver,
+        ) -> Result<baton_core::ModelReply, crate::ModelError>
+        where
+            S: futures::Stream<Item = Result<bytes::Bytes, crate::ModelError>> + Unpin,
+        {
+            crate::provider::fold_stream::<$fold, S>(body, idle, cap, observer).await
+        }
+    };
+}
+
+pub(crate) use read_stream_with;
+
 /// Where and how to reach a server, for any dialect. `Debug` never shows the key.
 #[derive(Clone)]
 pub struct Endpoint {

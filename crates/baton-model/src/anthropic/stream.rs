@@ -5,18 +5,15 @@
 //! usage) and `message_stop`; `ping` and `error` events may come at any point.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use baton_core::{AssistantMessage, ErrorClass, ModelReply, Reasoning, ToolCall};
-use bytes::Bytes;
-use futures::Stream;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::errors::classify_error_event;
 use super::response::{TEXT_BLOCK_SEPARATOR, WireUsage, input_text};
 use crate::error::excerpt;
-use crate::provider::{StreamFold, fold_stream};
+use crate::provider::StreamFold;
 use crate::{ModelError, StreamDelta, StreamObserver};
 
 #[derive(Deserialize)]
@@ -150,61 +147,6 @@ fn bad(message: String) -> ModelError {
 }
 
 impl StreamAccumulator {
-    /// Takes one SSE event. Returns `true` once the stream says it is complete (`message_stop`).
-    pub(crate) fn on_event(
-        &mut self,
-        event_type: &str,
-        data: &str,
-        observer: &mut dyn StreamObserver,
-    ) -> Result<bool, ModelError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(false);
-        }
-        let event: StreamEvent = match serde_json::from_str(data) {
-            Ok(event) => event,
-            // An error event whose data is not the documented JSON is still an error.
-            Err(_) if event_type == "error" => {
-                return Err(classify_error_event(&Value::String(data.into()), data));
-            }
-            Err(e) => {
-                return Err(bad(format!(
-                    "unparseable stream event ({e}): {}",
-                    excerpt(data)
-                )));
-            }
-        };
-        match event {
-            StreamEvent::MessageStart { message } => {
-                self.started = true;
-                self.model = message.model.filter(|m| !m.is_empty());
-                self.usage = message.usage;
-            }
-            StreamEvent::ContentBlockStart {
-                index,
-                content_block,
-            } => self.start_block(index, content_block, observer)?,
-            StreamEvent::ContentBlockDelta { index, delta } => {
-                self.apply_delta(index, delta, observer)?;
-            }
-            StreamEvent::MessageDelta { delta, usage } => {
-                if delta.stop_reason.is_some() {
-                    self.stop_reason = delta.stop_reason;
-                }
-                if let Some(later) = usage {
-                    self.usage.get_or_insert_default().update(&later);
-                }
-            }
-            StreamEvent::MessageStop {} => {
-                self.done = true;
-                return Ok(true);
-            }
-            StreamEvent::Error { error } => return Err(classify_error_event(&error, data)),
-            StreamEvent::ContentBlockStop {} | StreamEvent::Ping {} | StreamEvent::Unknown => {}
-        }
-        Ok(false)
-    }
-
     fn start_block(
         &mut self,
         index: u32,
@@ -317,10 +259,67 @@ impl StreamAccumulator {
         self.text.push_str(&piece);
         observer.on_delta(&StreamDelta::Text(piece));
     }
+}
+
+impl StreamFold for StreamAccumulator {
+    /// Takes one SSE event. Returns `true` once the stream says it is complete (`message_stop`).
+    fn on_event(
+        &mut self,
+        event_type: &str,
+        data: &str,
+        observer: &mut dyn StreamObserver,
+    ) -> Result<bool, ModelError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let event: StreamEvent = match serde_json::from_str(data) {
+            Ok(event) => event,
+            // An error event whose data is not the documented JSON is still an error.
+            Err(_) if event_type == "error" => {
+                return Err(classify_error_event(&Value::String(data.into()), data));
+            }
+            Err(e) => {
+                return Err(bad(format!(
+                    "unparseable stream event ({e}): {}",
+                    excerpt(data)
+                )));
+            }
+        };
+        match event {
+            StreamEvent::MessageStart { message } => {
+                self.started = true;
+                self.model = message.model.filter(|m| !m.is_empty());
+                self.usage = message.usage;
+            }
+            StreamEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => self.start_block(index, content_block, observer)?,
+            StreamEvent::ContentBlockDelta { index, delta } => {
+                self.apply_delta(index, delta, observer)?;
+            }
+            StreamEvent::MessageDelta { delta, usage } => {
+                if delta.stop_reason.is_some() {
+                    self.stop_reason = delta.stop_reason;
+                }
+                if let Some(later) = usage {
+                    self.usage.get_or_insert_default().update(&later);
+                }
+            }
+            StreamEvent::MessageStop {} => {
+                self.done = true;
+                return Ok(true);
+            }
+            StreamEvent::Error { error } => return Err(classify_error_event(&error, data)),
+            StreamEvent::ContentBlockStop {} | StreamEvent::Ping {} | StreamEvent::Unknown => {}
+        }
+        Ok(false)
+    }
 
     /// The reply, once the stream has ended. Anthropic always ends a complete answer with
     /// `message_stop`; without it the connection was cut mid-answer.
-    pub(crate) fn finish(self) -> Result<ModelReply, ModelError> {
+    fn finish(self) -> Result<ModelReply, ModelError> {
         if !self.done {
             let calls = self.calls;
             return Err(ModelError::new(
@@ -400,33 +399,7 @@ fn arguments_text(json: String, start_input: &Value) -> String {
     }
 }
 
-/// Reads a stream of this wire into one reply (see [`fold_stream`]).
-pub async fn read_stream<S>(
-    body: S,
-    idle: Duration,
-    cap: usize,
-    observer: &mut dyn StreamObserver,
-) -> Result<ModelReply, ModelError>
-where
-    S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
-{
-    fold_stream::<StreamAccumulator, _>(body, idle, cap, observer).await
-}
-
-impl StreamFold for StreamAccumulator {
-    fn on_event(
-        &mut self,
-        kind: &str,
-        data: &str,
-        observer: &mut dyn StreamObserver,
-    ) -> Result<bool, ModelError> {
-        StreamAccumulator::on_event(self, kind, data, observer)
-    }
-
-    fn finish(self) -> Result<ModelReply, ModelError> {
-        StreamAccumulator::finish(self)
-    }
-}
+crate::provider::read_stream_with!(StreamAccumulator);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

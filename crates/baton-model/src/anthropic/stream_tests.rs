@@ -1,8 +1,11 @@
 use super::*;
 use crate::NoObserver;
 use baton_core::Usage;
+use bytes::Bytes;
+use futures::Stream;
 use futures::StreamExt;
 use serde_json::json;
+use std::time::Duration;
 
 struct Recorder(Vec<StreamDelta>);
 

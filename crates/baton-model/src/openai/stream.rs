@@ -1,19 +1,16 @@
 //! Accumulating a streamed (SSE) Chat Completions response into one [`ModelReply`].
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use baton_core::{
     AssistantMessage, ErrorClass, ModelReply, Reasoning, ReasoningField, ToolCall, Usage,
 };
-use bytes::Bytes;
-use futures::Stream;
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::response::{WireUsage, arguments_text, content_text, in_band_error, reasoning_text};
 use crate::error::{classify_error_payload, excerpt};
-use crate::provider::{StreamFold, fold_stream};
+use crate::provider::StreamFold;
 use crate::{ModelError, StreamDelta, StreamObserver};
 
 #[derive(Deserialize)]
@@ -76,60 +73,6 @@ pub struct StreamAccumulator {
 }
 
 impl StreamAccumulator {
-    /// Takes one SSE event. Returns `true` once the stream says it is complete (`[DONE]`).
-    pub(crate) fn on_event(
-        &mut self,
-        event_type: &str,
-        data: &str,
-        observer: &mut dyn StreamObserver,
-    ) -> Result<bool, ModelError> {
-        let data = data.trim();
-        if data.is_empty() {
-            return Ok(false);
-        }
-        if data == "[DONE]" {
-            self.done = true;
-            return Ok(true);
-        }
-        if event_type == "error" {
-            let value = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.into()));
-            let error = value.get("error").unwrap_or(&value);
-            return Err(classify_error_payload(error, data));
-        }
-        let chunk: StreamChunk = serde_json::from_str(data).map_err(|e| {
-            ModelError::new(
-                ErrorClass::BadResponse,
-                format!("unparseable stream chunk ({e}): {}", excerpt(data)),
-            )
-        })?;
-        if let Some(error) = in_band_error(chunk.error.as_ref()) {
-            return Err(classify_error_payload(error, data));
-        }
-        if self.model.is_none() {
-            self.model = chunk.model.filter(|m| !m.is_empty());
-        }
-        if let Some(usage) = &chunk.usage {
-            // Some servers repeat cumulative usage in every chunk: the last one is the total.
-            self.usage = Some(usage.to_usage());
-        }
-        // Only one choice is asked for; a server that numbers choices is read at index 0.
-        let choice = chunk
-            .choices
-            .into_iter()
-            .flatten()
-            .find(|c| c.index.unwrap_or(0) == 0);
-        if let Some(choice) = choice {
-            self.saw_choice = true;
-            if let Some(delta) = choice.delta {
-                self.apply_delta(delta, observer);
-            }
-            if choice.finish_reason.is_some() {
-                self.finish_reason = choice.finish_reason;
-            }
-        }
-        Ok(false)
-    }
-
     fn apply_delta(&mut self, delta: Delta, observer: &mut dyn StreamObserver) {
         if let Some((text, field)) =
             reasoning_text(delta.reasoning_content.as_ref(), delta.reasoning.as_ref())
@@ -200,10 +143,66 @@ impl StreamAccumulator {
             None => last.unwrap_or(0),
         }
     }
+}
+
+impl StreamFold for StreamAccumulator {
+    /// Takes one SSE event. Returns `true` once the stream says it is complete (`[DONE]`).
+    fn on_event(
+        &mut self,
+        event_type: &str,
+        data: &str,
+        observer: &mut dyn StreamObserver,
+    ) -> Result<bool, ModelError> {
+        let data = data.trim();
+        if data.is_empty() {
+            return Ok(false);
+        }
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(true);
+        }
+        if event_type == "error" {
+            let value = serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.into()));
+            let error = value.get("error").unwrap_or(&value);
+            return Err(classify_error_payload(error, data));
+        }
+        let chunk: StreamChunk = serde_json::from_str(data).map_err(|e| {
+            ModelError::new(
+                ErrorClass::BadResponse,
+                format!("unparseable stream chunk ({e}): {}", excerpt(data)),
+            )
+        })?;
+        if let Some(error) = in_band_error(chunk.error.as_ref()) {
+            return Err(classify_error_payload(error, data));
+        }
+        if self.model.is_none() {
+            self.model = chunk.model.filter(|m| !m.is_empty());
+        }
+        if let Some(usage) = &chunk.usage {
+            // Some servers repeat cumulative usage in every chunk: the last one is the total.
+            self.usage = Some(usage.to_usage());
+        }
+        // Only one choice is asked for; a server that numbers choices is read at index 0.
+        let choice = chunk
+            .choices
+            .into_iter()
+            .flatten()
+            .find(|c| c.index.unwrap_or(0) == 0);
+        if let Some(choice) = choice {
+            self.saw_choice = true;
+            if let Some(delta) = choice.delta {
+                self.apply_delta(delta, observer);
+            }
+            if choice.finish_reason.is_some() {
+                self.finish_reason = choice.finish_reason;
+            }
+        }
+        Ok(false)
+    }
 
     /// The reply, once the stream has ended. A stream that ends without `[DONE]` is accepted
     /// only if it said why the model stopped; otherwise the connection was cut mid-answer.
-    pub(crate) fn finish(self) -> Result<ModelReply, ModelError> {
+    fn finish(self) -> Result<ModelReply, ModelError> {
         // Complete means the model said why it stopped. A bare `[DONE]` is accepted only for a
         // text answer: with tool calls in flight it may mark a stream cut mid-arguments, and a
         // half-built call must never be committed.
@@ -256,33 +255,7 @@ impl StreamAccumulator {
     }
 }
 
-/// Reads a stream of this wire into one reply (see [`fold_stream`]).
-pub async fn read_stream<S>(
-    body: S,
-    idle: Duration,
-    cap: usize,
-    observer: &mut dyn StreamObserver,
-) -> Result<ModelReply, ModelError>
-where
-    S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
-{
-    fold_stream::<StreamAccumulator, _>(body, idle, cap, observer).await
-}
-
-impl StreamFold for StreamAccumulator {
-    fn on_event(
-        &mut self,
-        kind: &str,
-        data: &str,
-        observer: &mut dyn StreamObserver,
-    ) -> Result<bool, ModelError> {
-        StreamAccumulator::on_event(self, kind, data, observer)
-    }
-
-    fn finish(self) -> Result<ModelReply, ModelError> {
-        StreamAccumulator::finish(self)
-    }
-}
+crate::provider::read_stream_with!(StreamAccumulator);
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,6 +1,9 @@
 use super::*;
 use crate::NoObserver;
+use bytes::Bytes;
+use futures::Stream;
 use futures::StreamExt;
+use std::time::Duration;
 
 struct Recorder(Vec<StreamDelta>);
 

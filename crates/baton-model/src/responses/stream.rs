@@ -4,18 +4,15 @@
 //! cut — an error, never half a reply.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use baton_core::{ErrorClass, ModelReply};
-use bytes::Bytes;
-use futures::Stream;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::response::WireResponse;
 use crate::error::{classify_error_payload, excerpt};
-use crate::provider::{StreamFold, fold_stream};
+use crate::provider::StreamFold;
 use crate::{ModelError, StreamDelta, StreamObserver};
 
 #[derive(Deserialize)]
@@ -51,10 +48,13 @@ fn bad(message: String) -> ModelError {
     ModelError::new(ErrorClass::BadResponse, message)
 }
 
-impl StreamAccumulator {
+impl StreamAccumulator {}
+
+impl StreamFold for StreamAccumulator {
     /// Takes one SSE event. Returns `true` once the response is over.
-    pub(crate) fn on_event(
+    fn on_event(
         &mut self,
+        _kind: &str,
         data: &str,
         observer: &mut dyn StreamObserver,
     ) -> Result<bool, ModelError> {
@@ -146,7 +146,7 @@ impl StreamAccumulator {
         Ok(false)
     }
 
-    pub(crate) fn finish(self) -> Result<ModelReply, ModelError> {
+    fn finish(self) -> Result<ModelReply, ModelError> {
         let Some((mut response, raw)) = self.end else {
             return Err(ModelError::new(
                 ErrorClass::Transient,
@@ -167,30 +167,4 @@ impl StreamAccumulator {
     }
 }
 
-/// Reads a stream of this wire into one reply (see [`fold_stream`]).
-pub async fn read_stream<S>(
-    body: S,
-    idle: Duration,
-    cap: usize,
-    observer: &mut dyn StreamObserver,
-) -> Result<ModelReply, ModelError>
-where
-    S: Stream<Item = Result<Bytes, ModelError>> + Unpin,
-{
-    fold_stream::<StreamAccumulator, _>(body, idle, cap, observer).await
-}
-
-impl StreamFold for StreamAccumulator {
-    fn on_event(
-        &mut self,
-        _kind: &str,
-        data: &str,
-        observer: &mut dyn StreamObserver,
-    ) -> Result<bool, ModelError> {
-        StreamAccumulator::on_event(self, data, observer)
-    }
-
-    fn finish(self) -> Result<ModelReply, ModelError> {
-        StreamAccumulator::finish(self)
-    }
-}
+crate::provider::read_stream_with!(StreamAccumulator);
