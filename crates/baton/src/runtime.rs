@@ -240,7 +240,15 @@ impl RuntimeBuilder {
         };
         let store = match self.store {
             Some(store) => store,
-            None => store::open_store_for_run(&workspace, None).await?.store,
+            // As the CLI's `--store`, which falls back to `BATON_STORE` the same way.
+            None => {
+                let url = std::env::var("BATON_STORE")
+                    .ok()
+                    .filter(|u| !u.trim().is_empty());
+                store::open_store_for_run(&workspace, url.as_deref())
+                    .await?
+                    .store
+            }
         };
         let exec = match self.exec {
             Some(exec) => exec,
