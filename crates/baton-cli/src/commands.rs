@@ -122,6 +122,7 @@ fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
         thinking: flags.thinking,
         thinking_budget: flags.thinking_budget,
         reasoning_effort: flags.reasoning_effort.clone(),
+        verbosity: flags.verbosity,
         no_tool_turns: flags.no_tool_turns,
         budget_usd: flags.budget_usd,
         budget_tokens: flags.budget_tokens,
@@ -394,7 +395,7 @@ pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResu
             return Err(e);
         }
     };
-    let (ok, report) = crate::doctor::check(&settings.model, &layer).await?;
+    let (ok, report) = crate::doctor::check(&settings, &layer).await?;
     if json {
         print_json(&serde_json::json!({
             "ok": ok,

@@ -162,6 +162,9 @@ pub fn config(workspace: &Path, flags: &ModelFlags) -> Result<u8, CliError> {
                 r.thinking_budget
                     .map_or(String::new(), |b| format!(", budget {b} tokens"))
             );
+            if let Some(v) = r.verbosity {
+                println!("  verbosity      {}", v.as_str());
+            }
             println!("  turns          at most {}", settings.limits.max_turns);
             println!(
                 "  context        window {} tokens",

@@ -55,9 +55,10 @@ pub fn diagnose(error: &ModelError, settings: &ModelSettings) -> String {
 
 /// Runs the check; returns (ok, report).
 pub async fn check(
-    settings: &ModelSettings,
+    run_settings: &baton_core::RunSettings,
     layer: &ConfigLayer,
 ) -> Result<(bool, String), crate::CliError> {
+    let settings = &run_settings.model;
     let client = client::model_client(settings, layer)?;
     let request = ModelRequest {
         model: settings.model.clone(),
@@ -80,7 +81,7 @@ pub async fn check(
         settings.base_url
     );
     let profile = baton_context::profile::profile_for(&settings.model);
-    let profile_line = profile_line(settings, &profile);
+    let profile_line = profile_line(settings, &profile, run_settings.context.compaction);
     Ok(match outcome {
         Ok(reply) => {
             let usage = reply
@@ -116,6 +117,7 @@ pub async fn check(
 fn profile_line(
     settings: &ModelSettings,
     profile: &baton_context::profile::ModelProfile,
+    compaction: baton_core::Compaction,
 ) -> String {
     let wire = match (settings.provider, settings.wire_api) {
         (baton_core::ProviderKind::Anthropic, _) => "Anthropic Messages",
@@ -124,17 +126,19 @@ fn profile_line(
     };
     let r = &settings.reasoning;
     let mut line = format!(
-        "  profile '{}': wire {wire}; reasoning history {}, effort {}, thinking {}; compaction {}",
+        "  profile '{}': wire {wire}; reasoning history {}, effort {}, thinking {}; compaction {}{}",
         profile.name,
         crate::output::word(&r.history),
         r.effort.as_deref().unwrap_or("(server default)"),
         r.thinking
             .map_or("(server default)".to_string(), |t| crate::output::word(&t)),
-        match profile.context.compaction {
+        match compaction {
             baton_core::Compaction::Summarize { .. } => "baton's summary",
             baton_core::Compaction::Provider => "the provider's",
             baton_core::Compaction::Off => "off",
-        }
+        },
+        r.verbosity
+            .map_or(String::new(), |v| format!("; verbosity {}", v.as_str()))
     );
     if settings.wire_api == baton_core::WireApi::Chat
         && settings.provider == baton_core::ProviderKind::OpenAiCompatible

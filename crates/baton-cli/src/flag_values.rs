@@ -37,6 +37,16 @@ pub fn thinking(text: &str) -> Result<baton_core::Thinking, String> {
     }
 }
 
+/// `--verbosity`: `low`, `medium` or `high`.
+pub fn verbosity(text: &str) -> Result<baton_core::Verbosity, String> {
+    match text.trim() {
+        "low" => Ok(baton_core::Verbosity::Low),
+        "medium" => Ok(baton_core::Verbosity::Medium),
+        "high" => Ok(baton_core::Verbosity::High),
+        _ => Err(format!("expected `low`, `medium` or `high`, not {text:?}")),
+    }
+}
+
 /// A non-negative decimal: an amount of USD (`--budget-usd 2.50`) or of seconds.
 pub fn amount(text: &str) -> Result<f64, String> {
     let value = text

@@ -290,6 +290,10 @@ pub struct ModelFlags {
     /// `reasoning_effort`, Responses `reasoning.effort`, Anthropic `output_config.effort`.
     #[arg(long, alias = "effort", value_name = "WORD")]
     reasoning_effort: Option<String>,
+    /// How much the model writes: `low`, `medium` or `high` (Responses `text.verbosity`, GPT-5
+    /// family; the codex models accept only `medium`).
+    #[arg(long, value_name = "low|medium|high", value_parser = crate::flag_values::verbosity)]
+    verbosity: Option<baton_core::Verbosity>,
     /// Replies in a row without a tool call that pause the run with reason `loop` (default 3).
     #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
     no_tool_turns: Option<u32>,

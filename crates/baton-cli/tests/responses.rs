@@ -187,6 +187,9 @@ async fn tool_loop_with(streamed: bool, faults: Vec<ResponseTemplate>) -> Vec<Va
         "gpt-5.1-codex",
         "--wire-api",
         "responses",
+        // The only verbosity the codex models accept.
+        "--verbosity",
+        "medium",
     ];
     if !streamed {
         args.push("--no-stream");
@@ -212,6 +215,12 @@ async fn tool_loop_with(streamed: bool, faults: Vec<ResponseTemplate>) -> Vec<Va
         assert_eq!(earlier, &received[0], "a retry sends the same request");
     }
     for body in &received {
+        assert_eq!(body["text"], json!({"verbosity": "medium"}));
+        // The codex profile's default: the provider compacts (80% of the 400k window).
+        assert_eq!(
+            body["context_management"],
+            json!([{"type": "compaction", "compact_threshold": 320000}])
+        );
         assert_eq!(body["store"], false);
         assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
         assert_eq!(body["stream"], streamed);
@@ -339,6 +348,16 @@ fn a_bad_wire_api_is_told_in_words() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("expected `chat` (Chat Completions) or `responses`"),
+        "{stderr}"
+    );
+    let out = baton(ws.path(), home.path())
+        .args(["run", "--verbosity", "loud", "x"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("expected `low`, `medium` or `high`"),
         "{stderr}"
     );
 }

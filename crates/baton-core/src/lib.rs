@@ -36,7 +36,7 @@ pub use request::{ModelReply, ModelRequest};
 pub use settings::{
     Compaction, ContextSettings, Limits, Masking, ModelSettings, OnTaskFailure, Planning,
     ProviderKind, ReasoningHistory, ReasoningSettings, ResponseMode, RunSettings, TaskSettings,
-    Thinking, ToolChoice, WireApi,
+    Thinking, ToolChoice, Verbosity, WireApi,
 };
 pub use state::{
     HistoryEntry, PendingCompaction, Phase, ReplayError, RunState, SnapshotRecord, UsageTotals,

@@ -57,6 +57,13 @@ pub enum Reasoning {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         summary: String,
     },
+    /// An Anthropic `compaction` block (server-side compaction): the summary that replaces
+    /// the history before it, and its opaque metadata, both returned verbatim. A `None`
+    /// content is a compaction that failed, which the API treats as no block.
+    Compaction {
+        content: Option<String>,
+        encrypted_content: Option<String>,
+    },
 }
 
 /// The message field Chat Completions reasoning text came in.
@@ -76,6 +83,7 @@ impl Reasoning {
             Reasoning::Thinking { thinking, .. } => thinking,
             Reasoning::RedactedThinking { .. } => "",
             Reasoning::Item { summary, .. } => summary,
+            Reasoning::Compaction { content, .. } => content.as_deref().unwrap_or_default(),
         }
     }
 }

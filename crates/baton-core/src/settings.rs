@@ -213,7 +213,8 @@ impl WireApi {
     }
 }
 
-/// How a model is asked to reason, and what of its earlier reasoning goes back to the server.
+/// How a model is asked to reason and to answer, and what of its earlier reasoning goes back to
+/// the server.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReasoningSettings {
     #[serde(default)]
@@ -230,6 +231,10 @@ pub struct ReasoningSettings {
     /// Anthropic `thinking.budget_tokens` with `thinking = "enabled"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_budget: Option<u32>,
+    /// How much the model writes (`low`, `medium`, `high`): Responses `text.verbosity` (GPT-5
+    /// family). Absent: not sent (the server's default, `medium`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbosity: Option<Verbosity>,
 }
 
 impl ReasoningSettings {
@@ -248,6 +253,26 @@ pub enum ReasoningHistory {
     Preserve,
     /// Never sent back, for servers that reject the field.
     Drop,
+}
+
+/// How much the model writes in its answers (OpenAI Responses `text.verbosity`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verbosity {
+    Low,
+    Medium,
+    High,
+}
+
+impl Verbosity {
+    /// The word the API takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verbosity::Low => "low",
+            Verbosity::Medium => "medium",
+            Verbosity::High => "high",
+        }
+    }
 }
 
 /// Whether and how the model thinks before answering.

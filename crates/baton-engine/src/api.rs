@@ -76,6 +76,8 @@ pub struct SettingsOverride {
     pub thinking: Option<baton_core::Thinking>,
     pub thinking_budget: Option<u32>,
     pub reasoning_effort: Option<String>,
+    /// `--verbosity` from now on.
+    pub verbosity: Option<baton_core::Verbosity>,
 }
 
 impl SettingsOverride {
@@ -130,6 +132,9 @@ impl SettingsOverride {
         }
         if let Some(v) = &self.reasoning_effort {
             settings.model.reasoning.effort = Some(v.clone());
+        }
+        if let Some(v) = self.verbosity {
+            settings.model.reasoning.verbosity = Some(v);
         }
         if let Some(v) = self.no_tool_turns {
             settings.loop_detection.no_tool_turns = v;

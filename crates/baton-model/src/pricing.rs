@@ -94,11 +94,16 @@ pub fn cost_usd(usage: &Usage, price: &Price) -> f64 {
 
 /// Built-in list prices, USD per million tokens: (model, input, cache read, cache write, output).
 ///
-/// Basis: list prices as published in 2025 on the providers' pricing pages (OpenAI API pricing;
-/// Anthropic "Model pricing", 5-minute cache writes; DeepSeek "Models & Pricing"), cross-checked
-/// against independent price tables. Standard tier only: batch discounts, Anthropic's 1-hour
-/// cache writes (2x input) and long-context surcharges are not modelled — configure overrides
-/// where they matter. Models whose price could not be confirmed are left out on purpose.
+/// Basis: list prices on the providers' own pricing pages (each group names its page and when
+/// it was read), cross-checked against independent price tables. Standard tier only: batch
+/// discounts, Anthropic's 1-hour cache writes (2x input) and long-context surcharges are not
+/// modelled — configure overrides where they matter. Left out on purpose: models whose price
+/// could not be confirmed on the provider's own page (SiliconFlow's, Kimi K2.5/K2.6, Claude
+/// Opus 4.6+), and models priced by prompt-length tier (Qwen on DashScope, Doubao/Seed on Ark),
+/// which one rate per token cannot express without under-counting long prompts — a budget
+/// must never be passed because the table guessed low. Mainland endpoints (`qwen-cn`,
+/// `doubao`, `glm`/`zhipu` on open.bigmodel.cn) bill in CNY: the USD rates below are the
+/// international endpoints'; set `[prices."MODEL"]` for what your account pays.
 const DEFAULT_PRICES: &[(&str, f64, f64, f64, f64)] = &[
     // OpenAI bills no cache writes: the write rate is the input rate.
     ("gpt-4o", 2.50, 1.25, 2.50, 10.00),
@@ -111,16 +116,41 @@ const DEFAULT_PRICES: &[(&str, f64, f64, f64, f64)] = &[
     // o3 after the June 2025 price cut.
     ("o3", 2.00, 0.50, 2.00, 8.00),
     ("o4-mini", 1.10, 0.275, 1.10, 4.40),
+    // The GPT-5 family, developers.openai.com/api/docs/pricing (read 2026-12-01): cached input
+    // 0.1x, no cache-write charge.
+    ("gpt-5", 1.25, 0.125, 1.25, 10.00),
+    ("gpt-5-mini", 0.25, 0.025, 0.25, 2.00),
+    ("gpt-5-nano", 0.05, 0.005, 0.05, 0.40),
+    ("gpt-5-codex", 1.25, 0.125, 1.25, 10.00),
+    ("gpt-5.1", 1.25, 0.125, 1.25, 10.00),
+    ("gpt-5.1-codex", 1.25, 0.125, 1.25, 10.00),
+    ("gpt-5.1-codex-max", 1.25, 0.125, 1.25, 10.00),
+    ("gpt-5.1-codex-mini", 0.25, 0.025, 0.25, 2.00),
     // Anthropic: cache reads 0.1x input, 5-minute cache writes 1.25x input.
     ("claude-opus-4", 15.00, 1.50, 18.75, 75.00),
     ("claude-opus-4-1", 15.00, 1.50, 18.75, 75.00),
     ("claude-sonnet-4", 3.00, 0.30, 3.75, 15.00),
     ("claude-3-7-sonnet", 3.00, 0.30, 3.75, 15.00),
     ("claude-3-5-haiku", 0.80, 0.08, 1.00, 4.00),
+    // The 4.5 models, platform.claude.com/docs/en/about-claude/pricing (read 2026-12-01).
+    ("claude-opus-4-5", 5.00, 0.50, 6.25, 25.00),
+    ("claude-sonnet-4-5", 3.00, 0.30, 3.75, 15.00),
+    ("claude-haiku-4-5", 1.00, 0.10, 1.25, 5.00),
     // DeepSeek: both endpoints serve DeepSeek-V3.2 at one price since 2025-09-29. A cache miss
     // is the input rate; there is no separate write charge.
     ("deepseek-chat", 0.28, 0.028, 0.28, 0.42),
     ("deepseek-reasoner", 0.28, 0.028, 0.28, 0.42),
+    // Zhipu's GLM on Z.ai, docs.z.ai/guides/overview/pricing (read 2026-12-01); cache storage
+    // is free for a limited time, so writes are billed as plain input.
+    ("glm-4.7", 0.60, 0.11, 0.60, 2.20),
+    ("glm-4.6", 0.60, 0.11, 0.60, 2.20),
+    ("glm-4.5", 0.60, 0.11, 0.60, 2.20),
+    ("glm-4.5-air", 0.20, 0.03, 0.20, 1.10),
+    // MiniMax, platform.minimax.io/docs/guides/pricing-paygo (last updated 2026-01-17): cache
+    // reads 0.03, cache writes 0.375.
+    ("minimax-m2", 0.30, 0.03, 0.375, 1.20),
+    ("minimax-m2.1", 0.30, 0.03, 0.375, 1.20),
+    ("minimax-m2.1-lightning", 0.30, 0.03, 0.375, 2.40),
 ];
 
 /// Prices by model name, with lookup that tolerates snapshot suffixes and provider prefixes.
@@ -301,6 +331,20 @@ mod tests {
         ] {
             assert!(table.price(model).is_some(), "{model}");
         }
+        // The current models of the presets whose providers publish one USD rate per token.
+        for (model, base) in [
+            ("gpt-5.1-codex-max", "gpt-5.1-codex-max"),
+            ("openai/gpt-5-mini", "gpt-5-mini"),
+            ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"),
+            ("claude-opus-4-5-20251101", "claude-opus-4-5"),
+            ("anthropic/claude-sonnet-4.5", "claude-sonnet-4-5"),
+            ("z-ai/glm-4.6", "glm-4.6"),
+            ("GLM-4.5-Air", "glm-4.5-air"),
+            ("MiniMax-M2.1", "minimax-m2.1"),
+            ("MiniMax-M2", "minimax-m2"),
+        ] {
+            assert_eq!(table.price(model), Some(&default_price(base)), "{model}");
+        }
     }
 
     #[test]
@@ -309,8 +353,12 @@ mod tests {
             if model.starts_with("claude-") {
                 assert!(close(cached, input * 0.1), "{model} read rate");
                 assert!(close(write, input * 1.25), "{model} write rate");
+            } else if model.starts_with("minimax-") {
+                // MiniMax publishes a write rate of 1.25x input too.
+                assert!(close(write, input * 1.25), "{model} write rate");
+                assert!(cached <= input, "{model}");
             } else {
-                // Only Anthropic bills writes above the input rate.
+                // The others bill no cache writes: the input rate.
                 assert_eq!(write, input, "{model}");
                 assert!(cached <= input, "{model}");
             }
@@ -366,13 +414,14 @@ mod tests {
             "gpt-4o-mini-tts",
             "gpt-4o-realtime-preview-2024-12-17",
             "gpt-4.1-mini-fast",
-            "gpt-5",
-            "claude-opus-4-5",
-            "claude-opus-4-5-20251101",
-            "claude-sonnet-4-5",
-            "claude-sonnet-4-5-20250929",
-            "claude-haiku-4-5",
+            "gpt-5-pro",
+            "gpt-5.1-chat-latest-preview",
+            "claude-opus-4-6",
+            "claude-sonnet-4-6",
             "claude-3-5-sonnet-20241022",
+            "glm-4.5v",
+            "minimax-m2-her",
+            "qwen3-coder-plus",
             "deepseek-chat-v3-0324",
             "deepseek-coder",
             // Not a date: eight characters, not eight digits.
@@ -411,7 +460,6 @@ mod tests {
         for model in [
             "deepseek/deepseek-chat:free",
             "anthropic/claude-3.7-sonnet:thinking",
-            "anthropic/claude-sonnet-4.5",
         ] {
             assert_eq!(table.price(model), None, "{model}");
         }

@@ -69,6 +69,24 @@ fn the_request_body() {
     );
 }
 
+#[test]
+fn effort_and_verbosity_go_where_the_responses_api_reads_them() {
+    let plain: serde_json::Value =
+        serde_json::from_slice(&request_body(&request(ResponseMode::Whole)).unwrap()).unwrap();
+    assert!(
+        plain.get("text").is_none(),
+        "not sent unless configured: {plain}"
+    );
+    assert!(plain["reasoning"].get("effort").is_none());
+    let mut configured = request(ResponseMode::Whole);
+    configured.reasoning.effort = Some("high".into());
+    configured.reasoning.verbosity = Some(baton_core::Verbosity::Low);
+    let body: serde_json::Value =
+        serde_json::from_slice(&request_body(&configured).unwrap()).unwrap();
+    assert_eq!(body["text"], json!({"verbosity": "low"}));
+    assert_eq!(body["reasoning"]["effort"], "high");
+}
+
 async fn provider_answering(template: ResponseTemplate) -> (MockServer, ResponsesProvider) {
     let server = MockServer::start().await;
     Mock::given(method("POST"))

@@ -64,6 +64,10 @@ pub fn model_client(settings: &ModelSettings, layer: &ConfigLayer) -> Result<Mod
                 api_key: api_key.clone(),
                 request_timeout,
                 idle_timeout,
+                // The profile's output length (adaptive thinking spends output tokens too).
+                max_tokens: baton_context::profile::profile_for(&settings.model)
+                    .max_output_tokens
+                    .unwrap_or(AnthropicConfig::DEFAULT_MAX_TOKENS),
                 ..AnthropicConfig::new(settings.base_url.clone())
             })
             .map_err(setup_error)?,

@@ -60,6 +60,8 @@ pub struct ConfigLayer {
     pub thinking: Option<baton_core::Thinking>,
     /// Anthropic `thinking.budget_tokens` with `thinking = "enabled"`.
     pub thinking_budget: Option<u32>,
+    /// `low`, `medium` or `high`: how much the model writes (Responses `text.verbosity`).
+    pub verbosity: Option<baton_core::Verbosity>,
     /// First retry delay in milliseconds (full jitter, doubling).
     pub retry_base_delay_ms: Option<u64>,
     /// Consecutive failed model call attempts that pause the run.

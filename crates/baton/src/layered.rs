@@ -33,6 +33,7 @@ replaced!(
     baton_core::WireApi,
     baton_core::ReasoningHistory,
     baton_core::Thinking,
+    baton_core::Verbosity,
     baton_model::ratelimit::RateLimit,
 );
 

@@ -137,6 +137,12 @@ pub fn resolve_over(
     let layer = defaults
         .overlay(file_and_env_layers(workspace)?)
         .overlay(overrides);
+    settings_of(layer)
+}
+
+/// The run settings one merged configuration layer gives (no files read): the preset, the
+/// model's profile and its defaults under what the layer sets.
+pub fn settings_of(layer: ConfigLayer) -> Result<(RunSettings, ConfigLayer), Error> {
     let preset = preset_named(layer.provider.as_deref())?;
     // An explicit base URL (any layer) wins over the preset's.
     let base_url = layer
@@ -152,16 +158,25 @@ pub fn resolve_over(
         )));
     };
     let defaults = Limits::default();
-    let context = layer
-        .context
-        .clone()
-        .unwrap_or_default()
-        .apply(profile_for(&model).context)?;
+    let profile = profile_for(&model);
+    let context_layer = layer.context.clone().unwrap_or_default();
+    let mut context = context_layer.apply(profile.context.clone())?;
     let budget = budget_from(&layer)?;
     let wire_api = layer
         .wire_api
         .unwrap_or_else(|| default_wire_api(&base_url, &model));
     let provider_kind = preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind);
+    let provider_can_compact =
+        provider_kind == ProviderKind::Anthropic || wire_api == baton_core::WireApi::Responses;
+    // The profile's choice of compaction holds where the wire can compact and configuration
+    // says nothing about compaction.
+    if profile.compaction == baton_context::profile::CompactionBy::Provider
+        && provider_can_compact
+        && context_layer.compaction.is_none()
+        && context_layer.summary.is_none()
+    {
+        context.compaction = baton_core::Compaction::Provider;
+    }
     if context.compaction == baton_core::Compaction::Provider
         && provider_kind == ProviderKind::OpenAiCompatible
         && wire_api != baton_core::WireApi::Responses
@@ -189,10 +204,16 @@ pub fn resolve_over(
             response_mode: layer.response_mode.unwrap_or_default(),
             tool_choice: tool_choice(layer.tool_choice.as_deref())?.unwrap_or_default(),
             reasoning: baton_core::ReasoningSettings {
-                history: layer.reasoning_history.unwrap_or_default(),
+                history: layer.reasoning_history.unwrap_or(profile.reasoning.history),
                 effort: layer.reasoning_effort.clone(),
-                thinking: layer.thinking,
+                // The profile's thinking switch is for the model's own wire; through a
+                // gateway (OpenRouter, a proxy) the field may mean something else.
+                thinking: layer.thinking.or(profile
+                    .reasoning
+                    .thinking
+                    .filter(|_| provider_kind == ProviderKind::Anthropic)),
                 thinking_budget: layer.thinking_budget,
+                verbosity: layer.verbosity,
             },
             wire_api,
         },
@@ -276,6 +297,7 @@ pub fn resume_overrides(
         thinking: layer.thinking,
         thinking_budget: layer.thinking_budget,
         reasoning_effort: layer.reasoning_effort.clone(),
+        verbosity: layer.verbosity,
     })
 }
 

@@ -330,6 +330,7 @@ fn child_overrides(job: &ChildJob) -> SettingsOverride {
         thinking: settings.model.reasoning.thinking,
         thinking_budget: settings.model.reasoning.thinking_budget,
         reasoning_effort: settings.model.reasoning.effort.clone(),
+        verbosity: settings.model.reasoning.verbosity,
         max_turns: Some(settings.limits.max_turns),
         // Running time is counted by the child itself since it started: the parent's clock,
         // which ran meanwhile, must not shrink it again.

@@ -35,6 +35,9 @@ pub const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
 /// The beta of server-side context editing (`context_management`).
 pub const CONTEXT_MANAGEMENT_BETA: &str = "context-management-2025-06-27";
 
+/// The beta of server-side compaction (`compact_20260112`).
+pub const COMPACTION_BETA: &str = "compact-2026-01-12";
+
 /// Where and how to reach the API. `Debug` never shows the API key.
 #[derive(Clone)]
 pub struct AnthropicConfig {
@@ -143,11 +146,20 @@ impl Dialect for AnthropicMessages {
         // Budgeted thinking between tool calls needs the beta; adaptive thinking has it built in.
         let interleaved = request.reasoning.thinking == Some(baton_core::Thinking::Enabled)
             && !request.tools.is_empty();
-        let betas = match (interleaved, request.provider_compaction_at.is_some()) {
-            (true, true) => Some("interleaved-thinking-2025-05-14,context-management-2025-06-27"),
-            (true, false) => Some(INTERLEAVED_THINKING_BETA),
-            (false, true) => Some(CONTEXT_MANAGEMENT_BETA),
-            (false, false) => None,
+        let context_beta = request.provider_compaction_at.map(|_| {
+            if wire::server_compaction(&request.model) {
+                COMPACTION_BETA
+            } else {
+                CONTEXT_MANAGEMENT_BETA
+            }
+        });
+        let betas = match (interleaved, context_beta) {
+            (true, Some(CONTEXT_MANAGEMENT_BETA)) => {
+                Some("interleaved-thinking-2025-05-14,context-management-2025-06-27")
+            }
+            (true, Some(_)) => Some("interleaved-thinking-2025-05-14,compact-2026-01-12"),
+            (true, None) => Some(INTERLEAVED_THINKING_BETA),
+            (false, beta) => beta,
         };
         if let Some(betas) = betas {
             headers.push((

@@ -14,12 +14,31 @@ pub(crate) const TEXT_BLOCK_SEPARATOR: &str = "\n\n";
 
 /// Token counts as Anthropic reports them. `input_tokens` excludes the cached and cache-written
 /// tokens, unlike the neutral [`Usage::prompt_tokens`].
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+///
+/// With server-side compaction, `iterations` lists each sampling step (the compaction, then the
+/// message) with its own counts, and the top-level counts cover the message step only; the
+/// call is billed for all of them, so the sum of `iterations` is what is reported then.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 pub(crate) struct WireUsage {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    iterations: Option<Vec<IterationUsage>>,
+}
+
+/// One entry of `usage.iterations`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+pub(crate) struct IterationUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
 }
 
 impl WireUsage {
@@ -41,9 +60,25 @@ impl WireUsage {
             &mut self.cache_read_input_tokens,
             later.cache_read_input_tokens,
         );
+        if later.iterations.is_some() {
+            self.iterations.clone_from(&later.iterations);
+        }
     }
 
-    pub(crate) fn to_usage(self) -> Usage {
+    pub(crate) fn into_usage(self) -> Usage {
+        if let Some(iterations) = self.iterations.filter(|i| !i.is_empty()) {
+            let sum = |field: fn(&IterationUsage) -> u64| {
+                iterations.iter().map(field).fold(0u64, u64::saturating_add)
+            };
+            return WireUsage {
+                input_tokens: Some(sum(|i| i.input_tokens)),
+                output_tokens: Some(sum(|i| i.output_tokens)),
+                cache_creation_input_tokens: Some(sum(|i| i.cache_creation_input_tokens)),
+                cache_read_input_tokens: Some(sum(|i| i.cache_read_input_tokens)),
+                iterations: None,
+            }
+            .into_usage();
+        }
         let read = self.cache_read_input_tokens;
         let write = self.cache_creation_input_tokens;
         Usage {
@@ -92,6 +127,13 @@ enum ResponseBlock {
     },
     RedactedThinking {
         data: String,
+    },
+    /// Server-side compaction's summary (`compact_20260112`).
+    Compaction {
+        #[serde(default)]
+        content: Option<String>,
+        #[serde(default)]
+        encrypted_content: Option<String>,
     },
     /// Block types added later: not part of the neutral reply.
     #[serde(other)]
@@ -151,6 +193,13 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
             ResponseBlock::RedactedThinking { data } => {
                 reasoning.push(Reasoning::RedactedThinking { data });
             }
+            ResponseBlock::Compaction {
+                content,
+                encrypted_content,
+            } => reasoning.push(Reasoning::Compaction {
+                content,
+                encrypted_content,
+            }),
             ResponseBlock::Text { .. } | ResponseBlock::Other => {}
         }
     }
@@ -163,7 +212,7 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
             tool_calls,
             reasoning,
         },
-        usage: message.usage.map(WireUsage::to_usage),
+        usage: message.usage.map(WireUsage::into_usage),
         finish_reason: message.stop_reason,
         served_model: message.model.filter(|m| !m.is_empty()),
     })
@@ -257,7 +306,7 @@ mod tests {
         .unwrap();
         usage.update(&serde_json::from_value(json!({"output_tokens": 33})).unwrap());
         assert_eq!(
-            usage.to_usage(),
+            usage.into_usage(),
             Usage {
                 prompt_tokens: 100,
                 completion_tokens: 33,
@@ -286,5 +335,51 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.class, ErrorClass::Overloaded);
+    }
+
+    #[test]
+    fn a_compaction_block_is_kept_and_every_iteration_is_billed() {
+        let body = serde_json::json!({
+            "type": "message", "model": "claude-opus-4-6", "stop_reason": "end_turn",
+            "content": [
+                {"type": "compaction", "content": "so far: x", "encrypted_content": "e=="},
+                {"type": "text", "text": "Done."}
+            ],
+            "usage": {"input_tokens": 30, "output_tokens": 5, "cache_read_input_tokens": 0,
+                "iterations": [
+                    {"type": "compaction", "input_tokens": 900, "output_tokens": 100,
+                     "cache_read_input_tokens": 50, "cache_creation_input_tokens": 0},
+                    {"type": "message", "input_tokens": 30, "output_tokens": 5,
+                     "cache_read_input_tokens": 0, "cache_creation_input_tokens": 10}]}
+        });
+        let reply = parse_whole(body.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            reply.message.reasoning,
+            vec![Reasoning::Compaction {
+                content: Some("so far: x".into()),
+                encrypted_content: Some("e==".into()),
+            }]
+        );
+        assert_eq!(reply.message.reasoning_text(), "so far: x");
+        let usage = reply.usage.unwrap();
+        assert_eq!(
+            (usage.prompt_tokens, usage.completion_tokens),
+            (900 + 50 + 30 + 10, 105)
+        );
+        assert_eq!(
+            (usage.cached_prompt_tokens, usage.cache_write_tokens),
+            (Some(50), Some(10))
+        );
+        // A failed compaction (no content) is kept as it came, too.
+        let failed = serde_json::json!({"type": "message", "content": [
+            {"type": "compaction", "content": null}, {"type": "text", "text": "ok"}]});
+        let reply = parse_whole(failed.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            reply.message.reasoning,
+            vec![Reasoning::Compaction {
+                content: None,
+                encrypted_content: None
+            }]
+        );
     }
 }

@@ -73,6 +73,13 @@ enum StartBlock {
     RedactedThinking {
         data: String,
     },
+    /// Server-side compaction: starts empty, its content arrives in one `compaction_delta`.
+    Compaction {
+        #[serde(default)]
+        content: Option<String>,
+        #[serde(default)]
+        encrypted_content: Option<String>,
+    },
     /// Block types added later: read past, not part of the neutral reply.
     #[serde(other)]
     Other,
@@ -92,6 +99,12 @@ enum BlockDelta {
     },
     SignatureDelta {
         signature: String,
+    },
+    CompactionDelta {
+        #[serde(default)]
+        content: Option<String>,
+        #[serde(default)]
+        encrypted_content: Option<String>,
     },
     /// `citations_delta`, …
     #[serde(other)]
@@ -121,6 +134,10 @@ enum PartialBlock {
     },
     RedactedThinking {
         data: String,
+    },
+    Compaction {
+        content: Option<String>,
+        encrypted_content: Option<String>,
     },
     Ignored,
 }
@@ -191,6 +208,13 @@ impl StreamAccumulator {
                 }
             }
             StartBlock::RedactedThinking { data } => PartialBlock::RedactedThinking { data },
+            StartBlock::Compaction {
+                content,
+                encrypted_content,
+            } => PartialBlock::Compaction {
+                content,
+                encrypted_content,
+            },
             StartBlock::Other => PartialBlock::Ignored,
         };
         self.blocks.insert(index, partial);
@@ -238,6 +262,30 @@ impl StreamAccumulator {
                 PartialBlock::Thinking { signature, .. },
                 BlockDelta::SignatureDelta { signature: piece },
             ) => signature.push_str(&piece),
+            (
+                PartialBlock::Compaction {
+                    content,
+                    encrypted_content,
+                },
+                BlockDelta::CompactionDelta {
+                    content: new_content,
+                    encrypted_content: new_encrypted,
+                },
+            ) => {
+                // Documented as one delta carrying the whole block; pieces, should a server
+                // split it, are joined.
+                if let Some(piece) = new_content {
+                    if !piece.is_empty() {
+                        observer.on_delta(&StreamDelta::Reasoning(piece.clone()));
+                    }
+                    content.get_or_insert_with(String::new).push_str(&piece);
+                }
+                if let Some(piece) = new_encrypted {
+                    encrypted_content
+                        .get_or_insert_with(String::new)
+                        .push_str(&piece);
+                }
+            }
             _ => return Err(mismatch()),
         }
         Ok(())
@@ -352,6 +400,13 @@ impl StreamFold for StreamAccumulator {
                 PartialBlock::RedactedThinking { data } => {
                     Some(Reasoning::RedactedThinking { data: data.clone() })
                 }
+                PartialBlock::Compaction {
+                    content,
+                    encrypted_content,
+                } => Some(Reasoning::Compaction {
+                    content: content.clone(),
+                    encrypted_content: encrypted_content.clone(),
+                }),
                 _ => None,
             })
             .collect();
@@ -379,7 +434,7 @@ impl StreamFold for StreamAccumulator {
                 tool_calls,
                 reasoning,
             },
-            usage: self.usage.map(WireUsage::to_usage),
+            usage: self.usage.map(WireUsage::into_usage),
             finish_reason: self.stop_reason,
             served_model: self.model,
         })

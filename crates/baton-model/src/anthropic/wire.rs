@@ -48,17 +48,41 @@ struct MessagesRequest<'a> {
 
 #[derive(Serialize)]
 struct ContextManagement {
-    edits: [ClearToolUses; 1],
+    edits: [Edit; 1],
 }
 
-/// `clear_tool_uses_20250919`: once the input passes `trigger` tokens, the API replaces the
-/// oldest tool results by placeholders before the model sees them; the request (and the
-/// journal) keep everything.
+/// One context-management edit, applied by the API once the input passes `trigger` tokens.
+/// - `compact_20260112` (the models [`server_compaction`] names): the API summarises the
+///   history into a `compaction` block, which the answer carries; it is journaled and sent
+///   back, and the API ignores every block before it.
+/// - `clear_tool_uses_20250919` (other models): the oldest tool results are replaced by
+///   placeholders before the model sees them; the request (and the journal) keep everything.
 #[derive(Serialize)]
-struct ClearToolUses {
+struct Edit {
     #[serde(rename = "type")]
     kind: &'static str,
     trigger: InputTokens,
+}
+
+/// Anthropic's smallest compaction trigger, in input tokens.
+const MIN_COMPACTION_TRIGGER: u64 = 50_000;
+
+/// Whether the API compacts `model`'s history server-side (`compact_20260112`): the models
+/// Anthropic's compaction page lists.
+pub(crate) fn server_compaction(model: &str) -> bool {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    [
+        "claude-opus-4-6",
+        "claude-sonnet-4-6",
+        "claude-opus-4-7",
+        "claude-mythos",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
 }
 
 #[derive(Serialize)]
@@ -180,6 +204,12 @@ enum Block<'a> {
     RedactedThinking {
         data: &'a str,
     },
+    /// Server-side compaction's summary, returned as it came (the API then ignores every
+    /// block before it).
+    Compaction {
+        content: Option<&'a str>,
+        encrypted_content: Option<&'a str>,
+    },
 }
 
 impl Block<'_> {
@@ -189,7 +219,7 @@ impl Block<'_> {
             | Block::ToolUse { cache_control, .. }
             | Block::ToolResult { cache_control, .. } => *cache_control = EPHEMERAL,
             // Thinking blocks cannot carry a breakpoint; the breakpoints sit on user turns.
-            Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
+            Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::Compaction { .. } => {}
         }
     }
 
@@ -282,6 +312,13 @@ fn assistant_blocks(message: &AssistantMessage) -> Vec<Block<'_>> {
                 signature,
             }),
             Reasoning::RedactedThinking { data } => blocks.push(Block::RedactedThinking { data }),
+            Reasoning::Compaction {
+                content,
+                encrypted_content,
+            } => blocks.push(Block::Compaction {
+                content: content.as_deref(),
+                encrypted_content: encrypted_content.as_deref(),
+            }),
             Reasoning::Text { .. } | Reasoning::Item { .. } => {}
         }
     }
@@ -447,17 +484,22 @@ pub fn request_body(request: &ModelRequest, max_tokens: u32) -> Result<Vec<u8>, 
             .effort
             .as_deref()
             .map(|effort| OutputConfig { effort }),
-        context_management: request
-            .provider_compaction_at
-            .map(|value| ContextManagement {
-                edits: [ClearToolUses {
-                    kind: "clear_tool_uses_20250919",
+        context_management: request.provider_compaction_at.map(|value| {
+            let (kind, value) = if server_compaction(&request.model) {
+                ("compact_20260112", value.max(MIN_COMPACTION_TRIGGER))
+            } else {
+                ("clear_tool_uses_20250919", value)
+            };
+            ContextManagement {
+                edits: [Edit {
+                    kind,
                     trigger: InputTokens {
                         kind: "input_tokens",
                         value,
                     },
                 }],
-            }),
+            }
+        }),
         stream: request.response_mode == ResponseMode::Streaming,
     };
     // Only string-keyed maps and plain values are serialized, so this cannot fail in practice;

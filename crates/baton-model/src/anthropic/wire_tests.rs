@@ -398,3 +398,45 @@ fn effect_is_not_sent() {
     assert!(!text.contains("read_only"));
     assert!(!text.contains("mutating"));
 }
+
+#[test]
+fn provider_compaction_is_compact_where_the_model_has_it_and_tool_clearing_elsewhere() {
+    let edit = |model: &str, at: u64| {
+        let mut request = sample(ResponseMode::Whole);
+        request.model = model.into();
+        request.provider_compaction_at = Some(at);
+        body_json(&request)["context_management"]["edits"][0].clone()
+    };
+    assert_eq!(
+        edit("claude-opus-4-6", 160_000),
+        json!({"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 160000}})
+    );
+    // Anthropic's smallest trigger is 50,000 input tokens.
+    assert_eq!(
+        edit("claude-sonnet-4-6-20260301", 20_000)["trigger"]["value"],
+        50_000
+    );
+    assert_eq!(
+        edit("claude-sonnet-4-5", 20_000),
+        json!({"type": "clear_tool_uses_20250919", "trigger": {"type": "input_tokens", "value": 20000}})
+    );
+    assert!(server_compaction("anthropic/claude-opus-4-7"));
+    assert!(!server_compaction("claude-opus-4-5"));
+}
+
+#[test]
+fn a_compaction_block_goes_back_first_and_exactly() {
+    let mut request = sample(ResponseMode::Whole);
+    if let Message::Assistant(assistant) = &mut request.messages[2] {
+        assistant.reasoning = vec![Reasoning::Compaction {
+            content: Some("Summary: \"quoted\"\nnext".into()),
+            encrypted_content: Some("opaque==".into()),
+        }];
+    }
+    let body = body_json(&request);
+    assert_eq!(
+        body["messages"][1]["content"][0],
+        json!({"type": "compaction", "content": "Summary: \"quoted\"\nnext", "encrypted_content": "opaque=="})
+    );
+    assert_eq!(body["messages"][1]["content"][1]["type"], "text");
+}

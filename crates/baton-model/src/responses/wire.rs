@@ -26,6 +26,9 @@ struct ResponsesRequest<'a> {
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning: Option<WireReasoning<'a>>,
+    /// `verbosity` (GPT-5 family), when configured; absent, the server's default (`medium`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<WireText>,
     /// Server-side compaction once the input passes the threshold.
     #[serde(skip_serializing_if = "Option::is_none")]
     context_management: Option<[ContextManagement; 1]>,
@@ -42,6 +45,11 @@ struct ContextManagement {
     #[serde(rename = "type")]
     kind: &'static str,
     compact_threshold: u64,
+}
+
+#[derive(Serialize)]
+struct WireText {
+    verbosity: &'static str,
 }
 
 #[derive(Serialize)]
@@ -257,6 +265,9 @@ pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
                 summary: "auto",
             },
         ),
+        text: request.reasoning.verbosity.map(|v| WireText {
+            verbosity: v.as_str(),
+        }),
         context_management: request.provider_compaction_at.map(|threshold| {
             [ContextManagement {
                 kind: "compaction",
