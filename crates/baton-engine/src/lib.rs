@@ -12,14 +12,13 @@ mod error;
 mod failure;
 mod governance;
 mod journal;
-mod memory_search;
-mod memory_tools;
 mod parallel;
 mod persistence;
 mod run_loop;
 mod snapshots;
 mod stop;
 mod tasks;
+mod tools;
 
 pub use api::{EngineParts, Fanout, RunObserver, RunOutcome, SettingsOverride, StartRun};
 pub use error::EngineError;

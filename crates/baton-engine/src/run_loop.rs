@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use baton_context::metrics::{prefix_stability, prompt_bytes};
 use baton_context::tokens::TokenCounter;
-use baton_context::{
-    SYSTEM_PROMPT, assemble_with_report, memory_tool_specs, request_digest, submit_plan_spec,
-};
+use baton_context::{SYSTEM_PROMPT, assemble_with_report, request_digest};
 use baton_core::Planning;
 use baton_core::ending::FINISH_WHILE_PLANNING;
 use baton_core::governance::LoopPattern;
@@ -22,7 +20,7 @@ use baton_core::{
 };
 use baton_model::{ModelError, RetrySchedule, StreamDelta, StreamObserver};
 use baton_store::{Holder, NewRun};
-use baton_tools::{ToolContext, Workspace};
+use baton_tools::{Outbox, RunAccess, ToolContext, ToolRegistry, Workspace};
 
 use crate::EngineError;
 use crate::api::{
@@ -31,7 +29,6 @@ use crate::api::{
 };
 use crate::failure::pause_for_failure;
 use crate::journal::Journal;
-use crate::memory_tools::MemoryTools;
 
 /// Where a started run's lease comes from.
 enum StartAs {
@@ -45,7 +42,9 @@ pub struct Engine {
     pub(crate) parts: EngineParts,
     pub(crate) redactor: Redactor,
     pub(crate) counter: TokenCounter,
-    pub(crate) memory: MemoryTools,
+    /// Every tool of a run, in the order they are offered: the parts' tools, then the run's
+    /// own (memory, `submit_plan`). One registry, one dispatch path.
+    pub(crate) tools: ToolRegistry,
     pub(crate) snapshots: crate::snapshots::SnapshotHook,
     pub(crate) persistence: Option<std::sync::Arc<dyn crate::WorkspacePersistence>>,
 }
@@ -64,11 +63,12 @@ const MAX_PROJECT_INSTRUCTIONS: usize = 32 * 1024;
 impl Engine {
     pub fn new(parts: EngineParts) -> Engine {
         let redactor = Redactor::new(parts.secrets.clone());
+        let tools = crate::tools::with_run_tools(&parts.tools);
         Engine {
             parts,
             redactor,
             counter: TokenCounter::default(),
-            memory: MemoryTools::default(),
+            tools,
             snapshots: Default::default(),
             persistence: None,
         }
@@ -164,14 +164,16 @@ impl Engine {
             workspace: root,
             system_prompt: SYSTEM_PROMPT.to_string(),
             project_instructions: read_project_instructions(workspace.root()),
-            tools: {
-                let mut tools = self.parts.tools.specs();
-                tools.extend(memory_tool_specs());
-                if request.settings.tasks.planning != Planning::None {
-                    tools.push(submit_plan_spec());
-                }
-                tools
-            },
+            // `submit_plan` only for a run that plans.
+            tools: self
+                .tools
+                .specs()
+                .into_iter()
+                .filter(|spec| {
+                    spec.name != SUBMIT_PLAN_TOOL
+                        || request.settings.tasks.planning != Planning::None
+                })
+                .collect(),
             settings: request.settings,
         };
         let mut recorded = journal.record(started).await;
@@ -639,39 +641,48 @@ impl Engine {
             .clone()
             .ok_or_else(|| EngineError::Internal("no settings".into()))?;
         let planning = journal.state().is_planning();
-        let ctx = ToolContext {
-            workspace: workspace.clone(),
-            // The shell tool caps per-call timeouts at an hour; the default is held to the same bound.
-            shell_timeout: Duration::from_secs(settings.limits.shell_timeout_secs.min(3600)),
-            secret_env_vars: self.parts.secret_env_vars.clone(),
-            // A planning run explores; its commands cannot change the workspace.
-            exec: if planning {
-                self.parts.exec.read_only()
-            } else {
-                self.parts.exec.clone()
-            },
-        };
         let started = Instant::now();
-        let execution = async {
-            if call.name == SUBMIT_PLAN_TOOL {
-                return self.submit_plan(journal, call).await;
-            }
-            if planning && let Some(refusal) = self.refused_while_planning(call) {
-                return Ok(refusal);
-            }
-            Ok(
-                match self.memory.execute(self, journal, workspace, call).await {
-                    Some(result) => result,
-                    None => self.parts.tools.execute(&ctx, call).await,
+        let outbox = Outbox::default();
+        let outcome = {
+            let run_journal = crate::tools::RunJournal {
+                store: self.parts.store.as_ref(),
+                run_id: journal.run_id(),
+            };
+            let ctx = ToolContext {
+                workspace: workspace.clone(),
+                // The shell tool caps per-call timeouts at an hour; the default is held to the
+                // same bound.
+                shell_timeout: Duration::from_secs(settings.limits.shell_timeout_secs.min(3600)),
+                secret_env_vars: self.parts.secret_env_vars.clone(),
+                // A planning run explores; its commands cannot change the workspace.
+                exec: if planning {
+                    self.parts.exec.read_only()
+                } else {
+                    self.parts.exec.clone()
                 },
-            )
+                run: Some(RunAccess {
+                    state: journal.state(),
+                    journal: &run_journal,
+                    outbox: &outbox,
+                }),
+            };
+            let execution = async {
+                if planning && let Some(refusal) = self.refused_while_planning(call) {
+                    return refusal;
+                }
+                self.tools.execute(&ctx, call).await
+            };
+            self.parts.stop.race(execution).await
         };
-        let Some(result) = self.parts.stop.race(execution).await else {
+        let Some(mut result) = outcome else {
             // Abandoned (the tool's process group is killed on drop): resume treats the call as
-            // interrupted.
+            // interrupted, and what the tool wanted journaled is dropped with it.
             return Ok(());
         };
-        let mut result = result?;
+        // What the tool changed in the run (an accepted plan) is journaled before its result.
+        for event in outbox.take() {
+            journal.record(event).await?;
+        }
         result.content = self.redactor.redact(&result.content);
         journal
             .record(Event::ToolCallFinished {
@@ -681,7 +692,7 @@ impl Engine {
                 duration_ms: elapsed_ms(started),
             })
             .await?;
-        if self.parts.tools.effect_of(&call.name) == Some(ToolEffect::Mutating) {
+        if self.tools.effect_of(&call.name) == Some(ToolEffect::Mutating) {
             let seq = journal.state().next_seq - 1;
             self.persist_after(journal.run_id(), seq, workspace.root())
                 .await;
@@ -707,7 +718,7 @@ impl Engine {
         if call.name == FINISH_TOOL {
             return Some(ToolResult::error(FINISH_WHILE_PLANNING));
         }
-        let effect = self.parts.tools.effect_of(&call.name);
+        let effect = self.tools.effect_of(&call.name);
         let offered = effect.is_none_or(|effect| offered_while_planning(&call.name, effect));
         (!offered).then(|| {
             ToolResult::error(format!(

@@ -63,11 +63,11 @@ impl Engine {
         let Some(reason) = snapshot_due(
             journal.state(),
             action,
-            |name| self.parts.tools.effect_of(name),
+            |name| self.tools.effect_of(name),
             |call| {
                 self.is_risky(call)
                     || (in_risky_task(journal.state())
-                        && self.parts.tools.effect_of(&call.name) == Some(ToolEffect::Mutating))
+                        && self.tools.effect_of(&call.name) == Some(ToolEffect::Mutating))
             },
         ) else {
             return Ok(());

@@ -6,8 +6,8 @@
 use std::time::{Duration, Instant};
 
 use baton_core::board::{BoardOutcome, TaskAction};
-use baton_core::task::{PlanFile, PlanSource, SnapshotReason};
-use baton_core::{Event, OnTaskFailure, PauseReason, ToolCall, ToolOutcome, ToolResult};
+use baton_core::task::{PlanSource, SnapshotReason};
+use baton_core::{Event, OnTaskFailure, PauseReason, ToolOutcome};
 use baton_tools::{Tool, ToolContext, Workspace};
 
 use crate::EngineError;
@@ -227,6 +227,7 @@ impl Engine {
             shell_timeout: Duration::from_secs(timeout_secs),
             secret_env_vars: self.parts.secret_env_vars.clone(),
             exec: self.parts.exec.clone(),
+            run: None,
         };
         let arguments = serde_json::json!({ "command": command }).to_string();
         let started = Instant::now();
@@ -266,41 +267,6 @@ impl Engine {
         journal
             .record(Event::RollbackFinished { task, snapshot })
             .await
-    }
-
-    /// Serves `submit_plan`: validates the plan and journals it (while the call is in flight,
-    /// so a crash before the result is recorded finds the plan already set and does not set it
-    /// twice). Invalid plans go back to the model with the problem named.
-    pub(crate) async fn submit_plan(
-        &self,
-        journal: &mut Journal,
-        call: &ToolCall,
-    ) -> Result<ToolResult, EngineError> {
-        if let Some(board) = &journal.state().board {
-            return Ok(ToolResult::success(format!(
-                "The plan is set ({} tasks); work on the tasks starts now.",
-                board.tasks.len()
-            )));
-        }
-        let plan = match PlanFile::from_json(&call.arguments).and_then(PlanFile::validate) {
-            Ok(plan) => plan,
-            Err(e) => {
-                return Ok(ToolResult::error(format!(
-                    "the plan was not accepted: {e}. Fix it and call submit_plan again."
-                )));
-            }
-        };
-        let count = plan.tasks.len();
-        journal
-            .record(Event::PlanSet {
-                source: PlanSource::Planner,
-                tasks: plan.tasks,
-                final_check: plan.final_check,
-            })
-            .await?;
-        Ok(ToolResult::success(format!(
-            "Plan accepted: {count} tasks. Each task is now worked on in a fresh context."
-        )))
     }
 }
 

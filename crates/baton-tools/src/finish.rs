@@ -1,14 +1,14 @@
 //! `finish`: the model's way to say the goal is done.
 
-use crate::args::{parse_args, spec_for};
-use crate::{Tool, ToolContext};
+use crate::{ToolContext, TypedTool};
 use async_trait::async_trait;
-use baton_core::{FINISH_TOOL, ToolEffect, ToolResult, ToolSpec};
+use baton_core::{FINISH_TOOL, ToolEffect, ToolResult};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 #[derive(Deserialize, JsonSchema)]
-struct FinishArgs {
+/// The arguments the model sends.
+pub struct FinishArgs {
     /// What was done and how it was verified (commands run, tests passing), plus anything left
     /// open. This is the final report of the run.
     summary: String,
@@ -19,21 +19,18 @@ struct FinishArgs {
 pub struct Finish;
 
 #[async_trait]
-impl Tool for Finish {
-    fn spec(&self) -> ToolSpec {
-        spec_for::<FinishArgs>(
-            FINISH_TOOL,
-            "Call this once the goal is fully done and verified, to end the run. Do not call it \
-             while work remains or checks fail.",
-            ToolEffect::ReadOnly,
-        )
+impl TypedTool for Finish {
+    type Args = FinishArgs;
+    const NAME: &'static str = FINISH_TOOL;
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "Call this once the goal is fully done and verified, to end the run. Do not call it \
+             while work remains or checks fail."
+            .into()
     }
 
-    async fn call(&self, _ctx: &ToolContext, arguments: &str) -> ToolResult {
-        let args: FinishArgs = match parse_args(FINISH_TOOL, arguments) {
-            Ok(args) => args,
-            Err(result) => return result,
-        };
+    async fn run(&self, _ctx: &ToolContext<'_>, args: FinishArgs) -> ToolResult {
         let summary = args.summary.trim();
         if summary.is_empty() {
             return ToolResult::error(
@@ -48,6 +45,7 @@ impl Tool for Finish {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::Workspace;
     use baton_core::ToolOutcome;
     use std::time::Duration;
@@ -60,6 +58,7 @@ mod tests {
             shell_timeout: Duration::from_secs(1),
             secret_env_vars: vec![],
             exec: crate::ExecEnv::unconfined(),
+            run: None,
         };
         let r = Finish
             .call(&ctx, r#"{"summary": "Built it; cargo test passes."}"#)

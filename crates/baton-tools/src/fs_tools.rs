@@ -1,11 +1,11 @@
 //! `write_file` and `edit_file`: workspace-confined file changes.
 
-use crate::args::{parse_args, run_blocking, spec_for};
+use crate::args::run_blocking;
 use crate::output::group_thousands;
 use crate::path::{Access, Workspace};
-use crate::{Tool, ToolContext};
+use crate::{ToolContext, TypedTool};
 use async_trait::async_trait;
-use baton_core::{ToolEffect, ToolResult, ToolSpec};
+use baton_core::{ToolEffect, ToolResult};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::fs;
@@ -19,7 +19,8 @@ pub const WRITE_FILE: &str = "write_file";
 pub const EDIT_FILE: &str = "edit_file";
 
 #[derive(Deserialize, JsonSchema)]
-struct WriteFileArgs {
+/// The arguments the model sends.
+pub struct WriteFileArgs {
     /// Path of the file, relative to the workspace root. Missing parent directories are created.
     path: String,
     /// The complete new content of the file. It replaces any existing content.
@@ -27,7 +28,8 @@ struct WriteFileArgs {
 }
 
 #[derive(Deserialize, JsonSchema)]
-struct EditFileArgs {
+/// The arguments the model sends.
+pub struct EditFileArgs {
     /// Path of the file to edit, relative to the workspace root.
     path: String,
     /// Exact text to replace, including whitespace and indentation. It must occur exactly once
@@ -44,43 +46,37 @@ pub struct WriteFile;
 pub struct EditFile;
 
 #[async_trait]
-impl Tool for WriteFile {
-    fn spec(&self) -> ToolSpec {
-        spec_for::<WriteFileArgs>(
-            WRITE_FILE,
-            "Create a file or replace its whole content. Parent directories are created as \
-             needed. To change part of an existing file, prefer edit_file.",
-            ToolEffect::Mutating,
-        )
+impl TypedTool for WriteFile {
+    type Args = WriteFileArgs;
+    const NAME: &'static str = WRITE_FILE;
+    const EFFECT: ToolEffect = ToolEffect::Mutating;
+
+    fn description(&self) -> String {
+        "Create a file or replace its whole content. Parent directories are created as \
+             needed. To change part of an existing file, prefer edit_file."
+            .into()
     }
 
-    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult {
-        let args: WriteFileArgs = match parse_args(WRITE_FILE, arguments) {
-            Ok(args) => args,
-            Err(result) => return result,
-        };
+    async fn run(&self, ctx: &ToolContext<'_>, args: WriteFileArgs) -> ToolResult {
         let ws = ctx.workspace.clone();
         run_blocking(move || write_file(&ws, &args)).await
     }
 }
 
 #[async_trait]
-impl Tool for EditFile {
-    fn spec(&self) -> ToolSpec {
-        spec_for::<EditFileArgs>(
-            EDIT_FILE,
-            "Replace exactly one occurrence of old_string with new_string in a file. old_string \
+impl TypedTool for EditFile {
+    type Args = EditFileArgs;
+    const NAME: &'static str = EDIT_FILE;
+    const EFFECT: ToolEffect = ToolEffect::Mutating;
+
+    fn description(&self) -> String {
+        "Replace exactly one occurrence of old_string with new_string in a file. old_string \
              must match the file exactly (whitespace and indentation included, without the line \
-             number prefixes read_file shows) and must be unique in the file.",
-            ToolEffect::Mutating,
-        )
+             number prefixes read_file shows) and must be unique in the file."
+            .into()
     }
 
-    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult {
-        let args: EditFileArgs = match parse_args(EDIT_FILE, arguments) {
-            Ok(args) => args,
-            Err(result) => return result,
-        };
+    async fn run(&self, ctx: &ToolContext<'_>, args: EditFileArgs) -> ToolResult {
         let ws = ctx.workspace.clone();
         run_blocking(move || edit_file(&ws, &args)).await
     }

@@ -1,12 +1,12 @@
 //! `grep`: regex search over workspace files with ripgrep's engine.
 
-use crate::args::{parse_args, run_blocking, spec_for};
+use crate::args::run_blocking;
 use crate::list::{PathGlob, walk};
 use crate::output::{group_thousands, truncate_at_char};
 use crate::path::{Access, Workspace};
-use crate::{Tool, ToolContext};
+use crate::{ToolContext, TypedTool};
 use async_trait::async_trait;
-use baton_core::{ToolEffect, ToolResult, ToolSpec};
+use baton_core::{ToolEffect, ToolResult};
 use grep::regex::{RegexMatcher, RegexMatcherBuilder};
 use grep::searcher::{BinaryDetection, Searcher, SearcherBuilder, sinks::Lossy};
 use schemars::JsonSchema;
@@ -24,7 +24,8 @@ const LINE_CAP: usize = 400;
 const COUNT_LIMIT: u64 = 100_000;
 
 #[derive(Deserialize, JsonSchema)]
-struct GrepArgs {
+/// The arguments the model sends.
+pub struct GrepArgs {
     /// Regular expression to search for (ripgrep / Rust regex syntax). Escape special characters
     /// such as ( [ . * + ? to match them literally. Matching is line by line.
     pattern: String,
@@ -46,22 +47,19 @@ struct GrepArgs {
 pub struct Grep;
 
 #[async_trait]
-impl Tool for Grep {
-    fn spec(&self) -> ToolSpec {
-        spec_for::<GrepArgs>(
-            GREP,
-            "Search file contents with a regular expression. Prints one line per match as \
+impl TypedTool for Grep {
+    type Args = GrepArgs;
+    const NAME: &'static str = GREP;
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "Search file contents with a regular expression. Prints one line per match as \
              'path:line: text', sorted by path. Files ignored by .gitignore or .ignore and \
-             binary files are skipped.",
-            ToolEffect::ReadOnly,
-        )
+             binary files are skipped."
+            .into()
     }
 
-    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult {
-        let args: GrepArgs = match parse_args(GREP, arguments) {
-            Ok(args) => args,
-            Err(result) => return result,
-        };
+    async fn run(&self, ctx: &ToolContext<'_>, args: GrepArgs) -> ToolResult {
         let ws = ctx.workspace.clone();
         run_blocking(move || grep(&ws, &args)).await
     }
@@ -219,6 +217,7 @@ fn grep(ws: &Workspace, args: &GrepArgs) -> ToolResult {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::test_support::ctx;
     use baton_core::ToolOutcome;
     use std::fs;
@@ -240,7 +239,7 @@ mod tests {
         fs::write(root.join(".gitignore"), "target/\n").unwrap();
     }
 
-    async fn grep(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
+    async fn grep(ctx: &ToolContext<'_>, args: serde_json::Value) -> ToolResult {
         Grep.call(ctx, &args.to_string()).await
     }
 

@@ -1,11 +1,11 @@
 //! `list_dir`: a gitignore-aware, deterministic listing of workspace files.
 
-use crate::args::{parse_args, run_blocking, spec_for};
+use crate::args::run_blocking;
 use crate::output::group_thousands;
 use crate::path::{Access, Workspace};
-use crate::{Tool, ToolContext};
+use crate::{ToolContext, TypedTool};
 use async_trait::async_trait;
-use baton_core::{ToolEffect, ToolResult, ToolSpec};
+use baton_core::{ToolEffect, ToolResult};
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::{DirEntry, WalkBuilder};
 use schemars::JsonSchema;
@@ -21,7 +21,8 @@ const MAX_ENTRIES: usize = 5000;
 const COUNT_LIMIT: usize = 100_000;
 
 #[derive(Deserialize, JsonSchema)]
-struct ListDirArgs {
+/// The arguments the model sends.
+pub struct ListDirArgs {
     /// Directory to list, relative to the workspace root. Defaults to the workspace root.
     path: Option<String>,
     /// Glob that entries must match, relative to `path`, e.g. "src/**/*.rs". `*` does not cross
@@ -41,22 +42,19 @@ struct ListDirArgs {
 pub struct ListDir;
 
 #[async_trait]
-impl Tool for ListDir {
-    fn spec(&self) -> ToolSpec {
-        spec_for::<ListDirArgs>(
-            LIST_DIR,
-            "List files and directories recursively, sorted by path, directories ending in '/'. \
+impl TypedTool for ListDir {
+    type Args = ListDirArgs;
+    const NAME: &'static str = LIST_DIR;
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "List files and directories recursively, sorted by path, directories ending in '/'. \
              Paths are shown relative to the workspace root. Files ignored by .gitignore or \
-             .ignore, and the .git directory, are left out.",
-            ToolEffect::ReadOnly,
-        )
+             .ignore, and the .git directory, are left out."
+            .into()
     }
 
-    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult {
-        let args: ListDirArgs = match parse_args(LIST_DIR, arguments) {
-            Ok(args) => args,
-            Err(result) => return result,
-        };
+    async fn run(&self, ctx: &ToolContext<'_>, args: ListDirArgs) -> ToolResult {
         let ws = ctx.workspace.clone();
         run_blocking(move || list_dir(&ws, &args)).await
     }
@@ -256,6 +254,7 @@ fn list_dir(ws: &Workspace, args: &ListDirArgs) -> ToolResult {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::test_support::ctx;
     use baton_core::ToolOutcome;
     use std::fs;
@@ -282,7 +281,7 @@ mod tests {
         fs::write(root.join(".gitignore"), "target/\n*.log\n").unwrap();
     }
 
-    async fn list(ctx: &ToolContext, args: serde_json::Value) -> ToolResult {
+    async fn list(ctx: &ToolContext<'_>, args: serde_json::Value) -> ToolResult {
         ListDir.call(ctx, &args.to_string()).await
     }
 
@@ -387,6 +386,7 @@ mod tests {
             shell_timeout: Duration::from_secs(10),
             secret_env_vars: vec![],
             exec: crate::ExecEnv::unconfined(),
+            run: None,
         };
         let r = list(&ctx, serde_json::json!({"path": "src"})).await;
         assert_eq!(r.content, "src/a.rs\n");

@@ -1,12 +1,12 @@
 //! `read_file`: numbered, range-addressable, size-capped reading of workspace files.
 
-use crate::args::{parse_args, run_blocking, spec_for};
+use crate::args::run_blocking;
 use crate::fs_tools::check_existing_file;
 use crate::output::{group_thousands, trim_partial_char_end};
 use crate::path::{Access, Workspace};
-use crate::{Tool, ToolContext};
+use crate::{ToolContext, TypedTool};
 use async_trait::async_trait;
-use baton_core::{ToolEffect, ToolResult, ToolSpec};
+use baton_core::{ToolEffect, ToolResult};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::fs::File;
@@ -20,7 +20,8 @@ const READ_LINE_CAP: usize = 8 * 1024;
 pub const READ_FILE: &str = "read_file";
 
 #[derive(Deserialize, JsonSchema)]
-struct ReadFileArgs {
+/// The arguments the model sends.
+pub struct ReadFileArgs {
     /// Path of the file, relative to the workspace root (for example "src/main.rs").
     path: String,
     /// First line to show, counting from 1. Defaults to 1.
@@ -35,22 +36,19 @@ struct ReadFileArgs {
 pub struct ReadFile;
 
 #[async_trait]
-impl Tool for ReadFile {
-    fn spec(&self) -> ToolSpec {
-        spec_for::<ReadFileArgs>(
-            READ_FILE,
-            "Read a file of the workspace. Lines are prefixed with their line number (the number \
+impl TypedTool for ReadFile {
+    type Args = ReadFileArgs;
+    const NAME: &'static str = READ_FILE;
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "Read a file of the workspace. Lines are prefixed with their line number (the number \
              and a tab are not part of the file). Large files are cut at about 100 KB; use \
-             start_line/end_line to read a specific range.",
-            ToolEffect::ReadOnly,
-        )
+             start_line/end_line to read a specific range."
+            .into()
     }
 
-    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult {
-        let args: ReadFileArgs = match parse_args(READ_FILE, arguments) {
-            Ok(args) => args,
-            Err(result) => return result,
-        };
+    async fn run(&self, ctx: &ToolContext<'_>, args: ReadFileArgs) -> ToolResult {
         let ws = ctx.workspace.clone();
         run_blocking(move || read_file(&ws, &args)).await
     }
@@ -213,6 +211,7 @@ fn read_line_capped(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::test_support::{call, ctx};
     use baton_core::ToolOutcome;
     use std::fs;

@@ -88,7 +88,7 @@ impl ToolRegistry {
 
     /// Runs `call`. Never fails: an unknown tool or unusable arguments are error results the
     /// model reads and can correct.
-    pub async fn execute(&self, ctx: &ToolContext, call: &ToolCall) -> ToolResult {
+    pub async fn execute(&self, ctx: &ToolContext<'_>, call: &ToolCall) -> ToolResult {
         let Some(entry) = self.find(&call.name) else {
             return ToolResult::error(format!(
                 "unknown tool '{}'; the available tools are: {}",

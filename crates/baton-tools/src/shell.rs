@@ -1,11 +1,10 @@
 //! `shell`: runs a command in the workspace with a timeout, a scrubbed environment and bounded
 //! output capture.
 
-use crate::args::{parse_args, spec_for};
 use crate::output::CappedBuffer;
-use crate::{Tool, ToolContext};
+use crate::{ToolContext, TypedTool};
 use async_trait::async_trait;
-use baton_core::{ToolEffect, ToolOutcome, ToolResult, ToolSpec};
+use baton_core::{ToolEffect, ToolOutcome, ToolResult};
 use baton_sandbox::policy::{Action, AskBehaviour};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -29,7 +28,8 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 const SECRET_MARKERS: [&str; 4] = ["KEY", "TOKEN", "SECRET", "PASSWORD"];
 
 #[derive(Deserialize, JsonSchema)]
-struct ShellArgs {
+/// The arguments the model sends.
+pub struct ShellArgs {
     /// Command line, run with `sh -c` in the workspace root.
     command: String,
     /// Seconds before the command and everything it started are killed. Defaults to the run's
@@ -42,26 +42,23 @@ struct ShellArgs {
 pub struct Shell;
 
 #[async_trait]
-impl Tool for Shell {
-    fn spec(&self) -> ToolSpec {
-        spec_for::<ShellArgs>(
-            SHELL,
-            "Run a shell command (sh -c) in the workspace root and return its exit code, stdout \
+impl TypedTool for Shell {
+    type Args = ShellArgs;
+    const NAME: &'static str = SHELL;
+    const EFFECT: ToolEffect = ToolEffect::Mutating;
+
+    fn description(&self) -> String {
+        "Run a shell command (sh -c) in the workspace root and return its exit code, stdout \
              and stderr. stdin is empty, so interactive prompts fail; pass flags like --yes. \
              Long output keeps its beginning and end. The command runs in a sandbox: only the \
              workspace and $TMPDIR are writable, there is no network unless the user allowed \
              it, and resource limits apply. The command and all processes it started are \
              killed at the timeout, and background processes end when the command does. Some \
-             commands are refused by the execution policy.",
-            ToolEffect::Mutating,
-        )
+             commands are refused by the execution policy."
+            .into()
     }
 
-    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult {
-        let args: ShellArgs = match parse_args(SHELL, arguments) {
-            Ok(args) => args,
-            Err(result) => return result,
-        };
+    async fn run(&self, ctx: &ToolContext<'_>, args: ShellArgs) -> ToolResult {
         if args.command.trim().is_empty() {
             return ToolResult::error("command is empty; give a shell command line to run");
         }
@@ -146,7 +143,7 @@ pub fn without_secrets(
 /// allowlist) as its environment. The environment is a parameter so tests can check the
 /// scrubbing without mutating the test process's own.
 async fn run(
-    ctx: &ToolContext,
+    ctx: &ToolContext<'_>,
     command_line: &str,
     timeout: Duration,
     env: Vec<(OsString, OsString)>,
@@ -330,22 +327,24 @@ fn render(
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::Workspace;
     use rustix::process::{Pid, Signal};
     use std::time::Instant as StdInstant;
 
-    fn ctx() -> (tempfile::TempDir, ToolContext) {
+    fn ctx() -> (tempfile::TempDir, ToolContext<'static>) {
         let dir = tempfile::tempdir().unwrap();
         let ctx = ToolContext {
             workspace: Workspace::new(dir.path()).unwrap(),
             shell_timeout: Duration::from_secs(20),
             secret_env_vars: vec!["PLAIN_CONFIGURED".to_string()],
             exec: crate::ExecEnv::unconfined(),
+            run: None,
         };
         (dir, ctx)
     }
 
-    async fn sh(ctx: &ToolContext, command: &str, timeout_secs: Option<u64>) -> ToolResult {
+    async fn sh(ctx: &ToolContext<'_>, command: &str, timeout_secs: Option<u64>) -> ToolResult {
         let args = serde_json::json!({"command": command, "timeout_secs": timeout_secs});
         Shell.call(ctx, &args.to_string()).await
     }

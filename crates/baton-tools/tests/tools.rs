@@ -8,16 +8,22 @@ use baton_tools::{ToolContext, ToolRegistry, Workspace};
 use std::path::Path;
 use std::time::Duration;
 
-fn context(root: &Path) -> ToolContext {
+fn context(root: &Path) -> ToolContext<'static> {
     ToolContext {
         workspace: Workspace::new(root).unwrap(),
         shell_timeout: Duration::from_secs(30),
         secret_env_vars: vec![],
         exec: baton_tools::ExecEnv::unconfined(),
+        run: None,
     }
 }
 
-async fn call(registry: &ToolRegistry, ctx: &ToolContext, name: &str, args: &str) -> ToolResult {
+async fn call(
+    registry: &ToolRegistry,
+    ctx: &ToolContext<'_>,
+    name: &str,
+    args: &str,
+) -> ToolResult {
     let call = ToolCall {
         id: "call-1".into(),
         name: name.into(),

@@ -1,6 +1,6 @@
 //! A custom tool added to the standard set: `word_count` counts the words of a workspace file.
-//! The tool's argument struct gives its JSON schema (what the model sees); parsing the model's
-//! arguments against it is the framework's `parse_args`.
+//! As a `TypedTool`, its argument struct gives its JSON schema (what the model sees) and the
+//! framework parses the model's arguments into it; an unusable argument is an error result.
 //!
 //! `cargo run -p baton --example custom_tool` — a stand-in model writes a file, counts its
 //! words with the new tool and finishes; the example checks the count reached the model.
@@ -9,8 +9,8 @@ mod common;
 
 use std::sync::Arc;
 
-use baton::core::{ToolEffect, ToolResult, ToolSpec};
-use baton::tools::{Tool, ToolContext, ToolRegistry, parse_args, spec_for};
+use baton::core::{ToolEffect, ToolResult};
+use baton::tools::{ToolContext, ToolRegistry, TypedTool};
 use baton::{RunOutcome, Runtime};
 use serde_json::json;
 
@@ -24,20 +24,16 @@ struct WordCountArgs {
 struct WordCount;
 
 #[async_trait::async_trait]
-impl Tool for WordCount {
-    fn spec(&self) -> ToolSpec {
-        spec_for::<WordCountArgs>(
-            "word_count",
-            "Count the words of a text file in the workspace.",
-            ToolEffect::ReadOnly,
-        )
+impl TypedTool for WordCount {
+    type Args = WordCountArgs;
+    const NAME: &'static str = "word_count";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "Count the words of a text file in the workspace.".into()
     }
 
-    async fn call(&self, ctx: &ToolContext, arguments: &str) -> ToolResult {
-        let args: WordCountArgs = match parse_args("word_count", arguments) {
-            Ok(args) => args,
-            Err(result) => return result,
-        };
+    async fn run(&self, ctx: &ToolContext<'_>, args: WordCountArgs) -> ToolResult {
         let path = match ctx
             .workspace
             .resolve(&args.path, baton::tools::Access::Read)

@@ -1,18 +1,13 @@
-//! The memory tools, served from the run itself: `update_plan` and `remember` (validated here,
-//! applied by the reducer from the journaled call), `recall` (exact journaled content by
-//! handle) and `search_memory` (keyword search over the run's history and the workspace).
+//! `recall`: earlier content of the run, exactly, by its handle (`shell#42`), in pages.
 
+use async_trait::async_trait;
 use baton_core::handle::{MODEL_KIND, NOTE_KIND, SUMMARY_KIND, parse_handle};
-use baton_core::memory::{
-    PlanStatus, RECALL_TOOL, REMEMBER_TOOL, SEARCH_MEMORY_TOOL, UPDATE_PLAN_TOOL,
-    parse_plan_update, parse_remember,
-};
-use baton_core::{Event, EventRecord, ToolCall, ToolResult};
-use baton_tools::Workspace;
+use baton_core::memory::RECALL_TOOL;
+use baton_core::{Event, EventRecord, ToolResult, ToolSpec};
+use baton_tools::{JournalReader, Tool, ToolContext};
 use serde::Deserialize;
 
-use crate::journal::Journal;
-use crate::run_loop::Engine;
+use super::{run_of, spec_named};
 
 /// Lines per `recall` page unless the model asks otherwise.
 const RECALL_PAGE_LINES: usize = 400;
@@ -21,50 +16,19 @@ const RECALL_PAGE_BYTES: usize = 64 * 1024;
 /// How far back from a tool result `recall` looks for the call that produced it.
 const CALL_LOOKBACK: u64 = 64;
 
-#[derive(Default)]
-pub(crate) struct MemoryTools {
-    search: crate::memory_search::MemorySearch,
-}
+pub(crate) struct Recall;
 
-impl MemoryTools {
-    /// Runs `call` if it is a memory tool; `None` for every other tool.
-    pub(crate) async fn execute(
-        &self,
-        engine: &Engine,
-        journal: &Journal,
-        workspace: &Workspace,
-        call: &ToolCall,
-    ) -> Option<ToolResult> {
-        let state = journal.state();
-        Some(match call.name.as_str() {
-            UPDATE_PLAN_TOOL => match parse_plan_update(&call.arguments) {
-                Ok(plan) => {
-                    let count = |status| plan.iter().filter(|i| i.status == status).count();
-                    ToolResult::success(format!(
-                        "Plan updated: {} steps ({} done, {} in progress, {} pending).",
-                        plan.len(),
-                        count(PlanStatus::Done),
-                        count(PlanStatus::InProgress),
-                        count(PlanStatus::Pending)
-                    ))
-                }
-                Err(e) => ToolResult::error(e),
-            },
-            REMEMBER_TOOL => match parse_remember(&call.arguments, &state.facts) {
-                Ok(update) => ToolResult::success(match update.replaces {
-                    Some(i) => format!("Fact {} replaced.", i + 1),
-                    None => format!("Recorded as fact {}.", state.facts.len() + 1),
-                }),
-                Err(e) => ToolResult::error(e),
-            },
-            RECALL_TOOL => recall(engine, journal, &call.arguments).await,
-            SEARCH_MEMORY_TOOL => {
-                self.search
-                    .search(engine, journal, workspace, &call.arguments)
-                    .await
-            }
-            _ => return None,
-        })
+#[async_trait]
+impl Tool for Recall {
+    fn spec(&self) -> ToolSpec {
+        spec_named(RECALL_TOOL)
+    }
+
+    async fn call(&self, ctx: &ToolContext<'_>, arguments: &str) -> ToolResult {
+        match run_of(ctx, RECALL_TOOL) {
+            Ok(run) => recall(run.journal, arguments).await,
+            Err(result) => result,
+        }
     }
 }
 
@@ -78,7 +42,7 @@ struct RecallArgs {
     limit: Option<usize>,
 }
 
-async fn recall(engine: &Engine, journal: &Journal, arguments: &str) -> ToolResult {
+async fn recall(journal: &dyn JournalReader, arguments: &str) -> ToolResult {
     let args: RecallArgs = match serde_json::from_str(arguments) {
         Ok(args) => args,
         Err(e) => {
@@ -93,9 +57,7 @@ async fn recall(engine: &Engine, journal: &Journal, arguments: &str) -> ToolResu
             args.handle
         ));
     };
-    let store = &engine.parts.store;
-    let run_id = journal.run_id();
-    let event = match store.read_events(run_id, seq, 1).await {
+    let event = match journal.read(seq, 1).await {
         Ok(events) => events.into_iter().next(),
         Err(e) => return ToolResult::error(format!("could not read the journal: {e}")),
     };
@@ -107,10 +69,7 @@ async fn recall(engine: &Engine, journal: &Journal, arguments: &str) -> ToolResu
         Ok(None) => {
             // A tool result: check the kind against the call that produced it.
             let from = seq.saturating_sub(CALL_LOOKBACK);
-            let earlier = store
-                .read_events(run_id, from, seq - from)
-                .await
-                .unwrap_or_default();
+            let earlier = journal.read(from, seq - from).await.unwrap_or_default();
             match tool_output(&event, &earlier) {
                 Some((name, content)) if name == kind => content,
                 Some((name, _)) => {

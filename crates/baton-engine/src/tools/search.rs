@@ -2,20 +2,21 @@
 //! workspace files. The index is a per-process cache: built on the first search, brought up
 //! to date (new journal events, changed files) before each one, never a source of truth.
 
-use baton_core::ToolResult;
+use async_trait::async_trait;
+use baton_core::memory::SEARCH_MEMORY_TOOL;
+use baton_core::{ToolResult, ToolSpec};
 use baton_memory::{HitSource, MemoryIndex, Scope};
-use baton_tools::Workspace;
+use baton_tools::{Tool, ToolContext};
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use crate::journal::Journal;
-use crate::run_loop::Engine;
+use super::{run_of, spec_named};
 
 const DEFAULT_LIMIT: usize = 10;
 const MAX_LIMIT: usize = 50;
 
 #[derive(Default)]
-pub(crate) struct MemorySearch {
+pub(crate) struct SearchMemory {
     /// The index and the next journal sequence number it has not seen.
     index: Mutex<Option<(MemoryIndex, u64)>>,
 }
@@ -30,14 +31,17 @@ struct SearchArgs {
     limit: Option<usize>,
 }
 
-impl MemorySearch {
-    pub(crate) async fn search(
-        &self,
-        engine: &Engine,
-        journal: &Journal,
-        workspace: &Workspace,
-        arguments: &str,
-    ) -> ToolResult {
+#[async_trait]
+impl Tool for SearchMemory {
+    fn spec(&self) -> ToolSpec {
+        spec_named(SEARCH_MEMORY_TOOL)
+    }
+
+    async fn call(&self, ctx: &ToolContext<'_>, arguments: &str) -> ToolResult {
+        let run = match run_of(ctx, SEARCH_MEMORY_TOOL) {
+            Ok(run) => run,
+            Err(result) => return result,
+        };
         let args: SearchArgs = match serde_json::from_str(arguments) {
             Ok(args) => args,
             Err(e) => {
@@ -67,14 +71,9 @@ impl MemorySearch {
         let Some((index, next_seq)) = guard.as_mut() else {
             return ToolResult::error("the search index is unavailable");
         };
-        let run_id = journal.run_id();
+        let run_id = run.state.run_id.as_ref();
         if scope != Scope::Files {
-            match engine
-                .parts
-                .store
-                .read_events(run_id, *next_seq, u64::MAX)
-                .await
-            {
+            match run.journal.read(*next_seq, u64::MAX).await {
                 Ok(events) => {
                     if let Err(e) = index.index_events(&events).await {
                         return ToolResult::error(format!("cannot index the run's history: {e}"));
@@ -88,7 +87,7 @@ impl MemorySearch {
         }
         let mut notes = String::new();
         if scope != Scope::History {
-            match index.index_workspace(workspace.root()).await {
+            match index.index_workspace(ctx.workspace.root()).await {
                 Ok(report) if report.file_cap_hit => notes.push_str(
                     "\n(note: the workspace has more files than the index takes; some were not searched)",
                 ),
@@ -103,7 +102,7 @@ impl MemorySearch {
         let hits: Vec<_> = hits
             .into_iter()
             .filter(|hit| match &hit.source {
-                HitSource::History { run_id: of, .. } => of == run_id,
+                HitSource::History { run_id: of, .. } => Some(of) == run_id,
                 HitSource::File { .. } => true,
             })
             .collect();
