@@ -1,13 +1,14 @@
-//! Definitions of the memory tools the engine serves from the run itself (not from the
-//! workspace): they are part of the context layer's contract with the model.
+//! The hand-written specs of the tools the engine serves from the run whose arguments are
+//! parsed by baton-core's validators — the same the reducer applies them with (`update_plan`,
+//! `remember`) — or deliberately stricter than their parser (`submit_plan`'s schema asks for
+//! every field; the plan parser accepts gaps so that it can name the missing one). `recall` and
+//! `search_memory` derive theirs from their argument structs (`baton-engine/src/tools`).
 
-use baton_core::memory::{
-    MAX_FACTS, RECALL_TOOL, REMEMBER_TOOL, SEARCH_MEMORY_TOOL, UPDATE_PLAN_TOOL,
-};
+use baton_core::memory::{MAX_FACTS, REMEMBER_TOOL, UPDATE_PLAN_TOOL};
 use baton_core::{ToolEffect, ToolSpec};
 use serde_json::json;
 
-/// The memory tools, in the fixed order they are offered.
+/// `update_plan` and `remember`, in the order they are offered.
 pub fn memory_tool_specs() -> Vec<ToolSpec> {
     vec![
         ToolSpec {
@@ -50,42 +51,6 @@ pub fn memory_tool_specs() -> Vec<ToolSpec> {
                     "replaces": {"type": "integer", "minimum": 1}
                 },
                 "required": ["fact"],
-                "additionalProperties": false
-            }),
-            effect: ToolEffect::ReadOnly,
-        },
-        ToolSpec {
-            name: RECALL_TOOL.into(),
-            description: "Fetch earlier content exactly by its handle, e.g. `shell#42` from a \
-                          placeholder like `[shell#42 output elided: ...]`. Long content comes \
-                          in pages of lines; pass `offset` to continue."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "handle": {"type": "string"},
-                    "offset": {"type": "integer", "minimum": 0, "description": "first line (0-based)"},
-                    "limit": {"type": "integer", "minimum": 1, "description": "lines per page (default 400)"}
-                },
-                "required": ["handle"],
-                "additionalProperties": false
-            }),
-            effect: ToolEffect::ReadOnly,
-        },
-        ToolSpec {
-            name: SEARCH_MEMORY_TOOL.into(),
-            description: "Keyword search (BM25) over this run's history (tool outputs, your \
-                          messages, notes) and the workspace's text files. Returns handles for \
-                          `recall` and file line ranges."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string"},
-                    "scope": {"type": "string", "enum": ["all", "history", "files"]},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50}
-                },
-                "required": ["query"],
                 "additionalProperties": false
             }),
             effect: ToolEffect::ReadOnly,

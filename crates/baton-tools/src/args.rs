@@ -96,6 +96,9 @@ fn simplify_property(prop: &mut Map<String, Value>) {
             prop.insert("type".to_string(), non_null[0].clone());
         }
     }
+    if let Some(Value::Array(values)) = prop.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
     if prop.get("type").and_then(Value::as_str) == Some("integer") {
         prop.remove("format");
     }

@@ -91,10 +91,52 @@ mod tests {
                 "submit_plan"
             ]
         );
-        // The same specs the model was offered before they were tools of the registry.
-        let mut expected = baton_context::memory_tool_specs();
-        expected.push(baton_context::submit_plan_spec());
-        assert_eq!(registry.specs()[7..], expected[..]);
+        // The specs the model was offered when they were hand-written, byte for byte: the
+        // prompt prefix of every run is unchanged.
+        let specs = registry.specs();
+        let mut hand_written = baton_context::memory_tool_specs();
+        hand_written.push(baton_context::submit_plan_spec());
+        assert_eq!(specs[7..9], hand_written[..2]);
+        assert_eq!(specs[11], hand_written[2]);
+        let recall = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "handle": {"type": "string"},
+                "offset": {"type": "integer", "minimum": 0, "description": "first line (0-based)"},
+                "limit": {"type": "integer", "minimum": 1, "description": "lines per page (default 400)"}
+            },
+            "required": ["handle"],
+            "additionalProperties": false
+        });
+        let search = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "scope": {"type": "string", "enum": ["all", "history", "files"]},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50}
+            },
+            "required": ["query"],
+            "additionalProperties": false
+        });
+        for (spec, schema) in [(&specs[9], recall), (&specs[10], search)] {
+            assert_eq!(
+                serde_json::to_string(&spec.parameters).unwrap(),
+                serde_json::to_string(&schema).unwrap(),
+                "{}",
+                spec.name
+            );
+        }
+        assert_eq!(
+            specs[9].description,
+            "Fetch earlier content exactly by its handle, e.g. `shell#42` from a placeholder like \
+             `[shell#42 output elided: ...]`. Long content comes in pages of lines; pass `offset` \
+             to continue."
+        );
+        assert_eq!(
+            specs[10].description,
+            "Keyword search (BM25) over this run's history (tool outputs, your messages, notes) \
+             and the workspace's text files. Returns handles for `recall` and file line ranges."
+        );
         for name in [
             "update_plan",
             "remember",

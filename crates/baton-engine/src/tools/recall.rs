@@ -3,11 +3,12 @@
 use async_trait::async_trait;
 use baton_core::handle::{MODEL_KIND, NOTE_KIND, SUMMARY_KIND, parse_handle};
 use baton_core::memory::RECALL_TOOL;
-use baton_core::{Event, EventRecord, ToolResult, ToolSpec};
-use baton_tools::{JournalReader, Tool, ToolContext};
+use baton_core::{Event, EventRecord, ToolEffect, ToolResult};
+use baton_tools::{JournalReader, ToolContext, TypedTool};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{run_of, spec_named};
+use super::run_of;
 
 /// Lines per `recall` page unless the model asks otherwise.
 const RECALL_PAGE_LINES: usize = 400;
@@ -19,38 +20,41 @@ const CALL_LOOKBACK: u64 = 64;
 pub(crate) struct Recall;
 
 #[async_trait]
-impl Tool for Recall {
-    fn spec(&self) -> ToolSpec {
-        spec_named(RECALL_TOOL)
+impl TypedTool for Recall {
+    type Args = RecallArgs;
+    const NAME: &'static str = RECALL_TOOL;
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "Fetch earlier content exactly by its handle, e.g. `shell#42` from a placeholder like \
+         `[shell#42 output elided: ...]`. Long content comes in pages of lines; pass `offset` to \
+         continue."
+            .into()
     }
 
-    async fn call(&self, ctx: &ToolContext<'_>, arguments: &str) -> ToolResult {
+    async fn run(&self, ctx: &ToolContext<'_>, args: RecallArgs) -> ToolResult {
         match run_of(ctx, RECALL_TOOL) {
-            Ok(run) => recall(run.journal, arguments).await,
+            Ok(run) => recall(run.journal, args).await,
             Err(result) => result,
         }
     }
 }
 
-#[derive(Deserialize)]
+/// The arguments the model sends.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RecallArgs {
+pub(crate) struct RecallArgs {
     handle: String,
-    #[serde(default)]
-    offset: usize,
-    #[serde(default)]
+    /// first line (0-based)
+    #[schemars(range(min = 0))]
+    offset: Option<usize>,
+    /// lines per page (default 400)
+    #[schemars(range(min = 1))]
     limit: Option<usize>,
 }
 
-async fn recall(journal: &dyn JournalReader, arguments: &str) -> ToolResult {
-    let args: RecallArgs = match serde_json::from_str(arguments) {
-        Ok(args) => args,
-        Err(e) => {
-            return ToolResult::error(format!(
-                "invalid arguments: {e}; expected {{\"handle\": \"shell#42\", \"offset\": 0}}"
-            ));
-        }
-    };
+async fn recall(journal: &dyn JournalReader, args: RecallArgs) -> ToolResult {
+    let offset = args.offset.unwrap_or(0);
     let Some((kind, seq)) = parse_handle(&args.handle) else {
         return ToolResult::error(format!(
             "`{}` is not a handle; handles look like `shell#42` (tool#sequence number)",
@@ -87,7 +91,7 @@ async fn recall(journal: &dyn JournalReader, arguments: &str) -> ToolResult {
         }
         Err(problem) => return ToolResult::error(problem),
     };
-    ToolResult::success(page(&args.handle, &content, args.offset, args.limit))
+    ToolResult::success(page(&args.handle, &content, offset, args.limit))
 }
 
 /// Content of the non-tool kinds; `Ok(None)` when the handle names a tool output.

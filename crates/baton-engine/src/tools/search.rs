@@ -4,13 +4,14 @@
 
 use async_trait::async_trait;
 use baton_core::memory::SEARCH_MEMORY_TOOL;
-use baton_core::{ToolResult, ToolSpec};
+use baton_core::{ToolEffect, ToolResult};
 use baton_memory::{HitSource, MemoryIndex, Scope};
-use baton_tools::{Tool, ToolContext};
+use baton_tools::{ToolContext, TypedTool};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::Mutex;
 
-use super::{run_of, spec_named};
+use super::run_of;
 
 const DEFAULT_LIMIT: usize = 10;
 const MAX_LIMIT: usize = 50;
@@ -21,44 +22,47 @@ pub(crate) struct SearchMemory {
     index: Mutex<Option<(MemoryIndex, u64)>>,
 }
 
-#[derive(Deserialize)]
+/// The arguments the model sends.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SearchArgs {
+pub(crate) struct SearchArgs {
     query: String,
-    #[serde(default)]
-    scope: Option<String>,
-    #[serde(default)]
+    scope: Option<SearchScope>,
+    #[schemars(range(min = 1, max = 50))]
     limit: Option<usize>,
 }
 
+// Where `search_memory` looks (no doc comment: it would become the schema's description).
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(inline)]
+pub(crate) enum SearchScope {
+    All,
+    History,
+    Files,
+}
+
 #[async_trait]
-impl Tool for SearchMemory {
-    fn spec(&self) -> ToolSpec {
-        spec_named(SEARCH_MEMORY_TOOL)
+impl TypedTool for SearchMemory {
+    type Args = SearchArgs;
+    const NAME: &'static str = SEARCH_MEMORY_TOOL;
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "Keyword search (BM25) over this run's history (tool outputs, your messages, notes) and \
+         the workspace's text files. Returns handles for `recall` and file line ranges."
+            .into()
     }
 
-    async fn call(&self, ctx: &ToolContext<'_>, arguments: &str) -> ToolResult {
+    async fn run(&self, ctx: &ToolContext<'_>, args: SearchArgs) -> ToolResult {
         let run = match run_of(ctx, SEARCH_MEMORY_TOOL) {
             Ok(run) => run,
             Err(result) => return result,
         };
-        let args: SearchArgs = match serde_json::from_str(arguments) {
-            Ok(args) => args,
-            Err(e) => {
-                return ToolResult::error(format!(
-                    "invalid arguments: {e}; expected {{\"query\": \"words\", \"scope\": \"all|history|files\", \"limit\": 10}}"
-                ));
-            }
-        };
-        let scope = match args.scope.as_deref().unwrap_or("all") {
-            "all" => Scope::All,
-            "history" => Scope::History,
-            "files" => Scope::Files,
-            other => {
-                return ToolResult::error(format!(
-                    "unknown scope `{other}`: use all, history or files"
-                ));
-            }
+        let scope = match args.scope.unwrap_or(SearchScope::All) {
+            SearchScope::All => Scope::All,
+            SearchScope::History => Scope::History,
+            SearchScope::Files => Scope::Files,
         };
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
         let mut guard = self.index.lock().await;
