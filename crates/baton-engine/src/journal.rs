@@ -1,5 +1,16 @@
 //! The write side of a run: every state change goes through [`Journal::record`], which validates
-//! the event against the reducer, appends it durably and only then lets the caller act on it.
+//! the event against the reducer and appends it durably before the caller acts on anything that
+//! depends on it.
+//!
+//! **Group commit.** An event that neither announces an effect nor ends a wait — a turn's
+//! start or end, a model call's or a tool call's outcome, a note — is applied at once and
+//! written in the same transaction as the next event that must be durable: the intent of the
+//! next effect (`model_call_started`, `tool_call_started`, a check, a snapshot, a merge, …), a
+//! pause or an ending. So a turn with one tool call costs two commits (`turn_finished +
+//! turn_started + model_call_started` before the request, `model_call_finished +
+//! tool_call_started` before the tool), and a crash loses only events after the last commit:
+//! none of them has an effect that started. Observers (and the log) see each event at the
+//! commit that makes it durable, in order, with the state after that commit.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +31,8 @@ pub(crate) struct Journal {
     state: RunState,
     observer: Arc<dyn RunObserver>,
     heartbeat: Heartbeat,
+    /// Applied, not yet durable: written with the next event that must be.
+    pending: Vec<EventRecord>,
 }
 
 impl Journal {
@@ -36,6 +49,7 @@ impl Journal {
             state,
             observer,
             heartbeat,
+            pending: Vec::new(),
         }
     }
 
@@ -47,20 +61,48 @@ impl Journal {
         &self.lease.run_id
     }
 
-    /// Validates, appends (durably) and applies one event. On Err the run must stop: the store
-    /// and this process no longer agree, or the lease is gone.
+    /// Validates and applies one event, and makes it durable — at once, or with the next event
+    /// that must be (see the module's doc). On Err the run must stop: the store and this process
+    /// no longer agree, or the lease is gone.
     pub(crate) async fn record(&mut self, event: Event) -> Result<(), EngineError> {
         if let Some(lost) = self.heartbeat.lost() {
             return Err(EngineError::Store(lost));
         }
+        let commits = Durability::of(&event) == Durability::Now;
         let record = apply_next(&mut self.state, &self.lease, event)?;
-        append_durably(self.store.as_ref(), &self.lease, &record).await?;
-        log_record(&record);
-        self.observer.on_event(&record, &self.state);
+        self.pending.push(record);
+        if commits {
+            self.commit().await?;
+        }
         Ok(())
     }
 
-    pub(crate) async fn close(self) {
+    /// Makes every applied event durable (one transaction), e.g. before something outside the
+    /// journal records where the run is (a workspace archive).
+    pub(crate) async fn commit(&mut self) -> Result<(), EngineError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        append_durably(self.store.as_ref(), &self.lease, &self.pending).await?;
+        // Observers see only what is durable, in order, with the state after the commit: a
+        // consumer of the stream (a supervisor, a test killing the process at an event) can
+        // act on an event knowing a crash will not take it back.
+        for record in std::mem::take(&mut self.pending) {
+            log_record(&record);
+            self.observer.on_event(&record, &self.state);
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn close(mut self) {
+        // Whatever was applied is written before the lease goes (a run stopping on an error
+        // keeps what it did); if that fails too, those events had no effect that started.
+        if let Err(e) = self.commit().await {
+            tracing::warn!(
+                "could not journal the last events of run {}: {e}",
+                self.lease.run_id
+            );
+        }
         self.heartbeat.stop();
         tracing::debug!(run = self.lease.run_id.as_str(), "releasing the lease");
         if let Err(e) = self.store.release(&self.lease).await {
@@ -92,9 +134,34 @@ pub async fn record_external(
         return Ok(None);
     }
     let record = apply_next(&mut state, lease, event)?;
-    append_durably(store, lease, &record).await?;
+    append_durably(store, lease, std::slice::from_ref(&record)).await?;
     log_record(&record);
     Ok(Some(record))
+}
+
+/// Whether an event must be durable as soon as it is applied, or may wait for the next one
+/// that must.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Durability {
+    /// It announces an effect, precedes a wait, or changes the run's status: committed now
+    /// (with whatever waits before it).
+    Now,
+    /// A step between effects: written with the next commit.
+    WithNext,
+}
+
+impl Durability {
+    fn of(event: &Event) -> Durability {
+        match event {
+            Event::TurnStarted { .. }
+            | Event::TurnFinished { .. }
+            | Event::ModelCallFinished { .. }
+            | Event::ToolCallFinished { .. }
+            | Event::NoteAdded { .. }
+            | Event::BudgetWarning { .. } => Durability::WithNext,
+            _ => Durability::Now,
+        }
+    }
 }
 
 /// The record of `event` at the run's next sequence number, applied to `state`. Applying first
@@ -123,11 +190,11 @@ fn apply_next(
 async fn append_durably(
     store: &dyn Store,
     lease: &Lease,
-    record: &EventRecord,
+    records: &[EventRecord],
 ) -> Result<(), EngineError> {
     let mut delay = Duration::from_millis(100);
     for _ in 0..APPEND_ATTEMPTS - 1 {
-        match store.append(lease, std::slice::from_ref(record)).await {
+        match store.append(lease, records).await {
             Err(e) if e.is_retryable() => {
                 tracing::warn!("journal append failed, retrying in {delay:?}: {e}");
                 tokio::time::sleep(delay).await;
@@ -136,7 +203,7 @@ async fn append_durably(
             other => return other.map_err(EngineError::from),
         }
     }
-    Ok(store.append(lease, std::slice::from_ref(record)).await?)
+    Ok(store.append(lease, records).await?)
 }
 
 /// One log line per journaled event: what it was and the numbers that matter, never contents

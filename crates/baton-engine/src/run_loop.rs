@@ -692,7 +692,12 @@ impl Engine {
                 duration_ms: elapsed_ms(started),
             })
             .await?;
-        if self.tools.effect_of(&call.name) == Some(ToolEffect::Mutating) {
+        if self.tools.effect_of(&call.name) == Some(ToolEffect::Mutating)
+            && self.persistence.is_some()
+        {
+            // The archive is labelled with the journal position it follows: that position
+            // must be durable first.
+            journal.commit().await?;
             let seq = journal.state().next_seq - 1;
             self.persist_after(journal.run_id(), seq, workspace.root())
                 .await;

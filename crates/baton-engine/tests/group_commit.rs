@@ -1,0 +1,170 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Group commit in the journal (issue 20): a turn with one tool call costs two durable commits
+//! in steady state, on both stores — and no effect starts before its intent is durable: when the
+//! model is asked, the last committed event is that call's `model_call_started`; when a tool
+//! runs, its `tool_call_started`. The journal has every observed event, in order, once.
+
+#[allow(dead_code)]
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use baton_core::*;
+use baton_store::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
+use serde_json::json;
+use support::backend::{Backend, on_both_backends};
+use support::fn_provider::{FnProvider, call};
+use support::run::{engine, settings};
+
+const TURNS: usize = 100;
+
+/// Every append the engine makes: how many, and what each ended with.
+#[derive(Default)]
+struct Commits {
+    batches: Mutex<Vec<Vec<&'static str>>>,
+}
+
+impl Commits {
+    fn last_kind(&self) -> Option<&'static str> {
+        self.batches
+            .lock()
+            .unwrap()
+            .last()
+            .and_then(|b| b.last().copied())
+    }
+}
+
+/// A real store that counts its appends.
+struct Counting {
+    inner: Arc<dyn Store>,
+    commits: Arc<Commits>,
+}
+
+#[async_trait]
+impl Store for Counting {
+    async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
+        self.inner.create_run(run, holder).await
+    }
+    async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
+        self.inner.acquire(run_id, holder).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+    async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
+        self.inner.append(lease, records).await?;
+        let kinds = records.iter().map(|r| r.event.kind()).collect();
+        self.commits.batches.lock().unwrap().push(kinds);
+        Ok(())
+    }
+    async fn read_events(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.inner.read_events(run_id, from_seq, limit).await
+    }
+    async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
+        self.inner.get_run(run_id).await
+    }
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.inner.list_runs().await
+    }
+}
+
+async fn two_commits_a_turn(backend: Backend) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
+    let (inner, _schema) = backend.store(ws.path()).await;
+    let commits = Arc::new(Commits::default());
+    let store: Arc<dyn Store> = Arc::new(Counting {
+        inner,
+        commits: commits.clone(),
+    });
+    let intent_checks = Arc::new(Mutex::new(Vec::new()));
+    let provider = {
+        let commits = commits.clone();
+        let intent_checks = intent_checks.clone();
+        Arc::new(FnProvider::new(move |_request, n| {
+            // The request is being sent: its intent must be the last durable event.
+            intent_checks.lock().unwrap().push(commits.last_kind());
+            if n >= TURNS {
+                return call("finish", json!({"summary": "done"}), 100);
+            }
+            call("read_file", json!({"path": "a.txt"}), 100)
+        }))
+    };
+    let (engine, observer) = engine(store.clone(), provider);
+    let mut run_settings = settings(ContextSettings::default());
+    run_settings.limits.max_turns = TURNS as u32 + 10;
+    run_settings.loop_detection = baton_core::governance::LoopPolicy {
+        repeats: 1_000,
+        alternations: 1_000,
+        stalled_turns: 1_000,
+        ..Default::default()
+    };
+    let outcome = engine
+        .start(baton_engine::StartRun {
+            plan: None,
+            goal: "read a.txt a hundred times".into(),
+            workspace: ws.path().into(),
+            settings: run_settings,
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, baton_engine::RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
+
+    // Every request went out with its model_call_started durable, nothing after it.
+    let checks = intent_checks.lock().unwrap().clone();
+    assert_eq!(checks.len(), TURNS + 1);
+    assert!(
+        checks.iter().all(|k| *k == Some("model_call_started")),
+        "{checks:?}"
+    );
+    // Every tool_call_started was the last event of its commit (the tool ran after it).
+    let batches = commits.batches.lock().unwrap().clone();
+    for batch in &batches {
+        if let Some(i) = batch.iter().position(|k| *k == "tool_call_started") {
+            assert_eq!(i, batch.len() - 1, "{batch:?}");
+        }
+    }
+    // Steady state: two commits a turn (the first and last turns add the run's own events).
+    let turns = TURNS as f64 + 1.0;
+    let per_turn = batches.len() as f64 / turns;
+    println!(
+        "{} commits for {} events over {} turns: {per_turn:.2} per turn",
+        batches.len(),
+        batches.iter().map(Vec::len).sum::<usize>(),
+        turns
+    );
+    assert!(per_turn <= 2.05, "{per_turn:.2} commits per turn");
+    let steady = &batches[10..batches.len() - 10];
+    assert!(
+        steady
+            .iter()
+            .all(|b| b.last() == Some(&"model_call_started")
+                || b.last() == Some(&"tool_call_started")),
+        "{steady:?}"
+    );
+
+    // The journal holds exactly what was observed, gap-free, and replays to the same end.
+    let run_id = observer.events()[0].run_id.clone();
+    let journal = store.load_events(&run_id).await.unwrap();
+    let observed = observer.events();
+    assert_eq!(journal.len(), observed.len());
+    for (i, (stored, seen)) in journal.iter().zip(&observed).enumerate() {
+        assert_eq!(stored.seq, i as u64);
+        assert_eq!(stored.event, seen.event);
+    }
+    assert_eq!(replay(&journal).unwrap().status, RunStatus::Finished);
+}
+
+on_both_backends!(two_commits_a_turn);
