@@ -168,3 +168,186 @@ async fn random_sigkills_never_repeat_finished_work() {
         "a shell call was started twice"
     );
 }
+
+/// The journal's own invariants, checked after every kill: sequence numbers gap-free from 0,
+/// at most one answer per turn, every result after its call's intent, and no shell effect
+/// without its journaled intent (a turn's log line exists only if its shell call was started).
+fn check_journal(journal: &[Value], ws: &std::path::Path, turns: usize, round: usize) {
+    for (i, event) in journal.iter().enumerate() {
+        assert_eq!(
+            event["seq"], i as u64,
+            "round {round}: a gap or a duplicate at {i}"
+        );
+    }
+    let mut started_calls = std::collections::HashSet::new();
+    let mut answered_turns = std::collections::HashSet::new();
+    for event in journal {
+        match event["type"].as_str().unwrap() {
+            "tool_call_started" => {
+                started_calls.insert(event["call_id"].as_str().unwrap().to_string());
+            }
+            "tool_call_finished" => assert!(
+                started_calls.contains(event["call_id"].as_str().unwrap()),
+                "round {round}: a result without its journaled call: {event}"
+            ),
+            "model_call_finished" => assert!(
+                answered_turns.insert(event["turn"].as_u64().unwrap()),
+                "round {round}: turn {} answered twice",
+                event["turn"]
+            ),
+            _ => {}
+        }
+    }
+    let shell_started: Vec<u64> = of_type(journal, "tool_call_started")
+        .into_iter()
+        .filter(|e| e["name"] == "shell")
+        .map(|e| e["turn"].as_u64().unwrap())
+        .collect();
+    for t in 0..turns {
+        let lines = std::fs::read_to_string(ws.join(format!("mark_{t}.txt")))
+            .map(|s| s.lines().count())
+            .unwrap_or(0);
+        assert!(
+            lines <= 1,
+            "round {round}: turn {} shell ran {lines} times",
+            t + 1
+        );
+        if lines == 1 {
+            assert!(
+                shell_started.contains(&(t as u64 + 1)),
+                "round {round}: turn {} shell ran without its journaled intent",
+                t + 1
+            );
+        }
+    }
+}
+
+/// Group commit under fire: a long run killed 150 times at random moments (kills land
+/// mid-commit, mid-request, mid-tool and while a resume starts up), its journal checked after
+/// each kill, then resumed to the end. The kill window widens while a round makes no progress,
+/// so a slow machine only takes longer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundreds_of_random_sigkills_keep_the_journal_exact() {
+    // Under the default limit of 200 turns.
+    const LONG: usize = 120;
+    const KILLS: usize = 150;
+    let mut script: Vec<Turn> = (0..LONG)
+        .map(|t| {
+            let mut turn = turn(&[(
+                "shell",
+                // Output of its own each turn: the loop detector must not see a stalled agent.
+                json!({"command": format!("echo ran >> mark_{t}.txt; echo turn {t} done")}),
+            )]);
+            turn.delay = Some(Duration::from_millis(15));
+            turn
+        })
+        .collect();
+    script.push(turn(&[("finish", json!({"summary": "done"}))]));
+    let server = ScriptedServer::start(script).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let base = server.base_url();
+    let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
+    let kills = tokio::task::spawn_blocking(move || {
+        let mut rng = Lcg(0xdecaf);
+        let mut kills = 0;
+        let mut window_ms = 60;
+        let mut last_len = 0;
+        for round in 0.. {
+            let mut cmd = baton(&w, &h);
+            let mut child = if round == 0 {
+                cmd.args([
+                    "run",
+                    "--no-supervise",
+                    "--base-url",
+                    &base,
+                    "--model",
+                    "m",
+                    "--json",
+                    "torture",
+                ]);
+                let (child, mut events) = spawn_json(cmd);
+                events.until(|e| e["type"] == "run_started").unwrap();
+                std::thread::spawn(move || while events.until(|_| false).is_some() {});
+                child
+            } else {
+                cmd.args(["resume", "--last", "--no-supervise"]);
+                cmd.stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            };
+            // After the kills, the run is resumed to its end.
+            let deadline = (kills < KILLS)
+                .then(|| Instant::now() + Duration::from_millis(20 + rng.next_ms(window_ms)));
+            let finished = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    // While killing, a pause (3) is the agent's business — several interrupted
+                    // calls in a row look like a stall — and the next round resumes it; after
+                    // the kills the run must finish.
+                    let pause_while_killing = status.code() == Some(3) && kills < KILLS;
+                    if pause_while_killing {
+                        break false;
+                    }
+                    if status.code() != Some(0) {
+                        let journal = journal(&w, &h);
+                        let tail: Vec<String> = journal
+                            .iter()
+                            .rev()
+                            .take(6)
+                            .map(|e| e.to_string())
+                            .collect();
+                        panic!(
+                            "round {round}: baton exited with {status:?}; last events: {tail:#?}"
+                        );
+                    }
+                    break true;
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                    kills += 1;
+                    break false;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            };
+            let journal = journal(&w, &h);
+            check_journal(&journal, &w, LONG, round);
+            if finished {
+                return kills;
+            }
+            assert!(
+                round < 10 * KILLS,
+                "the run did not finish after {round} rounds"
+            );
+            // No progress this round: give the next one more time (slow start-up).
+            if journal.len() == last_len {
+                window_ms = (window_ms * 2).min(5_000);
+            } else {
+                window_ms = 60;
+            }
+            last_len = journal.len();
+        }
+        unreachable!()
+    })
+    .await
+    .unwrap();
+    eprintln!("torture: {kills} SIGKILLs before the {LONG}-turn run finished");
+    assert!(kills >= 100, "the run finished after only {kills} SIGKILLs");
+    let journal = journal(ws.path(), home.path());
+    assert_eq!(of_type(&journal, "run_finished").len(), 1);
+    // Every turn answered once; a turn asked again only for answers never journaled.
+    let requests = server.requests_per_turn();
+    assert_eq!(requests.len(), LONG + 1);
+    for (t, n) in requests.iter().enumerate() {
+        let turn = t as u64 + 1;
+        let attempts = of_type(&journal, "model_call_started")
+            .into_iter()
+            .filter(|e| e["turn"] == turn)
+            .count();
+        assert!(
+            *n <= attempts,
+            "turn {turn}: {n} requests, {attempts} attempts"
+        );
+    }
+}
