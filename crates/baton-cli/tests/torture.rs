@@ -45,6 +45,41 @@ impl Lcg {
     }
 }
 
+/// Round 0 starts the run and returns once it exists (a run killed before its first event is
+/// an empty shell with nothing to resume); later rounds resume it. In-process
+/// (`--no-supervise`): these tests kill the agent itself at random moments; a supervisor would
+/// add its own start-up before the agent's, so kills could land before the agent resumed.
+/// Supervised runs are tortured in supervise.rs; crash.rs kills supervisors.
+fn start_or_resume(
+    round: usize,
+    ws: &std::path::Path,
+    home: &std::path::Path,
+    base: &str,
+) -> std::process::Child {
+    let mut cmd = baton(ws, home);
+    if round == 0 {
+        cmd.args([
+            "run",
+            "--no-supervise",
+            "--base-url",
+            base,
+            "--model",
+            "m",
+            "--json",
+            "torture",
+        ]);
+        let (child, mut events) = spawn_json(cmd);
+        events.until(|e| e["type"] == "run_started").unwrap();
+        std::thread::spawn(move || while events.until(|_| false).is_some() {});
+        return child;
+    }
+    cmd.args(["resume", "--last", "--no-supervise"]);
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_sigkills_never_repeat_finished_work() {
     let server = ScriptedServer::start(script()).await;
@@ -56,35 +91,7 @@ async fn random_sigkills_never_repeat_finished_work() {
         let mut rng = Lcg(0x5eed);
         let mut kills = 0;
         for round in 0..60 {
-            let mut cmd = baton(&w, &h);
-            let mut child = if round == 0 {
-                // The first kill waits for the run to exist: a run killed before its first
-                // event is an empty shell with nothing to resume.
-                // In-process (`--no-supervise`): this test kills the agent itself at random
-                // moments and counts one `run_resumed` per kill; a supervisor would add its own
-                // start-up before the agent's, so kills could land before the agent resumed.
-                // Supervised runs are tortured in supervise.rs; crash.rs kills supervisors.
-                cmd.args([
-                    "run",
-                    "--no-supervise",
-                    "--base-url",
-                    &base,
-                    "--model",
-                    "m",
-                    "--json",
-                    "torture",
-                ]);
-                let (child, mut events) = spawn_json(cmd);
-                events.until(|e| e["type"] == "run_started").unwrap();
-                std::thread::spawn(move || while events.until(|_| false).is_some() {});
-                child
-            } else {
-                cmd.args(["resume", "--last", "--no-supervise"]);
-                cmd.stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .unwrap()
-            };
+            let mut child = start_or_resume(round, &w, &h, &base);
             let deadline = Instant::now() + Duration::from_millis(80 + rng.next_ms(500));
             loop {
                 if let Some(status) = child.try_wait().unwrap() {
@@ -254,29 +261,7 @@ async fn hundreds_of_random_sigkills_keep_the_journal_exact() {
         let mut window_ms = 60;
         let mut last_len = 0;
         for round in 0.. {
-            let mut cmd = baton(&w, &h);
-            let mut child = if round == 0 {
-                cmd.args([
-                    "run",
-                    "--no-supervise",
-                    "--base-url",
-                    &base,
-                    "--model",
-                    "m",
-                    "--json",
-                    "torture",
-                ]);
-                let (child, mut events) = spawn_json(cmd);
-                events.until(|e| e["type"] == "run_started").unwrap();
-                std::thread::spawn(move || while events.until(|_| false).is_some() {});
-                child
-            } else {
-                cmd.args(["resume", "--last", "--no-supervise"]);
-                cmd.stdout(std::process::Stdio::null())
-                    .stderr(std::process::Stdio::null())
-                    .spawn()
-                    .unwrap()
-            };
+            let mut child = start_or_resume(round, &w, &h, &base);
             // After the kills, the run is resumed to its end.
             let deadline = (kills < KILLS)
                 .then(|| Instant::now() + Duration::from_millis(20 + rng.next_ms(window_ms)));
