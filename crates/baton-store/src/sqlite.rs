@@ -1,5 +1,6 @@
 //! The embedded SQLite backend.
 
+mod append;
 mod open;
 mod rows;
 
@@ -13,10 +14,10 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Sqlite, Transaction};
 
 use self::open::classify;
-use self::rows::{RUN_COLUMNS, corrupt, from_db_int};
+use self::rows::{RUN_COLUMNS, corrupt};
 use crate::process::{holder_is_dead, local_hostname};
 use crate::rows::At;
-use crate::shared::{check_batch, new_token, to_db_int, ts_to_text};
+use crate::shared::{new_token, to_db_int, ts_to_text};
 use crate::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
 /// Settings of a [`SqliteStore`].
@@ -320,79 +321,7 @@ impl Store for SqliteStore {
     }
 
     async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
-        let run_id = &lease.run_id;
-        let first = check_batch(run_id, records)?;
-        if records.is_empty() {
-            return Ok(());
-        }
-        // Serialize before taking the write lock, which other writers wait on.
-        let payloads = records
-            .iter()
-            .map(|r| {
-                serde_json::to_string(&r.event).map_err(|source| StoreError::Serialization {
-                    run_id: run_id.clone(),
-                    seq: r.seq,
-                    source,
-                })
-            })
-            .collect::<Result<Vec<String>, StoreError>>()?;
-        let status = records.iter().rev().find_map(|r| r.event.status_change());
-        let count = records.len() as u64;
-
-        let mut tx = self.begin_write("appending events").await?;
-        // The fence: this one statement checks the lease token and that the batch starts right
-        // where the journal ends, and moves the end, so no two writers can interleave.
-        let fenced = sqlx::query(
-            "UPDATE runs SET event_count = event_count + ?, status = COALESCE(?, status), \
-             updated_at = ? WHERE id = ? AND lease_token = ? AND event_count = ?",
-        )
-        .bind(to_db_int(count))
-        .bind(status.map(RunStatus::as_str))
-        .bind(ts_to_text(Timestamp::now()))
-        .bind(run_id.as_str())
-        .bind(&lease.token)
-        .bind(to_db_int(first))
-        .execute(&mut *tx)
-        .await
-        .map_err(self.db("appending events"))?;
-        if fenced.rows_affected() == 0 {
-            let row: Option<(Option<String>, i64)> =
-                sqlx::query_as("SELECT lease_token, event_count FROM runs WHERE id = ?")
-                    .bind(run_id.as_str())
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(self.db("checking why an append was refused"))?;
-            return Err(match row {
-                None => StoreError::NotFound {
-                    run_id: run_id.clone(),
-                },
-                Some((token, _)) if token.as_deref() != Some(lease.token.as_str()) => {
-                    StoreError::LeaseLost {
-                        run_id: run_id.clone(),
-                    }
-                }
-                Some((_, stored)) => StoreError::SequenceConflict {
-                    run_id: run_id.clone(),
-                    expected: from_db_int(&self.path, "event count", stored)?,
-                    got: first,
-                },
-            });
-        }
-        for (record, payload) in records.iter().zip(&payloads) {
-            sqlx::query(
-                "INSERT INTO events (run_id, seq, kind, at, payload) VALUES (?, ?, ?, ?, ?)",
-            )
-            .bind(run_id.as_str())
-            .bind(to_db_int(record.seq))
-            .bind(record.event.kind())
-            .bind(ts_to_text(record.at))
-            .bind(payload)
-            .execute(&mut *tx)
-            .await
-            .map_err(self.db("inserting events"))?;
-        }
-        // With synchronous = FULL the commit returns after the WAL is fsynced.
-        tx.commit().await.map_err(self.db("committing events"))
+        self.append_batch(lease, records).await
     }
 
     async fn read_events(

@@ -172,6 +172,9 @@ pub(crate) async fn connect(path: &Path, busy_timeout: Duration) -> Result<Sqlit
         .busy_timeout(busy_timeout);
     SqlitePoolOptions::new()
         .max_connections(MAX_CONNECTIONS)
+        // A connection to a local file cannot go stale the way a network one can; pinging it
+        // before each use was one more hand-off to its thread for every append.
+        .test_before_acquire(false)
         .connect_with(options)
         .await
         .map_err(|e| classify(path, "opening the store", e))

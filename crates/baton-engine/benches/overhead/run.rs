@@ -1,0 +1,498 @@
+//! One measured run: the engine, a real store, a zero-latency model and a no-op echo tool.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use baton_core::*;
+use baton_engine::{Engine, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
+use baton_model::{ModelError, ModelProvider, RetryPolicy, StreamObserver};
+use baton_store::testing::PgTestSchema;
+use baton_store::{
+    Holder, Lease, NewRun, PostgresStore, RunSummary, SqliteStore, Store, StoreError,
+};
+use baton_tools::{ToolContext, ToolRegistry, TypedTool};
+use serde::{Deserialize, Serialize};
+
+/// Characters of text the model sends the tool each turn (and the tool echoes back), as in the
+/// LangGraph benchmark.
+pub const PAYLOAD_CHARS: usize = 400;
+
+#[derive(Clone, Copy, Debug)]
+pub enum BackendKind {
+    Sqlite,
+    Postgres,
+}
+
+impl BackendKind {
+    pub fn parse(name: &str) -> BackendKind {
+        match name {
+            "sqlite" => BackendKind::Sqlite,
+            "postgres" => BackendKind::Postgres,
+            other => panic!("unknown store {other:?}: sqlite or postgres"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::Sqlite => "sqlite",
+            BackendKind::Postgres => "postgres",
+        }
+    }
+}
+
+/// What one run measured; printed by the child process as one JSON line.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Measured {
+    pub store: String,
+    pub turns: usize,
+    /// Every turn's harness time, in order.
+    pub turn_ms: Vec<f64>,
+    /// All commits of the run (its start and pause included) per turn.
+    pub commits_per_turn: f64,
+    /// Commits per turn between the first turn's model call and the last's.
+    pub steady_commits_per_turn: f64,
+    /// The same commits per effect started (model calls, summary calls and tool calls): the floor
+    /// of "journal before effect" is one.
+    pub commits_per_effect: f64,
+    /// Of a turn's time, what the store's appends took (mean).
+    pub append_ms_per_turn: f64,
+    /// Serialized events appended, per turn.
+    pub journal_bytes_per_turn: f64,
+    /// The SQLite file after the run (none for PostgreSQL), per turn.
+    pub file_bytes_per_turn: Option<f64>,
+    /// What a turn carries: the tool call's arguments and the tool's output.
+    pub content_bytes_per_turn: f64,
+    pub compactions: usize,
+    /// Peak RSS of the process when the run paused, before the resume.
+    pub peak_rss_run_kib: u64,
+    /// Peak RSS after the resume too (which loads and replays the whole journal).
+    pub peak_rss_kib: u64,
+    pub resume_to_ready_ms: f64,
+    /// Events the resumed run replayed.
+    pub resumed_events: u64,
+}
+
+/// Deterministic English-like text of exactly `len` characters, different per turn.
+fn text(seed: usize, len: usize) -> String {
+    const WORDS: &[&str] = &[
+        "agent", "tool", "call", "result", "state", "graph", "journal", "durable", "commit",
+        "replay", "resume", "turn", "model", "reply", "context", "window", "budget", "retry",
+    ];
+    let mut out = String::with_capacity(len + 16);
+    let mut i = seed.wrapping_mul(2_654_435_761);
+    while out.len() < len {
+        i = i
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        out.push_str(WORDS[(i >> 33) % WORDS.len()]);
+        out.push(' ');
+    }
+    out.truncate(len);
+    out
+}
+
+#[derive(Deserialize, schemars::JsonSchema)]
+struct EchoArgs {
+    /// The text to echo.
+    text: String,
+}
+
+/// The no-op tool: returns its argument.
+struct Echo;
+
+#[async_trait]
+impl TypedTool for Echo {
+    type Args = EchoArgs;
+    const NAME: &'static str = "echo";
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "Echo the text back.".into()
+    }
+
+    async fn run(&self, _ctx: &ToolContext<'_>, args: EchoArgs) -> ToolResult {
+        ToolResult::success(args.text)
+    }
+}
+
+/// The zero-latency model: a turn's call records when it came and answers at once — one
+/// `echo` call per turn until `calls_before_finish`, then `finish`; a compaction's summary
+/// request gets a short summary. It keeps no requests (their memory would be the model's).
+struct Model {
+    started: Instant,
+    calls: AtomicUsize,
+    calls_before_finish: AtomicUsize,
+    /// Microseconds since `started` of every turn's model call.
+    arrivals: Mutex<Vec<u64>>,
+    /// The store's commits so far (shared with [`Counting`]), and their number at each turn's
+    /// model call: the steady state between the first and the last call.
+    commits: Arc<AtomicU64>,
+    commits_at_call: Mutex<Vec<u64>>,
+    summaries: AtomicUsize,
+}
+
+impl Model {
+    fn new(turns: usize, commits: Arc<AtomicU64>) -> Model {
+        Model {
+            commits,
+            commits_at_call: Mutex::new(Vec::with_capacity(turns + 2)),
+            started: Instant::now(),
+            calls: AtomicUsize::new(0),
+            calls_before_finish: AtomicUsize::new(usize::MAX),
+            arrivals: Mutex::new(Vec::with_capacity(turns + 2)),
+            summaries: AtomicUsize::new(0),
+        }
+    }
+}
+
+fn reply(message: AssistantMessage, finish_reason: &str) -> ModelReply {
+    ModelReply {
+        message,
+        usage: Some(Usage {
+            prompt_tokens: 1_000,
+            completion_tokens: 120,
+            ..Default::default()
+        }),
+        finish_reason: Some(finish_reason.into()),
+        served_model: None,
+    }
+}
+
+fn tool_call(name: &str, arguments: String) -> AssistantMessage {
+    AssistantMessage {
+        content: None,
+        tool_calls: vec![ToolCall {
+            id: String::new(),
+            name: name.into(),
+            arguments,
+        }],
+        ..Default::default()
+    }
+}
+
+#[async_trait]
+impl ModelProvider for Model {
+    fn describe(&self) -> String {
+        "zero-latency benchmark model".into()
+    }
+
+    async fn complete(
+        &self,
+        request: &ModelRequest,
+        _observer: &mut dyn StreamObserver,
+    ) -> Result<ModelReply, ModelError> {
+        if request.tool_choice == ToolChoice::None {
+            self.summaries.fetch_add(1, Ordering::Relaxed);
+            let message = AssistantMessage {
+                content: Some("Echoed text turn after turn; nothing else to remember.".into()),
+                ..Default::default()
+            };
+            return Ok(reply(message, "stop"));
+        }
+        let at = self.started.elapsed().as_micros() as u64;
+        self.arrivals.lock().unwrap().push(at);
+        let commits = self.commits.load(Ordering::Relaxed);
+        self.commits_at_call.lock().unwrap().push(commits);
+        let n = self.calls.fetch_add(1, Ordering::Relaxed);
+        if n >= self.calls_before_finish.load(Ordering::Relaxed) {
+            let args = serde_json::json!({"summary": "echoed every turn"}).to_string();
+            return Ok(reply(tool_call(FINISH_TOOL, args), "tool_calls"));
+        }
+        let args = serde_json::json!({"text": text(n, PAYLOAD_CHARS)}).to_string();
+        Ok(reply(tool_call("echo", args), "tool_calls"))
+    }
+}
+
+/// A real store that counts its appends (one append is one durable commit) and their bytes.
+struct Counting {
+    inner: Arc<dyn Store>,
+    commits: Arc<AtomicU64>,
+    /// Time spent in the store's appends (serializing, the transaction, the fsync).
+    append_micros: AtomicU64,
+    bytes: AtomicU64,
+    content: AtomicU64,
+}
+
+#[async_trait]
+impl Store for Counting {
+    async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
+        self.inner.create_run(run, holder).await
+    }
+    async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
+        self.inner.acquire(run_id, holder).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+    async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
+        let began = Instant::now();
+        self.inner.append(lease, records).await?;
+        let micros = began.elapsed().as_micros() as u64;
+        self.append_micros.fetch_add(micros, Ordering::Relaxed);
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        for record in records {
+            let json = serde_json::to_string(&record.event).unwrap_or_default();
+            self.bytes.fetch_add(json.len() as u64, Ordering::Relaxed);
+            self.content
+                .fetch_add(content_bytes(&record.event), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+    async fn read_events(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.inner.read_events(run_id, from_seq, limit).await
+    }
+    async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
+        self.inner.get_run(run_id).await
+    }
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.inner.list_runs().await
+    }
+}
+
+/// The turn's content an event carries for the first time: the model's tool-call arguments and
+/// the tool's output (what LangGraph's two messages a turn hold).
+fn content_bytes(event: &Event) -> u64 {
+    match event {
+        Event::ModelCallFinished { message, .. } => message
+            .tool_calls
+            .iter()
+            .map(|c| c.arguments.len() as u64)
+            .sum(),
+        Event::ToolCallFinished { result, .. } => result.content.len() as u64,
+        _ => 0,
+    }
+}
+
+struct Quiet;
+impl RunObserver for Quiet {
+    fn on_event(&self, _record: &EventRecord, _state: &RunState) {}
+}
+
+/// Where the run's store lives; kept alive for the whole measurement.
+enum Place {
+    Sqlite(tempfile::TempDir),
+    Postgres(PgTestSchema),
+}
+
+impl Place {
+    async fn new(backend: BackendKind) -> Place {
+        match backend {
+            BackendKind::Sqlite => Place::Sqlite(tempfile::tempdir().unwrap()),
+            BackendKind::Postgres => Place::Postgres(PgTestSchema::create().await),
+        }
+    }
+
+    async fn open(&self) -> Opened {
+        match self {
+            Place::Sqlite(dir) => Opened::Sqlite(Arc::new(
+                SqliteStore::open(&dir.path().join("baton.db"))
+                    .await
+                    .unwrap(),
+            )),
+            Place::Postgres(schema) => Opened::Postgres(Arc::new(schema.store().await)),
+        }
+    }
+
+    fn file_bytes(&self) -> Option<u64> {
+        let Place::Sqlite(dir) = self else {
+            return None;
+        };
+        let size = |name: &str| std::fs::metadata(dir.path().join(name)).map_or(0, |m| m.len());
+        Some(size("baton.db") + size("baton.db-wal"))
+    }
+}
+
+/// An open store, which the measurement closes (SQLite folds its WAL in then).
+enum Opened {
+    Sqlite(Arc<SqliteStore>),
+    Postgres(Arc<PostgresStore>),
+}
+
+impl Opened {
+    fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Opened::Sqlite(s) => s.clone(),
+            Opened::Postgres(s) => s.clone(),
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Opened::Sqlite(s) => s.close().await,
+            Opened::Postgres(s) => s.close().await,
+        }
+    }
+}
+
+fn engine(store: Arc<dyn Store>, model: Arc<Model>) -> Engine {
+    Engine::new(EngineParts {
+        store,
+        provider: model,
+        tools: Arc::new(
+            ToolRegistry::new()
+                .with(Arc::new(Echo))
+                .with(Arc::new(baton_tools::Finish)),
+        ),
+        retry: RetryPolicy::default(),
+        secrets: vec![],
+        secret_env_vars: vec![],
+        exec: baton_tools::ExecEnv::unconfined(),
+        observer: Arc::new(Quiet),
+        stop: baton_engine::StopSignal::never(),
+        model_call_timeout: Duration::from_secs(60),
+        breaker_failures: 100,
+        prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
+        rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
+    })
+}
+
+fn settings(turns: usize) -> RunSettings {
+    RunSettings {
+        tasks: Default::default(),
+        model: ModelSettings {
+            provider: ProviderKind::OpenAiCompatible,
+            base_url: "http://127.0.0.1:9/v1".into(),
+            model: "gpt-4.1".into(),
+            response_mode: ResponseMode::Whole,
+            tool_choice: Default::default(),
+            reasoning: Default::default(),
+            wire_api: Default::default(),
+        },
+        limits: Limits {
+            max_turns: turns as u32,
+            shell_timeout_secs: 10,
+        },
+        context: ContextSettings::default(),
+        budget: Default::default(),
+        // The model calls the same tool every turn, with different text: no loop to detect.
+        loop_detection: baton_core::governance::LoopPolicy {
+            repeats: u32::MAX,
+            alternations: u32::MAX,
+            stalled_turns: u32::MAX,
+            ..Default::default()
+        },
+        endings: Default::default(),
+    }
+}
+
+fn counting(inner: Arc<dyn Store>) -> Arc<Counting> {
+    Arc::new(Counting {
+        inner,
+        commits: Arc::new(AtomicU64::new(0)),
+        append_micros: AtomicU64::new(0),
+        bytes: AtomicU64::new(0),
+        content: AtomicU64::new(0),
+    })
+}
+
+/// Runs `turns` echo turns to the turn limit (the run pauses), resumes the run in a fresh engine
+/// on a freshly opened store, and finishes it on the first call.
+pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
+    let place = Place::new(backend).await;
+    let workspace = tempfile::tempdir().unwrap();
+
+    let opened = place.open().await;
+    let store = counting(opened.store());
+    let model = Arc::new(Model::new(turns, store.commits.clone()));
+    let outcome = engine(store.clone(), model.clone())
+        .start(StartRun {
+            goal: "echo 400 characters of text every turn".into(),
+            workspace: workspace.path().into(),
+            settings: settings(turns),
+            plan: None,
+        })
+        .await
+        .unwrap();
+    // The end of the last turn: the pause is journaled.
+    let ended = model.started.elapsed().as_micros() as u64;
+    let RunOutcome::Paused { run_id, .. } = outcome else {
+        panic!("expected a pause at the turn limit, got {outcome:?}");
+    };
+    let arrivals = model.arrivals.lock().unwrap().clone();
+    assert_eq!(arrivals.len(), turns, "one model call per turn");
+    let commits = store.commits.load(Ordering::Relaxed);
+    let at_call = model.commits_at_call.lock().unwrap().clone();
+    let steady = (at_call[turns - 1] - at_call[0]) as f64 / (turns - 1) as f64;
+    // Between those calls: turns − 1 model calls and as many tool calls, and every compaction's
+    // summary call.
+    let effects = 2 * (turns - 1) + model.summaries.load(Ordering::Relaxed);
+    let commits_per_effect = (at_call[turns - 1] - at_call[0]) as f64 / effects as f64;
+    let append_ms = store.append_micros.load(Ordering::Relaxed) as f64 / 1_000.0;
+    let journal_bytes = store.bytes.load(Ordering::Relaxed);
+    let content = store.content.load(Ordering::Relaxed);
+    drop(store);
+    opened.close().await;
+    let peak_rss_run_kib = peak_rss_kib();
+
+    let turn_ms = arrivals
+        .iter()
+        .zip(arrivals.iter().skip(1).chain(std::iter::once(&ended)))
+        .map(|(a, b)| (b - a) as f64 / 1_000.0)
+        .collect();
+
+    let (resume_to_ready_ms, resumed_events) = resume(&place, &run_id, turns).await;
+    let file_bytes = place.file_bytes();
+    Measured {
+        store: backend.name().into(),
+        turns,
+        turn_ms,
+        commits_per_turn: commits as f64 / turns as f64,
+        steady_commits_per_turn: steady,
+        commits_per_effect,
+        append_ms_per_turn: append_ms / turns as f64,
+        journal_bytes_per_turn: journal_bytes as f64 / turns as f64,
+        file_bytes_per_turn: file_bytes.map(|b| b as f64 / turns as f64),
+        content_bytes_per_turn: content as f64 / turns as f64,
+        compactions: model.summaries.load(Ordering::Relaxed),
+        peak_rss_run_kib,
+        peak_rss_kib: peak_rss_kib(),
+        resume_to_ready_ms,
+        resumed_events,
+    }
+}
+
+/// Opens the store again and resumes: ready is the moment the first model request goes out.
+async fn resume(place: &Place, run_id: &RunId, turns: usize) -> (f64, u64) {
+    let began = Instant::now();
+    let opened = place.open().await;
+    let store = opened.store();
+    let model = Arc::new(Model::new(1, Arc::default()));
+    model.calls_before_finish.store(0, Ordering::Relaxed);
+    let resumed = engine(store.clone(), model.clone());
+    let overrides = SettingsOverride {
+        max_turns: Some(turns as u32 + 5),
+        ..Default::default()
+    };
+    let outcome = resumed.resume(run_id, &overrides).await.unwrap();
+    assert!(
+        matches!(outcome, RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
+    let first_request = model.arrivals.lock().unwrap()[0];
+    let ready = model.started.duration_since(began) + Duration::from_micros(first_request);
+    let events = store.get_run(run_id).await.unwrap().unwrap().event_count;
+    drop((resumed, store));
+    opened.close().await;
+    (ready.as_secs_f64() * 1_000.0, events)
+}
+
+/// The process's peak resident set (VmHWM), in KiB.
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}

@@ -1,0 +1,187 @@
+//! The printed tables: baton's measurements with the issue's targets beside them, then the
+//! same-machine comparison with LangGraph as ratios.
+
+use crate::langgraph::PeerRun;
+use crate::run::Measured;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len() as f64
+}
+
+/// Means of the first and last tenth of the turns (at least one turn each).
+fn tenths(turn_ms: &[f64]) -> (f64, f64) {
+    let k = (turn_ms.len() / 10).max(1);
+    (mean(&turn_ms[..k]), mean(&turn_ms[turn_ms.len() - k..]))
+}
+
+fn mark(ok: bool) -> &'static str {
+    if ok { "✓" } else { "✗" }
+}
+
+pub fn print(ours: &[Measured], peer: &[PeerRun]) {
+    println!(
+        "\n## baton: harness overhead (zero-latency model, no-op tool; turn = model call i → i+1)\n"
+    );
+    println!(
+        "| store | turns | p50 ms/turn | mean | first 10% | last 10% | last/first | commits/turn (steady; all) | store ms/turn | \
+         journal B/turn | file B/turn | content B/turn | store ÷ content | compactions | peak RSS MiB (run / +resume) | resume → ready ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for m in ours {
+        let (first, last) = tenths(&m.turn_ms);
+        let stored = m.file_bytes_per_turn.unwrap_or(m.journal_bytes_per_turn);
+        println!(
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.3}; {:.3} | {:.3} | {:.0} | {} | {:.0} | {:.2} | {} | {:.1} / {:.1} | {:.1} |",
+            m.store,
+            m.turns,
+            median(m.turn_ms.clone()),
+            mean(&m.turn_ms),
+            first,
+            last,
+            last / first,
+            m.steady_commits_per_turn,
+            m.commits_per_turn,
+            m.append_ms_per_turn,
+            m.journal_bytes_per_turn,
+            m.file_bytes_per_turn
+                .map_or("—".into(), |b| format!("{b:.0}")),
+            m.content_bytes_per_turn,
+            stored / m.content_bytes_per_turn,
+            m.compactions,
+            m.peak_rss_run_kib as f64 / 1024.0,
+            m.peak_rss_kib as f64 / 1024.0,
+            m.resume_to_ready_ms,
+        );
+    }
+    targets(ours);
+    if !peer.is_empty() {
+        compare(ours, peer);
+    }
+}
+
+/// The issue's targets, each with the measurement it is about.
+fn targets(ours: &[Measured]) {
+    println!("\n### Targets\n");
+    for m in ours {
+        let (first, last) = tenths(&m.turn_ms);
+        let p50 = median(m.turn_ms.clone());
+        let stored = m.file_bytes_per_turn.unwrap_or(m.journal_bytes_per_turn);
+        let mut line = format!(
+            "- {} × {}: steady commits/turn {:.3} ≤ 2.0 {} (per effect started {:.3}: compactions' \
+             summary calls are effects too); store ÷ content {:.2} ≤ 2 {}",
+            m.store,
+            m.turns,
+            m.steady_commits_per_turn,
+            mark(m.commits_per_effect <= 1.0),
+            m.commits_per_effect,
+            stored / m.content_bytes_per_turn,
+            mark(stored / m.content_bytes_per_turn <= 2.0),
+        );
+        if m.store == "sqlite" {
+            line += &format!(
+                "; p50 {p50:.3} ms ≤ 0.5 {}; last/first {:.2} ≤ 1.2 {}",
+                mark(p50 <= 0.5),
+                last / first,
+                mark(last / first <= 1.2)
+            );
+        }
+        if m.turns >= 10_000 {
+            line += &format!(
+                "; resume → ready {:.1} ms ≤ 100 {}",
+                m.resume_to_ready_ms,
+                mark(m.resume_to_ready_ms <= 100.0)
+            );
+        }
+        println!("{line}");
+    }
+}
+
+/// The peer's medians over reps for one (turns, mode): ms/turn from the whole invocation's wall
+/// time (its README's "from total wall": with async durability the turns leave out the queued
+/// writes), first 10% and last 10% ms/turn, and DB bytes.
+fn peer_row(peer: &[PeerRun], turns: usize, mode: &str) -> Option<(f64, f64, f64, f64)> {
+    let runs: Vec<&PeerRun> = peer
+        .iter()
+        .filter(|r| r.n_turns == turns && r.mode == mode)
+        .collect();
+    if runs.is_empty() {
+        return None;
+    }
+    let of = |f: &dyn Fn(&PeerRun) -> f64| median(runs.iter().map(|r| f(r)).collect());
+    Some((
+        of(&|r| r.total_wall_s * 1_000.0 / r.n_turns as f64),
+        of(&|r| r.first10pct.mean_ms),
+        of(&|r| r.last10pct.mean_ms),
+        of(&|r| r.db_bytes.unwrap_or(0) as f64),
+    ))
+}
+
+fn compare(ours: &[Measured], peer: &[PeerRun]) {
+    println!("\n## Side by side with LangGraph (same machine, same invocation)\n");
+    println!(
+        "LangGraph's overhead is its mode minus its no-checkpointer baseline (medians of reps); \
+         baton's figure is its whole harness time, durability included (nothing subtracted).\n"
+    );
+    println!(
+        "| turns | LangGraph mode | its ms/turn (mean) | its overhead ms/turn (mean; last 10%) | \
+         baton SQLite ms/turn (mean; last 10%) | baton ÷ its overhead (mean; last 10%) | its DB B/turn | baton file B/turn |"
+    );
+    // (The mean is from the wall time of the whole invocation; the last 10% from the turns.)
+    println!("|---|---|---|---|---|---|---|---|");
+    for m in ours.iter().filter(|m| m.store == "sqlite") {
+        let Some(none) = peer_row(peer, m.turns, "none") else {
+            continue;
+        };
+        let ours_mean = mean(&m.turn_ms);
+        let (_, ours_last) = tenths(&m.turn_ms);
+        for mode in ["sqlite_sync", "sqlite_async", "sqlite_delta"] {
+            let Some((total, _, last, db)) = peer_row(peer, m.turns, mode) else {
+                continue;
+            };
+            let over = total - none.0;
+            // Async durability moves writes out of the turns into the final drain: its last 10%
+            // says nothing about its cost.
+            let last_10 = |x: f64| match mode {
+                "sqlite_async" => "—".to_owned(),
+                _ => format!("{x:.2}"),
+            };
+            println!(
+                "| {} | {mode} | {total:.2} | {over:.2}; {} | {ours_mean:.3}; {ours_last:.3} | 1/{:.1}; {} | {:.0} | {} |",
+                m.turns,
+                last_10(last - none.2),
+                over / ours_mean,
+                match mode {
+                    "sqlite_async" => "—".to_owned(),
+                    _ => format!("1/{:.1}", (last - none.2) / ours_last),
+                },
+                db / m.turns as f64,
+                m.file_bytes_per_turn
+                    .map_or("—".into(), |b| format!("{b:.0}")),
+            );
+        }
+    }
+    if let Some(m) = ours
+        .iter()
+        .find(|m| m.store == "sqlite" && m.turns == 1_000)
+        && let (Some(none), Some(sync)) = (
+            peer_row(peer, 1_000, "none"),
+            peer_row(peer, 1_000, "sqlite_sync"),
+        )
+    {
+        let ratio = mean(&m.turn_ms) / (sync.0 - none.0);
+        println!(
+            "\nTarget: baton ≤ 1/10 of LangGraph sync's overhead at 1,000 turns: 1/{:.1} {}",
+            1.0 / ratio,
+            mark(ratio <= 0.1)
+        );
+    }
+}
