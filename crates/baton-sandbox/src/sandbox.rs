@@ -208,6 +208,15 @@ impl Sandbox {
         &self.config
     }
 
+    /// The same sandbox with its own filesystem mode and network switch: an MCP server is
+    /// configured per server (`sandbox`, `allow_network`), not by the run's command settings.
+    pub fn with_mode_and_network(&self, mode: Mode, allow_network: bool) -> Sandbox {
+        let mut sandbox = self.clone();
+        sandbox.config.mode = mode;
+        sandbox.config.allow_network = allow_network;
+        sandbox
+    }
+
     pub fn platform(&self) -> Option<&'static Platform> {
         self.platform
     }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the MCP reference servers the tests run against — real servers no one on this team
+# wrote, from the npm registry, at pinned versions — into target/mcp-test-servers (cached:
+# nothing is fetched when the pinned versions are there). Prints the directory. Idempotent.
+#
+# The tests find the servers there, or in $BATON_TEST_MCP_SERVERS; they fail (not skip) when
+# they are missing, naming this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dir="${BATON_TEST_MCP_SERVERS:-target/mcp-test-servers}"
+packages=(
+    "@modelcontextprotocol/server-everything@2026.8.31"
+    "@modelcontextprotocol/server-filesystem@2026.8.31"
+)
+stamp="$dir/.installed"
+want="${packages[*]}"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    echo "$dir"
+    exit 0
+fi
+command -v npm >/dev/null 2>&1 || {
+    echo "error: npm is needed to install the MCP test servers (Node.js 18 or later)" >&2
+    exit 1
+}
+mkdir -p "$dir"
+echo "== installing MCP test servers into $dir: $want" >&2
+npm install --prefix "$dir" --no-audit --no-fund --silent "${packages[@]}" >&2
+echo "$want" > "$stamp"
+echo "$dir"
