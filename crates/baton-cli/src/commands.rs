@@ -67,28 +67,44 @@ pub(crate) fn resolve_settings(
 /// How long a run's end may wait for the trace receiver.
 pub(crate) const TRACE_FLUSH: Duration = Duration::from_secs(3);
 
-/// The engine of `run` / `resume`: pauses on Ctrl-C, snapshots unless turned off.
-fn build_engine(
+/// The engine of `run` / `resume`: pauses on Ctrl-C, snapshots unless turned off, with the
+/// configured MCP servers' tools (started here, all at once; one that fails is reported on
+/// stderr and left out). The servers' sessions end when the returned handle is dropped.
+async fn build_engine(
+    workspace: &Path,
     settings: &RunSettings,
     layer: &ConfigLayer,
     store: Arc<dyn Store>,
     observer: Arc<dyn RunObserver>,
     exec: baton_tools::ExecEnv,
     no_snapshots: bool,
-) -> Result<Engine, CliError> {
+) -> Result<(Engine, Option<Arc<baton_mcp::McpTools>>), CliError> {
     let snapshots = match layer.snapshots.as_ref().and_then(|s| s.enabled) {
         _ if no_snapshots => Snapshots::Off,
         Some(false) => Snapshots::Off,
         _ => Snapshots::On,
     };
-    Ok(
-        build_engine_with(settings, layer, store, exec, observer, stop_on_signals())?
-            .with_snapshots(snapshots),
-    )
+    let mcp = baton::mcp::start(workspace, layer, &exec).await?;
+    for line in mcp.as_deref().map(baton::mcp::describe).unwrap_or_default() {
+        eprintln!("baton: {line}");
+    }
+    let tools = baton::mcp::registry(baton_tools::ToolRegistry::standard(), mcp.as_deref());
+    let engine = build_engine_with(
+        settings,
+        layer,
+        store,
+        exec,
+        observer,
+        stop_on_signals(),
+        tools,
+    )?
+    .with_snapshots(snapshots);
+    Ok((engine, mcp))
 }
 
-/// An engine for `settings` reporting to `observer` and pausing on `stop` (a worker has one
-/// stop signal and its own observers for all its runs); its secrets also redact the logs.
+/// An engine for `settings` with `tools`, reporting to `observer` and pausing on `stop` (a
+/// worker has one stop signal and its own observers for all its runs); its secrets also redact
+/// the logs.
 pub(crate) fn build_engine_with(
     settings: &RunSettings,
     layer: &ConfigLayer,
@@ -96,12 +112,13 @@ pub(crate) fn build_engine_with(
     exec: baton_tools::ExecEnv,
     observer: Arc<dyn RunObserver>,
     stop: StopSignal,
+    tools: baton_tools::ToolRegistry,
 ) -> Result<Engine, CliError> {
     let parts = baton::Parts {
         settings,
         layer,
         provider: None,
-        tools: baton_tools::ToolRegistry::standard(),
+        tools,
         observer,
         stop,
     };
@@ -205,10 +222,12 @@ pub(crate) fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, Cli
             .map_err(|e| CliError::usage(anyhow!("--settings-layer is not a config layer: {e}")))?,
         None => ConfigLayer::default(),
     };
-    Ok(passed.overlay(ConfigLayer {
-        on_text_reply: on_text_reply(flags.on_text_reply.as_deref())?,
-        ..flags_layer(flags)
-    }))
+    Ok(passed
+        .overlay(ConfigLayer {
+            on_text_reply: on_text_reply(flags.on_text_reply.as_deref())?,
+            ..flags_layer(flags)
+        })
+        .overlay(flags.mcp.layer()?))
 }
 
 /// What `run` checks before anything starts (a supervisor checks it before its first child).
@@ -249,14 +268,16 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
     let store = opened.store;
     let telemetry = baton_telemetry::Telemetry::from_env();
     let trace = telemetry.as_ref().map(|t| t.observer(&run_id, &[]));
-    let engine = build_engine(
+    let (engine, mcp) = build_engine(
+        &workspace,
         &settings,
         &layer,
         store.clone(),
         observer(args.json, trace),
         exec,
         args.no_snapshots,
-    )?;
+    )
+    .await?;
     tracing::info!(run_id = %run_id, "starting the run");
     let result = engine
         .start_with_id(
@@ -269,6 +290,9 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
             },
         )
         .await;
+    if let Some(mcp) = &mcp {
+        mcp.shutdown().await;
+    }
     if let Some(telemetry) = &telemetry {
         telemetry.flush(TRACE_FLUSH).await;
     }
@@ -456,16 +480,21 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
     let telemetry = baton_telemetry::Telemetry::from_env();
     let trace = telemetry.as_ref().map(|t| t.observer(&run_id, &events));
-    let engine = build_engine(
+    let (engine, mcp) = build_engine(
+        &workspace,
         &settings,
         &layer,
         store.clone(),
         observer(args.json, trace),
         exec,
         args.no_snapshots,
-    )?;
+    )
+    .await?;
     tracing::info!(run_id = %run_id, events = events.len(), "resuming the run");
     let result = engine.resume(&run_id, &overrides).await;
+    if let Some(mcp) = &mcp {
+        mcp.shutdown().await;
+    }
     if let Some(telemetry) = &telemetry {
         telemetry.flush(TRACE_FLUSH).await;
     }

@@ -8,6 +8,7 @@ mod doctor;
 mod flag_values;
 mod goal;
 mod logging;
+mod mcp_cmd;
 mod output;
 mod plan_cmd;
 mod queue;
@@ -210,6 +211,11 @@ enum Command {
     Submit(SubmitArgs),
     /// Claim queued runs from a PostgreSQL --store and drive them until stopped.
     Worker(WorkerArgs),
+    /// The configured MCP servers: list them with their tools, or call one tool.
+    Mcp {
+        #[command(subcommand)]
+        command: mcp_cmd::McpCommand,
+    },
 }
 
 #[derive(Args)]
@@ -325,6 +331,8 @@ pub struct ModelFlags {
     /// (JSON), under this process's flags — the settings passed as data, not re-spelled.
     #[arg(long, hide = true, value_name = "JSON")]
     settings_layer: Option<String>,
+    #[command(flatten)]
+    mcp: mcp_cmd::McpFlags,
 }
 
 /// How `run` / `resume` keep the agent process (see `supervise.rs`).
@@ -466,6 +474,7 @@ fn main() -> ExitCode {
             }
             Command::Doctor { model, json } => commands::doctor(&workspace, &model, json).await,
             Command::Config { model } => config_cmd::config(&workspace, &model),
+            Command::Mcp { command } => mcp_cmd::mcp(&workspace, command).await,
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
             Command::Trust => {
                 println!("{}", trust::trust(&commands::workspace_dir(&workspace)?)?);

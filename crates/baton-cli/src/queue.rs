@@ -51,6 +51,7 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
         exec,
         Arc::new(Silent),
         StopSignal::never(),
+        baton_tools::ToolRegistry::standard(),
     )?;
     let run_id = engine
         .submit(StartRun {

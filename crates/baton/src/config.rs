@@ -94,6 +94,10 @@ pub struct ConfigLayer {
     pub max_restarts: Option<u32>,
     /// `[snapshots]`: workspace snapshots in the state directory's `shadow.git`.
     pub snapshots: Option<SnapshotsConfig>,
+    /// `false`: run without MCP servers (`--no-mcp`).
+    pub mcp: Option<bool>,
+    /// `[mcp_servers.NAME]`: MCP servers whose tools the run offers (`--mcp`, `--mcp-config`).
+    pub mcp_servers: Option<std::collections::BTreeMap<String, baton_mcp::McpServerConfig>>,
 }
 }
 

@@ -39,6 +39,15 @@ replaced!(
 
 impl<T> Layered for Vec<T> {}
 
+/// `[mcp_servers.NAME]`: a later layer's server replaces the same name's whole table (a
+/// server's keys belong together: a project's `url` must not inherit a user file's `command`).
+impl<V> Layered for std::collections::BTreeMap<String, V> {
+    fn layered(mut self, over: Self) -> Self {
+        self.extend(over);
+        self
+    }
+}
+
 /// Maps (`[prices."MODEL"]`) merge entry by entry; a later layer's entry wins.
 impl<V> Layered for HashMap<String, V> {
     fn layered(mut self, over: Self) -> Self {

@@ -42,6 +42,7 @@ mod error;
 pub mod events;
 pub mod exec;
 mod layered;
+pub mod mcp;
 pub mod providers;
 mod runtime;
 pub mod settings;

@@ -40,6 +40,8 @@ pub struct Runtime {
     settings: RunSettings,
     store: Arc<dyn Store>,
     secrets: Vec<String>,
+    /// The configured MCP servers (their sessions end when the runtime is dropped).
+    mcp: Option<Arc<baton_mcp::McpTools>>,
 }
 
 impl Runtime {
@@ -125,6 +127,11 @@ impl Runtime {
     /// environment variables): a program redacts its own logs with them too.
     pub fn secrets(&self) -> &[String] {
         &self.secrets
+    }
+
+    /// The configured MCP servers and how each one's start went (`None`: none configured).
+    pub fn mcp(&self) -> Option<&baton_mcp::McpTools> {
+        self.mcp.as_deref()
     }
 }
 
@@ -260,11 +267,19 @@ impl RuntimeBuilder {
                     Some(false) => Snapshots::Off,
                     _ => Snapshots::On,
                 });
+        let mcp = crate::mcp::start(&workspace, &layer, &exec).await?;
+        for line in mcp.as_deref().map(crate::mcp::describe).unwrap_or_default() {
+            tracing::info!("{line}");
+        }
+        let tools = crate::mcp::registry(
+            self.tools.unwrap_or_else(ToolRegistry::standard),
+            mcp.as_deref(),
+        );
         let parts = Parts {
             settings: &run_settings,
             layer: &layer,
             provider: self.provider,
-            tools: self.tools.unwrap_or_else(ToolRegistry::standard),
+            tools,
             observer: observer_of(self.observers),
             stop: self.stop.unwrap_or_else(StopSignal::never),
         };
@@ -275,6 +290,7 @@ impl RuntimeBuilder {
             settings: run_settings,
             store,
             secrets,
+            mcp,
         })
     }
 }
@@ -313,7 +329,8 @@ pub fn engine(
     let rate_limiter =
         baton_model::ratelimit::RateLimiter::new(layer.rate_limit.unwrap_or_default())
             .map_err(|e| Error::usage(format!("invalid [rate_limit] in the config: {e}")))?;
-    let secrets = settings::secret_values(api_key);
+    let mut secrets = settings::secret_values(api_key);
+    secrets.extend(crate::mcp::secret_values(layer));
     let engine = Engine::new(EngineParts {
         store,
         provider,

@@ -1,0 +1,271 @@
+//! MCP on the command line: `--mcp NAME=COMMAND…`, `--mcp-config FILE` and `--no-mcp` (a
+//! configuration layer over the files), and `baton mcp list` / `baton mcp call`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+use baton::config::ConfigLayer;
+use baton::mcp::{McpServerConfig, ServerStatus};
+use clap::{Args, Subcommand};
+
+use crate::{CliError, ModelFlags, exit};
+
+type CliResult = Result<u8, CliError>;
+
+#[derive(Args, Clone, Default)]
+pub struct McpFlags {
+    /// An MCP server on stdio for this run: NAME=COMMAND [ARGS…], the command line split as a
+    /// shell would (repeatable; over [mcp_servers.NAME] of the config files).
+    #[arg(long = "mcp", value_name = "NAME=COMMAND")]
+    mcp: Vec<String>,
+    /// MCP servers from this TOML file's [mcp_servers.NAME] tables (over the config files).
+    #[arg(long, value_name = "FILE")]
+    mcp_config: Option<PathBuf>,
+    /// Run without any MCP server (config: mcp = false).
+    #[arg(long, conflicts_with_all = ["mcp", "mcp_config"])]
+    no_mcp: bool,
+}
+
+/// The file `--mcp-config` names: only `[mcp_servers.NAME]` tables.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct McpFile {
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, McpServerConfig>,
+}
+
+impl McpFlags {
+    /// The flags as a configuration layer (`--mcp-config` read here, so that a supervisor
+    /// passes its children the servers themselves, not a path they may see differently).
+    pub fn layer(&self) -> Result<ConfigLayer, CliError> {
+        if self.no_mcp {
+            return Ok(ConfigLayer {
+                mcp: Some(false),
+                ..ConfigLayer::default()
+            });
+        }
+        let mut servers = BTreeMap::new();
+        if let Some(path) = &self.mcp_config {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError::usage(anyhow!("cannot read --mcp-config {}: {e}", path.display()))
+            })?;
+            let file: McpFile = toml::from_str(&text).map_err(|e| {
+                CliError::usage(anyhow!(
+                    "--mcp-config {} is not usable: {e}",
+                    path.display()
+                ))
+            })?;
+            servers.extend(file.mcp_servers);
+        }
+        for given in &self.mcp {
+            let (name, config) = parse_mcp_flag(given).map_err(CliError::usage)?;
+            servers.insert(name, config);
+        }
+        Ok(ConfigLayer {
+            mcp_servers: (!servers.is_empty()).then_some(servers),
+            ..ConfigLayer::default()
+        })
+    }
+}
+
+/// `NAME=COMMAND [ARGS…]` → the server's name and its stdio configuration.
+fn parse_mcp_flag(given: &str) -> anyhow::Result<(String, McpServerConfig)> {
+    let (name, command_line) = given
+        .split_once('=')
+        .ok_or_else(|| anyhow!("--mcp {given:?}: write NAME=COMMAND [ARGS…]"))?;
+    let words = shlex::split(command_line)
+        .ok_or_else(|| anyhow!("--mcp {given:?}: unbalanced quotes in the command"))?;
+    let (command, args) = words
+        .split_first()
+        .ok_or_else(|| anyhow!("--mcp {given:?}: the command is empty"))?;
+    let config = McpServerConfig {
+        command: Some(command.clone()),
+        args: args.to_vec(),
+        ..McpServerConfig::default()
+    };
+    // The same checks a config file's table gets, with the flag named.
+    baton_mcp_check(name, &config).map_err(|e| anyhow!("--mcp {given:?}: {e}"))?;
+    Ok((name.to_owned(), config))
+}
+
+fn baton_mcp_check(name: &str, config: &McpServerConfig) -> Result<(), String> {
+    let servers = BTreeMap::from([(name.to_owned(), config.clone())]);
+    let layer = ConfigLayer {
+        mcp_servers: Some(servers),
+        ..ConfigLayer::default()
+    };
+    baton::mcp::check(&layer).map_err(|e| e.to_string())
+}
+
+#[derive(Subcommand)]
+pub enum McpCommand {
+    /// The configured MCP servers: each started, with its status and its tools (name, effect).
+    List {
+        #[command(flatten)]
+        model: ModelFlags,
+        /// Print them as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call one tool of one configured server, for debugging: prints the result the model
+    /// would read. Exit 0 on success, 1 when the tool reports an error.
+    Call {
+        #[command(flatten)]
+        model: ModelFlags,
+        /// The server's name ([mcp_servers.NAME]).
+        server: String,
+        /// The tool's name on its server.
+        tool: String,
+        /// The arguments, a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
+}
+
+pub async fn mcp(workspace: &Path, command: McpCommand) -> CliResult {
+    let workspace = baton::settings::workspace_dir(workspace)?;
+    match command {
+        McpCommand::List { model, json } => list(&workspace, &model, json).await,
+        McpCommand::Call {
+            model,
+            server,
+            tool,
+            arguments,
+        } => call(&workspace, &model, &server, &tool, &arguments).await,
+    }
+}
+
+/// The servers of the configuration (files, environment and flags), started.
+async fn started(
+    workspace: &Path,
+    model: &ModelFlags,
+) -> Result<Option<std::sync::Arc<baton_mcp::McpTools>>, CliError> {
+    // No model is needed to talk to MCP servers: only the layers, not the run's settings.
+    let layer = baton::settings::file_and_env_layers(workspace)?
+        .overlay(crate::commands::flags_layer_checked(model)?);
+    if !baton::mcp::configured(&layer) {
+        return Ok(None);
+    }
+    let exec = crate::sandbox_cmd::exec_env(workspace, &layer, &Default::default())?;
+    Ok(baton::mcp::start(workspace, &layer, &exec).await?)
+}
+
+async fn list(workspace: &Path, model: &ModelFlags, json: bool) -> CliResult {
+    let Some(mcp) = started(workspace, model).await? else {
+        if json {
+            println!("[]");
+        } else {
+            println!("no MCP servers configured ([mcp_servers.NAME] in a config file, or --mcp)");
+        }
+        return Ok(exit::FINISHED);
+    };
+    let mut listed = Vec::new();
+    for (name, status) in &mcp.servers {
+        let entry = match status {
+            ServerStatus::Ready { server, tools } => {
+                let tools: Vec<serde_json::Value> = mcp
+                    .tools
+                    .iter()
+                    .map(|t| t.spec())
+                    .filter(|spec| tools.contains(&spec.name))
+                    .map(|spec| {
+                        serde_json::json!({
+                            "name": spec.name,
+                            "effect": spec.effect,
+                            "description": spec.description,
+                        })
+                    })
+                    .collect();
+                serde_json::json!({
+                    "name": name, "status": "ready", "version": server.version(), "tools": tools,
+                })
+            }
+            ServerStatus::Failed(e) => serde_json::json!({
+                "name": name, "status": "failed", "error": e.to_string(), "tools": [],
+            }),
+        };
+        listed.push(entry);
+    }
+    if json {
+        println!("{}", serde_json::Value::Array(listed));
+    } else {
+        for server in &listed {
+            let status = server["status"].as_str().unwrap_or_default();
+            match status {
+                "ready" => println!(
+                    "{}  ready  {}",
+                    server["name"].as_str().unwrap_or_default(),
+                    server["version"].as_str().unwrap_or_default()
+                ),
+                _ => println!(
+                    "{}  failed: {}",
+                    server["name"].as_str().unwrap_or_default(),
+                    server["error"].as_str().unwrap_or_default()
+                ),
+            }
+            for tool in server["tools"].as_array().into_iter().flatten() {
+                println!(
+                    "  {:<48} {}",
+                    tool["name"].as_str().unwrap_or_default(),
+                    tool["effect"].as_str().unwrap_or_default()
+                );
+            }
+        }
+    }
+    mcp.shutdown().await;
+    let failed = mcp.failures().count();
+    Ok(if failed > 0 {
+        exit::FAILED
+    } else {
+        exit::FINISHED
+    })
+}
+
+async fn call(
+    workspace: &Path,
+    model: &ModelFlags,
+    server: &str,
+    tool: &str,
+    arguments: &str,
+) -> CliResult {
+    let Some(mcp) = started(workspace, model).await? else {
+        return Err(CliError::usage(anyhow!(
+            "no MCP servers configured ([mcp_servers.NAME] in a config file, or --mcp)"
+        )));
+    };
+    let status = mcp
+        .servers
+        .iter()
+        .find(|(name, _)| name == server)
+        .map(|(_, status)| status)
+        .ok_or_else(|| CliError::usage(anyhow!("no MCP server named {server:?} is configured")))?;
+    if let ServerStatus::Failed(e) = status {
+        return Err(CliError::usage(anyhow!("{e}")));
+    }
+    let name = baton_mcp::tool_name(server, tool);
+    let found = mcp
+        .tools
+        .iter()
+        .find(|t| t.spec().name == name)
+        .ok_or_else(|| {
+            CliError::usage(anyhow!(
+                "server {server:?} offers no tool {tool:?} (see `baton mcp list`)"
+            ))
+        })?;
+    let context = baton_tools::ToolContext {
+        workspace: baton_tools::Workspace::new(workspace)
+            .map_err(|e| CliError::usage(anyhow!("{e}")))?,
+        shell_timeout: std::time::Duration::from_secs(60),
+        secret_env_vars: vec![],
+        exec: baton_tools::ExecEnv::unconfined(),
+        run: None,
+    };
+    let result = found.call(&context, arguments).await;
+    println!("{}", result.content);
+    mcp.shutdown().await;
+    Ok(match result.outcome {
+        baton_core::ToolOutcome::Success => exit::FINISHED,
+        _ => exit::FAILED,
+    })
+}

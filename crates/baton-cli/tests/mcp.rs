@@ -1,0 +1,205 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! MCP servers in real runs: the real binary (supervised, so the servers reach the agent process
+//! as data) against a scripted model that calls the tools of the protocol's reference server
+//! from npm (installed by `scripts/mcp-test-servers.sh`), run under baton's sandbox. The tools
+//! are offered and journaled at the start with their schemas and effects, their results reach
+//! the journal and the model, a server that cannot start is reported and left out while the
+//! run goes on, and `baton mcp list` / `baton mcp call` show and call them.
+
+mod support;
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use support::*;
+
+fn everything_js() -> String {
+    let dir = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-test-servers"),
+        PathBuf::from,
+    );
+    let js = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(dir)
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        js.is_file(),
+        "the MCP test servers are not installed ({}): run scripts/mcp-test-servers.sh",
+        js.display()
+    );
+    js.display().to_string()
+}
+
+fn script() -> Vec<Turn> {
+    vec![
+        turn(&[("mcp__ev__echo", json!({"message": "from the model"}))]),
+        turn(&[("mcp__ev__get-sum", json!({"a": 20, "b": 22}))]),
+        turn(&[("finish", json!({"summary": "asked the MCP server twice"}))]),
+    ]
+}
+
+fn tool_results(events: &[Value]) -> Vec<String> {
+    of_type(events, "tool_call_finished")
+        .iter()
+        .map(|e| e["result"]["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_calls_an_mcp_servers_tools_and_journals_them() {
+    let server = ScriptedServer::start(script()).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mcp = format!("ev=node {} stdio", everything_js());
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--mcp", &mcp, "use the server"],
+    )
+    .await;
+    assert_finished(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("mcp server ev (stdio"), "{stderr}");
+
+    let events = journal(ws.path(), home.path());
+    // Offered and journaled at the start, after the built-in tools, with schema and effect.
+    let tools = of_type(&events, "run_started")[0]["tools"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let echo_at = names.iter().position(|n| *n == "mcp__ev__echo").unwrap();
+    assert!(
+        echo_at > names.iter().position(|n| *n == "finish").unwrap(),
+        "{names:?}"
+    );
+    assert_eq!(tools[echo_at]["effect"], "read_only");
+    assert_eq!(
+        tools[echo_at]["parameters"]["properties"]["message"]["type"],
+        "string"
+    );
+    // The model was offered them.
+    let offered = &server.received()[0].body["tools"];
+    assert!(
+        offered
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["function"]["name"] == "mcp__ev__get-sum"),
+        "{offered}"
+    );
+    let results = tool_results(&events);
+    assert_eq!(results[0], "Echo: from the model");
+    assert!(results[1].contains("42"), "{}", results[1]);
+    // And read them back.
+    let second = &server.received()[1].body;
+    assert!(second.to_string().contains("Echo: from the model"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_cannot_start_is_reported_and_the_run_goes_on() {
+    let server = ScriptedServer::start(script()).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let good = format!("ev=node {} stdio", everything_js());
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &[
+            "--mcp",
+            "broken=/nonexistent/mcp-server",
+            "--mcp",
+            &good,
+            "use the server",
+        ],
+    )
+    .await;
+    assert_finished(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("mcp server broken failed"), "{stderr}");
+    let events = journal(ws.path(), home.path());
+    assert_eq!(tool_results(&events)[0], "Echo: from the model");
+    let tools = of_type(&events, "run_started")[0]["tools"].to_string();
+    assert!(!tools.contains("mcp__broken__"), "{tools}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_list_and_call_use_the_configured_servers() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    write_user_config(
+        home.path(),
+        &format!(
+            "[mcp_servers.ev]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\nread_only_tools = [\"toggle-simulated-logging\"]\n\n\
+             [mcp_servers.gone]\ncommand = \"/nonexistent/mcp-server\"\n",
+            everything_js()
+        ),
+    );
+    let out = baton_blocking(ws.path(), home.path(), &["mcp", "list", "--json"]).await;
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // A server that failed makes the listing exit 1 (so scripts notice), but it is listed.
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(listed[0]["name"], "ev");
+    assert_eq!(listed[0]["status"], "ready");
+    let tools = listed[0]["tools"].as_array().unwrap();
+    let effect = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == name)
+            .map(|t| t["effect"].as_str().unwrap().to_string())
+    };
+    assert_eq!(effect("mcp__ev__echo").as_deref(), Some("read_only"));
+    assert_eq!(
+        effect("mcp__ev__gzip-file-as-resource").as_deref(),
+        Some("mutating")
+    );
+    // The configuration overrides the annotation.
+    assert_eq!(
+        effect("mcp__ev__toggle-simulated-logging").as_deref(),
+        Some("read_only")
+    );
+    assert_eq!(listed[1]["name"], "gone");
+    assert_eq!(listed[1]["status"], "failed");
+    assert!(listed[1]["error"].as_str().unwrap().contains("\"gone\""));
+
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["mcp", "call", "ev", "echo", r#"{"message": "debugging"}"#],
+    )
+    .await;
+    assert_finished(&out);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "Echo: debugging"
+    );
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["mcp", "call", "ev", "no-such-tool"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no tool \"no-such-tool\""));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misconfigured_server_is_a_usage_error_naming_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    write_user_config(
+        home.path(),
+        "[mcp_servers.docs]\ncommand = \"x\"\nurl = \"https://mcp.example/mcp\"\n",
+    );
+    let out = baton_blocking(ws.path(), home.path(), &["mcp", "list"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("\"docs\"") && stderr.contains("not both"),
+        "{stderr}"
+    );
+    // --no-mcp runs without them (nothing is started, nothing to misconfigure).
+    let out = baton_blocking(ws.path(), home.path(), &["mcp", "list", "--no-mcp"]).await;
+    assert_finished(&out);
+}
