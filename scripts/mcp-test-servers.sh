@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs the MCP reference servers the tests run against — real servers no one on this team
-# wrote, from the npm registry, at pinned versions — into target/mcp-test-servers (cached:
-# nothing is fetched when the pinned versions are there). Prints the directory. Idempotent.
+# Installs the MCP servers the tests run against — the reference servers from the npm registry,
+# which no one on this team wrote, and the official Python SDK (`mcp` on PyPI) for the failure
+# server in crates/baton-mcp/tests/servers/failures.py — at pinned versions, into
+# target/mcp-test-servers (cached: nothing is fetched when the pinned versions are there).
+# Prints the directory. Idempotent.
 #
 # The tests find the servers there, or in $BATON_TEST_MCP_SERVERS; they fail (not skip) when
 # they are missing, naming this script.
@@ -13,8 +15,9 @@ packages=(
     "@modelcontextprotocol/server-everything@2026.8.31"
     "@modelcontextprotocol/server-filesystem@2026.8.31"
 )
+python_sdk="mcp==2.3.0"
 stamp="$dir/.installed"
-want="${packages[*]}"
+want="${packages[*]} $python_sdk"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
     echo "$dir"
     exit 0
@@ -26,5 +29,8 @@ command -v npm >/dev/null 2>&1 || {
 mkdir -p "$dir"
 echo "== installing MCP test servers into $dir: $want" >&2
 npm install --prefix "$dir" --no-audit --no-fund --silent "${packages[@]}" >&2
+rm -rf "$dir/python-venv"
+python3 -m venv "$dir/python-venv"
+"$dir/python-venv/bin/pip" install --quiet --disable-pip-version-check "$python_sdk" >&2
 echo "$want" > "$stamp"
 echo "$dir"
