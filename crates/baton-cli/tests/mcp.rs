@@ -203,3 +203,130 @@ async fn a_misconfigured_server_is_a_usage_error_naming_it() {
     let out = baton_blocking(ws.path(), home.path(), &["mcp", "list", "--no-mcp"]).await;
     assert_finished(&out);
 }
+
+/// The failure server of `crates/baton-mcp/tests/servers/failures.py` on the SDK's Python.
+fn failure_server_config(calls: &std::path::Path) -> String {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let servers = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
+        || manifest.join("../../target/mcp-test-servers"),
+        PathBuf::from,
+    );
+    let python = manifest.join(servers).join("python-venv/bin/python");
+    assert!(
+        python.is_file(),
+        "the Python MCP SDK is not installed ({}): run scripts/mcp-test-servers.sh",
+        python.display()
+    );
+    let script = manifest.join("../baton-mcp/tests/servers/failures.py");
+    format!(
+        "[mcp_servers.f]\ncommand = {:?}\nargs = [{:?}, {:?}, \"MCP_SLOW_FIRST=lookup=60,write_note=60\"]\n",
+        python.display().to_string(),
+        script.display().to_string(),
+        format!("MCP_CALLS_FILE={}", calls.display()),
+    )
+}
+
+fn calls_of(calls: &std::path::Path, tool: &str) -> usize {
+    std::fs::read_to_string(calls)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.split(' ').next() == Some(tool))
+        .count()
+}
+
+/// SIGKILLs the agent (`--no-supervise`: the process that holds the MCP session) once the server
+/// has recorded `n` calls of `tool` — the call is in flight, its intent journaled.
+fn kill_when_called(mut cmd: std::process::Command, calls: &std::path::Path, tool: &str, n: usize) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while calls_of(calls, tool) < n {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "baton ended before calling {tool}"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{tool} was never called"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_call_a_read_only_mcp_call_is_rerun_and_a_mutating_one_reported_interrupted() {
+    let server = ScriptedServer::start(vec![
+        turn(&[("mcp__f__lookup", json!({"key": "k"}))]),
+        turn(&[("mcp__f__write_note", json!({"text": "n"}))]),
+        turn(&[("finish", json!({"summary": "done"}))]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // Inside the workspace: the sandboxed server may write there.
+    let calls = ws.path().join("calls.txt");
+    write_user_config(home.path(), &failure_server_config(&calls));
+    let (w, h, c, url) = (
+        ws.path().to_path_buf(),
+        home.path().to_path_buf(),
+        calls.clone(),
+        server.base_url(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        // 1. Killed during the read-only lookup.
+        let mut run = baton(&w, &h);
+        run.args([
+            "run",
+            "--no-supervise",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "use f",
+        ]);
+        kill_when_called(run, &c, "lookup", 1);
+        // 2. Resumed: the lookup is called again; killed during the mutating write.
+        let mut resume = baton(&w, &h);
+        resume.args(["resume", "--last", "--no-supervise"]);
+        kill_when_called(resume, &c, "write_note", 1);
+        assert_eq!(
+            calls_of(&c, "lookup"),
+            2,
+            "the read-only call was not re-run"
+        );
+        // 3. Resumed again: the write is not sent again; the run finishes.
+        let mut resume = baton(&w, &h);
+        resume.args(["resume", "--last", "--no-supervise"]);
+        resume.output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_finished(&out);
+    assert_eq!(calls_of(&calls, "lookup"), 2);
+    assert_eq!(
+        calls_of(&calls, "write_note"),
+        1,
+        "the mutating call was sent twice"
+    );
+
+    let events = journal(ws.path(), home.path());
+    let finished: Vec<&Value> = of_type(&events, "tool_call_finished");
+    let lookup = finished
+        .iter()
+        .find(|e| e["result"]["content"] == "value of k")
+        .expect("the re-run lookup's result is journaled");
+    assert_eq!(lookup["result"]["outcome"], "success");
+    let interrupted: Vec<&&Value> = finished
+        .iter()
+        .filter(|e| e["result"]["outcome"] == "interrupted")
+        .collect();
+    assert_eq!(interrupted.len(), 1, "{finished:?}");
+    // The model read that the write was interrupted.
+    let last = server.received().last().unwrap().body.to_string();
+    assert!(last.contains("interrupted"), "{last}");
+}

@@ -9,6 +9,8 @@ override them — so one script plays every case:
   MCP_LOOKUP_DELAY   seconds `lookup` (read-only) takes
   MCP_WRITE_DELAY    seconds `write_note` (mutating) takes
   MCP_EXTRA_TOOL     when set, one more tool, `extra` (a tool list that changed between runs)
+  MCP_SLOW_FIRST     TOOL=SECONDS,…: the first call of TOOL ever recorded in MCP_CALLS_FILE takes
+                     that long (a call to kill baton in; its re-run after a resume is quick)
 """
 
 import json
@@ -34,10 +36,18 @@ def record(name: str, args: dict) -> None:
     path = os.environ.get("MCP_CALLS_FILE")
     if not path:
         return
+    earlier = 0
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            earlier = sum(1 for line in f if line.split(" ", 1)[0] == name)
     with open(path, "a", encoding="utf-8") as f:
         f.write(f"{name} {json.dumps(args, sort_keys=True)}\n")
         f.flush()
         os.fsync(f.fileno())
+    for entry in filter(None, os.environ.get("MCP_SLOW_FIRST", "").split(",")):
+        tool, _, seconds = entry.partition("=")
+        if tool == name and earlier == 0:
+            time.sleep(float(seconds))
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
