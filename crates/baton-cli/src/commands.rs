@@ -476,7 +476,8 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     let settings = overrides.apply(recorded);
     // The run's recorded settings decide the model; files and environment still set the
     // client's timeouts and retry budget, which are not part of the run.
-    let layer = file_and_env_layers(&workspace)?;
+    // `--mcp`, `--mcp-config` and `--no-mcp` count here too: servers are this process's.
+    let layer = file_and_env_layers(&workspace)?.overlay(args.model.mcp_layer()?);
     let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
     let telemetry = baton_telemetry::Telemetry::from_env();
     let trace = telemetry.as_ref().map(|t| t.observer(&run_id, &events));
@@ -490,6 +491,12 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         args.no_snapshots,
     )
     .await?;
+    if let Some(mcp) = &mcp {
+        let offered: Vec<_> = mcp.tools.iter().map(|t| t.spec()).collect();
+        for line in baton::mcp::tool_changes(&state.tools, &offered) {
+            eprintln!("baton: {line}");
+        }
+    }
     tracing::info!(run_id = %run_id, events = events.len(), "resuming the run");
     let result = engine.resume(&run_id, &overrides).await;
     if let Some(mcp) = &mcp {

@@ -269,3 +269,16 @@ async fn call(
         _ => exit::FAILED,
     })
 }
+
+impl ModelFlags {
+    /// Only the MCP keys of the flags' layer (also as a supervisor passed them): what `resume`
+    /// takes from its flags besides the settings overrides.
+    pub fn mcp_layer(&self) -> Result<ConfigLayer, CliError> {
+        let all = crate::commands::flags_layer_checked(self)?;
+        Ok(ConfigLayer {
+            mcp: all.mcp,
+            mcp_servers: all.mcp_servers,
+            ..ConfigLayer::default()
+        })
+    }
+}

@@ -205,7 +205,8 @@ async fn a_misconfigured_server_is_a_usage_error_naming_it() {
 }
 
 /// The failure server of `crates/baton-mcp/tests/servers/failures.py` on the SDK's Python.
-fn failure_server_config(calls: &std::path::Path) -> String {
+/// `settings`: the script's extra `NAME=VALUE` arguments.
+fn failure_server_config(calls: &std::path::Path, settings: &[&str]) -> String {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let servers = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
         || manifest.join("../../target/mcp-test-servers"),
@@ -218,11 +219,15 @@ fn failure_server_config(calls: &std::path::Path) -> String {
         python.display()
     );
     let script = manifest.join("../baton-mcp/tests/servers/failures.py");
+    let mut args = vec![
+        format!("{:?}", script.display().to_string()),
+        format!("{:?}", format!("MCP_CALLS_FILE={}", calls.display())),
+    ];
+    args.extend(settings.iter().map(|s| format!("{s:?}")));
     format!(
-        "[mcp_servers.f]\ncommand = {:?}\nargs = [{:?}, {:?}, \"MCP_SLOW_FIRST=lookup=60,write_note=60\"]\n",
+        "[mcp_servers.f]\ncommand = {:?}\nargs = [{}]\n",
         python.display().to_string(),
-        script.display().to_string(),
-        format!("MCP_CALLS_FILE={}", calls.display()),
+        args.join(", ")
     )
 }
 
@@ -270,7 +275,10 @@ async fn killed_mid_call_a_read_only_mcp_call_is_rerun_and_a_mutating_one_report
     let home = tempfile::tempdir().unwrap();
     // Inside the workspace: the sandboxed server may write there.
     let calls = ws.path().join("calls.txt");
-    write_user_config(home.path(), &failure_server_config(&calls));
+    write_user_config(
+        home.path(),
+        &failure_server_config(&calls, &["MCP_SLOW_FIRST=lookup=60,write_note=60"]),
+    );
     let (w, h, c, url) = (
         ws.path().to_path_buf(),
         home.path().to_path_buf(),
@@ -329,4 +337,51 @@ async fn killed_mid_call_a_read_only_mcp_call_is_rerun_and_a_mutating_one_report
     // The model read that the write was interrupted.
     let last = server.received().last().unwrap().body.to_string();
     assert!(last.contains("interrupted"), "{last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_run_keeps_its_journaled_tools_and_reports_the_servers_changes() {
+    let server = ScriptedServer::start(vec![
+        turn(&[("mcp__f__lookup", json!({"key": "k"}))]),
+        turn(&[("finish", json!({"summary": "done"}))]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let calls = ws.path().join("calls.txt");
+    write_user_config(home.path(), &failure_server_config(&calls, &[]));
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--max-turns", "1", "use f"],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Between the runs the server gained a tool.
+    write_user_config(
+        home.path(),
+        &failure_server_config(&calls, &["MCP_EXTRA_TOOL=1"]),
+    );
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--max-turns", "5"],
+    )
+    .await;
+    assert_finished(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mcp tool mcp__f__extra is new since the run started"),
+        "{stderr}"
+    );
+    // The model was never offered it: the run's tools are the journaled ones.
+    let last = server.received().last().unwrap().body["tools"].to_string();
+    assert!(!last.contains("mcp__f__extra"), "{last}");
+    assert!(last.contains("mcp__f__lookup"));
 }

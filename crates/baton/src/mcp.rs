@@ -73,6 +73,47 @@ pub fn secret_values(layer: &ConfigLayer) -> Vec<String> {
         .collect()
 }
 
+/// How the MCP tools a resumed run journaled at its start differ from those its servers offer
+/// now: the run keeps offering what it journaled (its prompt stays byte-stable), so a change is
+/// reported, never silently applied. One line per difference, in name order.
+pub fn tool_changes(
+    journaled: &[baton_core::ToolSpec],
+    offered: &[baton_core::ToolSpec],
+) -> Vec<String> {
+    let is_mcp = |t: &&baton_core::ToolSpec| t.name.starts_with("mcp__");
+    let then: std::collections::BTreeMap<&str, &baton_core::ToolSpec> = journaled
+        .iter()
+        .filter(is_mcp)
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    let now: std::collections::BTreeMap<&str, &baton_core::ToolSpec> = offered
+        .iter()
+        .filter(is_mcp)
+        .map(|t| (t.name.as_str(), t))
+        .collect();
+    let mut lines = Vec::new();
+    for (name, spec) in &then {
+        match now.get(name) {
+            None => lines.push(format!(
+                "mcp tool {name} is not offered by its server now: the run still lists it, and \
+                 calls to it return an error"
+            )),
+            Some(current) if current != spec => lines.push(format!(
+                "mcp tool {name} changed since the run started (description, schema or \
+                 effect): the run keeps offering it as journaled"
+            )),
+            Some(_) => {}
+        }
+    }
+    for name in now.keys().filter(|n| !then.contains_key(*n)) {
+        lines.push(format!(
+            "mcp tool {name} is new since the run started: not offered to this run (a new run \
+             gets it)"
+        ));
+    }
+    lines
+}
+
 /// One line per server for progress output: ready with its tools, or why it failed.
 pub fn describe(mcp: &McpTools) -> Vec<String> {
     mcp.servers
@@ -98,4 +139,41 @@ pub fn describe(mcp: &McpTools) -> Vec<String> {
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baton_core::{ToolEffect, ToolSpec};
+
+    fn spec(name: &str, description: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters: serde_json::json!({"type": "object"}),
+            effect: ToolEffect::ReadOnly,
+        }
+    }
+
+    #[test]
+    fn vanished_changed_and_new_tools_are_each_reported() {
+        let journaled = [
+            spec("read_file", "built in"),
+            spec("mcp__a__same", "x"),
+            spec("mcp__a__gone", "x"),
+            spec("mcp__a__changed", "old"),
+        ];
+        let offered = [
+            spec("read_file", "built in, other text"),
+            spec("mcp__a__same", "x"),
+            spec("mcp__a__changed", "new"),
+            spec("mcp__b__new", "x"),
+        ];
+        let lines = tool_changes(&journaled, &offered);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[0].contains("mcp__a__changed") && lines[0].contains("changed"));
+        assert!(lines[1].contains("mcp__a__gone") && lines[1].contains("not offered"));
+        assert!(lines[2].contains("mcp__b__new") && lines[2].contains("new"));
+        assert!(tool_changes(&journaled, &journaled).is_empty());
+    }
 }
