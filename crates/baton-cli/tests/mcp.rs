@@ -385,3 +385,45 @@ async fn a_resumed_run_keeps_its_journaled_tools_and_reports_the_servers_changes
     assert!(!last.contains("mcp__f__extra"), "{last}");
     assert!(last.contains("mcp__f__lookup"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_runs_in_the_sandbox_like_a_command() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let calls = ws.path().join("calls.txt");
+    write_user_config(home.path(), &failure_server_config(&calls, &[]));
+    let touch = |path: std::path::PathBuf| {
+        let args = json!({ "path": path }).to_string();
+        let (ws, home) = (ws.path().to_path_buf(), home.path().to_path_buf());
+        async move { baton_blocking(&ws, &home, &["mcp", "call", "f", "touch", &args]).await }
+    };
+    // Inside the workspace: allowed.
+    let inside = ws.path().join("made-by-the-server.txt");
+    let out = touch(inside.clone()).await;
+    assert_finished(&out);
+    assert!(inside.is_file());
+    // Outside it: refused by the sandbox, as the server's own error. (Not under /tmp, which the
+    // sandbox replaces with a private directory that a write would land in harmlessly.)
+    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = elsewhere.path().join("escaped.txt");
+    let out = touch(outside.clone()).await;
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cannot create"));
+    assert!(!outside.exists(), "the server wrote outside the workspace");
+    // With `sandbox = "full-access"` the same call goes through: the refusal was the sandbox's.
+    write_user_config(
+        home.path(),
+        &format!(
+            "{}sandbox = \"full-access\"\n",
+            failure_server_config(&calls, &[])
+        ),
+    );
+    let out = touch(outside.clone()).await;
+    assert_finished(&out);
+    assert!(outside.is_file());
+}

@@ -97,6 +97,18 @@ def fail(reason: str) -> str:
     raise ToolError(reason)
 
 
+@server.tool(annotations=ToolAnnotations(readOnlyHint=False))
+def touch(path: str) -> str:
+    """Creates a file at an absolute path (what the sandbox lets a server write)."""
+    record("touch", {"path": path})
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("touched\n")
+    except OSError as e:
+        raise ToolError(f"cannot create {path}: {e}") from e
+    return f"created {path}"
+
+
 if os.environ.get("MCP_EXTRA_TOOL"):
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
