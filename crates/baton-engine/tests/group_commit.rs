@@ -9,83 +9,22 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use baton_core::*;
-use baton_store::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
+use baton_store::Store;
 use serde_json::json;
 use support::backend::{Backend, on_both_backends};
+use support::counting::CountingStore;
 use support::fn_provider::{FnProvider, call};
 use support::run::{engine, settings};
 
 const TURNS: usize = 100;
 
-/// Every append the engine makes: how many, and what each ended with.
-#[derive(Default)]
-struct Commits {
-    batches: Mutex<Vec<Vec<&'static str>>>,
-}
-
-impl Commits {
-    fn last_kind(&self) -> Option<&'static str> {
-        self.batches
-            .lock()
-            .unwrap()
-            .last()
-            .and_then(|b| b.last().copied())
-    }
-}
-
-/// A real store that counts its appends.
-struct Counting {
-    inner: Arc<dyn Store>,
-    commits: Arc<Commits>,
-}
-
-#[async_trait]
-impl Store for Counting {
-    async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
-        self.inner.create_run(run, holder).await
-    }
-    async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
-        self.inner.acquire(run_id, holder).await
-    }
-    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        self.inner.renew(lease).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.inner.release(lease).await
-    }
-    async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
-        self.inner.append(lease, records).await?;
-        let kinds = records.iter().map(|r| r.event.kind()).collect();
-        self.commits.batches.lock().unwrap().push(kinds);
-        Ok(())
-    }
-    async fn read_events(
-        &self,
-        run_id: &RunId,
-        from_seq: u64,
-        limit: u64,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.inner.read_events(run_id, from_seq, limit).await
-    }
-    async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
-        self.inner.get_run(run_id).await
-    }
-    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        self.inner.list_runs().await
-    }
-}
-
 async fn two_commits_a_turn(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
     let (inner, _schema) = backend.store(ws.path()).await;
-    let commits = Arc::new(Commits::default());
-    let store: Arc<dyn Store> = Arc::new(Counting {
-        inner,
-        commits: commits.clone(),
-    });
+    let commits = Arc::new(CountingStore::new(inner));
+    let store: Arc<dyn Store> = commits.clone();
     let intent_checks = Arc::new(Mutex::new(Vec::new()));
     let provider = {
         let commits = commits.clone();
@@ -130,7 +69,7 @@ async fn two_commits_a_turn(backend: Backend) {
         "{checks:?}"
     );
     // Every tool_call_started was the last event of its commit (the tool ran after it).
-    let batches = commits.batches.lock().unwrap().clone();
+    let batches: Vec<Vec<&'static str>> = commits.appends().into_iter().map(|a| a.kinds).collect();
     for batch in &batches {
         if let Some(i) = batch.iter().position(|k| *k == "tool_call_started") {
             assert_eq!(i, batch.len() - 1, "{batch:?}");

@@ -71,6 +71,12 @@ fn tool_context(workspace: &tempfile::TempDir) -> ToolContext<'static> {
     }
 }
 
+/// Every server started, or the failures shown.
+fn assert_all_started(started: &baton_mcp::McpTools) {
+    let failures: Vec<String> = started.failures().map(ToString::to_string).collect();
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
 fn find<'a>(tools: &'a [Arc<dyn Tool>], name: &str) -> &'a Arc<dyn Tool> {
     tools
         .iter()
@@ -86,15 +92,7 @@ async fn the_reference_server_on_stdio_lists_and_answers_its_tools() {
     let ws = tempfile::tempdir().unwrap();
     let spec = stdio("everything", "node", &[&everything_js(), "stdio"], 60);
     let started = start_servers(vec![spec], context(&ws)).await;
-    assert_eq!(
-        started.failures().count(),
-        0,
-        "{:?}",
-        started
-            .failures()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-    );
+    assert_all_started(&started);
     let ServerStatus::Ready { server, tools } = &started.servers[0].1 else {
         unreachable!()
     };
@@ -199,15 +197,7 @@ async fn the_filesystem_server_reads_the_workspace() {
         60,
     );
     let started = start_servers(vec![spec], context(&ws)).await;
-    assert_eq!(
-        started.failures().count(),
-        0,
-        "{:?}",
-        started
-            .failures()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-    );
+    assert_all_started(&started);
     let read = find(&started.tools, "mcp__fs__read_text_file");
     assert_eq!(read.spec().effect, ToolEffect::ReadOnly);
     let path = root.join("notes.txt");
@@ -262,15 +252,7 @@ async fn the_reference_server_over_streamable_http() {
     )
     .unwrap();
     let started = start_servers(vec![spec], context(&ws)).await;
-    assert_eq!(
-        started.failures().count(),
-        0,
-        "{:?}",
-        started
-            .failures()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-    );
+    assert_all_started(&started);
     let echo = find(&started.tools, "mcp__remote__echo");
     let result = echo
         .call(&tool_context(&ws), r#"{"message": "over http"}"#)

@@ -19,6 +19,8 @@
 //! `cargo bench -p baton-engine --bench overhead [-- TURNS...]`; `BATON_OVERHEAD_STORES=sqlite`
 //! leaves the PostgreSQL rows out (they need the `BATON_TEST_POSTGRES` server).
 
+#[path = "../../tests/support/counting.rs"]
+mod counting;
 mod langgraph;
 mod run;
 mod table;

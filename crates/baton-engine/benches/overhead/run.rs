@@ -1,6 +1,6 @@
 //! One measured run: the engine, a real store, a zero-latency model and a no-op echo tool.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -9,11 +9,11 @@ use baton_core::*;
 use baton_engine::{Engine, EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun};
 use baton_model::{ModelError, ModelProvider, RetryPolicy, StreamObserver};
 use baton_store::testing::PgTestSchema;
-use baton_store::{
-    Holder, Lease, NewRun, PostgresStore, RunSummary, SqliteStore, Store, StoreError,
-};
+use baton_store::{PostgresStore, SqliteStore, Store};
 use baton_tools::{ToolContext, ToolRegistry, TypedTool};
 use serde::{Deserialize, Serialize};
+
+use crate::counting::{CountingStore, journal_bytes};
 
 /// Characters of text the model sends the tool each turn (and the tool echoes back), as in the
 /// LangGraph benchmark.
@@ -126,15 +126,15 @@ struct Model {
     calls_before_finish: AtomicUsize,
     /// Microseconds since `started` of every turn's model call.
     arrivals: Mutex<Vec<u64>>,
-    /// The store's commits so far (shared with [`Counting`]), and their number at each turn's
-    /// model call: the steady state between the first and the last call.
-    commits: Arc<AtomicU64>,
+    /// The store whose commits are counted, and their number at each turn's model call: the
+    /// steady state between the first and the last call.
+    commits: Option<Arc<CountingStore>>,
     commits_at_call: Mutex<Vec<u64>>,
     summaries: AtomicUsize,
 }
 
 impl Model {
-    fn new(turns: usize, commits: Arc<AtomicU64>) -> Model {
+    fn new(turns: usize, commits: Option<Arc<CountingStore>>) -> Model {
         Model {
             commits,
             commits_at_call: Mutex::new(Vec::with_capacity(turns + 2)),
@@ -193,7 +193,7 @@ impl ModelProvider for Model {
         }
         let at = self.started.elapsed().as_micros() as u64;
         self.arrivals.lock().unwrap().push(at);
-        let commits = self.commits.load(Ordering::Relaxed);
+        let commits = self.commits.as_ref().map_or(0, |c| c.count() as u64);
         self.commits_at_call.lock().unwrap().push(commits);
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         if n >= self.calls_before_finish.load(Ordering::Relaxed) {
@@ -202,74 +202,6 @@ impl ModelProvider for Model {
         }
         let args = serde_json::json!({"text": text(n, PAYLOAD_CHARS)}).to_string();
         Ok(reply(tool_call("echo", args), "tool_calls"))
-    }
-}
-
-/// A real store that counts its appends (one append is one durable commit) and their bytes.
-struct Counting {
-    inner: Arc<dyn Store>,
-    commits: Arc<AtomicU64>,
-    /// Time spent in the store's appends (serializing, the transaction, the fsync).
-    append_micros: AtomicU64,
-    bytes: AtomicU64,
-    content: AtomicU64,
-}
-
-#[async_trait]
-impl Store for Counting {
-    async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
-        self.inner.create_run(run, holder).await
-    }
-    async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
-        self.inner.acquire(run_id, holder).await
-    }
-    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        self.inner.renew(lease).await
-    }
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.inner.release(lease).await
-    }
-    async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
-        let began = Instant::now();
-        self.inner.append(lease, records).await?;
-        let micros = began.elapsed().as_micros() as u64;
-        self.append_micros.fetch_add(micros, Ordering::Relaxed);
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        for record in records {
-            let json = serde_json::to_string(&record.event).unwrap_or_default();
-            self.bytes.fetch_add(json.len() as u64, Ordering::Relaxed);
-            self.content
-                .fetch_add(content_bytes(&record.event), Ordering::Relaxed);
-        }
-        Ok(())
-    }
-    async fn read_events(
-        &self,
-        run_id: &RunId,
-        from_seq: u64,
-        limit: u64,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.inner.read_events(run_id, from_seq, limit).await
-    }
-    async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
-        self.inner.get_run(run_id).await
-    }
-    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        self.inner.list_runs().await
-    }
-}
-
-/// The turn's content an event carries for the first time: the model's tool-call arguments and
-/// the tool's output (what LangGraph's two messages a turn hold).
-fn content_bytes(event: &Event) -> u64 {
-    match event {
-        Event::ModelCallFinished { message, .. } => message
-            .tool_calls
-            .iter()
-            .map(|c| c.arguments.len() as u64)
-            .sum(),
-        Event::ToolCallFinished { result, .. } => result.content.len() as u64,
-        _ => 0,
     }
 }
 
@@ -385,16 +317,6 @@ fn settings(turns: usize) -> RunSettings {
     }
 }
 
-fn counting(inner: Arc<dyn Store>) -> Arc<Counting> {
-    Arc::new(Counting {
-        inner,
-        commits: Arc::new(AtomicU64::new(0)),
-        append_micros: AtomicU64::new(0),
-        bytes: AtomicU64::new(0),
-        content: AtomicU64::new(0),
-    })
-}
-
 /// Runs `turns` echo turns to the turn limit (the run pauses), resumes the run in a fresh engine
 /// on a freshly opened store, and finishes it on the first call.
 pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
@@ -402,8 +324,8 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
     let workspace = tempfile::tempdir().unwrap();
 
     let opened = place.open().await;
-    let store = counting(opened.store());
-    let model = Arc::new(Model::new(turns, store.commits.clone()));
+    let store = Arc::new(CountingStore::new(opened.store()));
+    let model = Arc::new(Model::new(turns, Some(store.clone())));
     let outcome = engine(store.clone(), model.clone())
         .start(StartRun {
             goal: "echo 400 characters of text every turn".into(),
@@ -420,16 +342,16 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
     };
     let arrivals = model.arrivals.lock().unwrap().clone();
     assert_eq!(arrivals.len(), turns, "one model call per turn");
-    let commits = store.commits.load(Ordering::Relaxed);
+    let appends = store.appends();
+    let commits = appends.len() as u64;
     let at_call = model.commits_at_call.lock().unwrap().clone();
     let steady = (at_call[turns - 1] - at_call[0]) as f64 / (turns - 1) as f64;
     // Between those calls: turns − 1 model calls and as many tool calls, and every compaction's
     // summary call.
     let effects = 2 * (turns - 1) + model.summaries.load(Ordering::Relaxed);
     let commits_per_effect = (at_call[turns - 1] - at_call[0]) as f64 / effects as f64;
-    let append_ms = store.append_micros.load(Ordering::Relaxed) as f64 / 1_000.0;
-    let journal_bytes = store.bytes.load(Ordering::Relaxed);
-    let content = store.content.load(Ordering::Relaxed);
+    let append_ms = appends.iter().map(|a| a.micros).sum::<u64>() as f64 / 1_000.0;
+    let (journal_bytes, content) = journal_bytes(&store.load_events(&run_id).await.unwrap());
     drop(store);
     opened.close().await;
     let peak_rss_run_kib = peak_rss_kib();
@@ -466,7 +388,7 @@ async fn resume(place: &Place, run_id: &RunId, turns: usize) -> (f64, u64) {
     let began = Instant::now();
     let opened = place.open().await;
     let store = opened.store();
-    let model = Arc::new(Model::new(1, Arc::default()));
+    let model = Arc::new(Model::new(1, None));
     model.calls_before_finish.store(0, Ordering::Relaxed);
     let resumed = engine(store.clone(), model.clone());
     let overrides = SettingsOverride {

@@ -1,0 +1,117 @@
+//! A real store that records every append the engine makes — one append is one durable commit —
+//! with its event kinds and how long the store took: how the group-commit test and the overhead
+//! benchmark count commits. (Nothing else is done in the append path: sizes are measured
+//! afterwards, from the journal, by [`journal_bytes`].)
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use baton_core::{Event, EventRecord, RunId};
+use baton_store::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
+
+/// One append.
+#[derive(Clone, Debug)]
+pub struct Append {
+    pub kinds: Vec<&'static str>,
+    /// How long the store took (serializing, the transaction, the fsync).
+    pub micros: u64,
+}
+
+pub struct CountingStore {
+    inner: Arc<dyn Store>,
+    appends: Mutex<Vec<Append>>,
+}
+
+#[allow(dead_code)] // Each target uses a different part.
+impl CountingStore {
+    pub fn new(inner: Arc<dyn Store>) -> CountingStore {
+        CountingStore {
+            inner,
+            appends: Mutex::default(),
+        }
+    }
+
+    pub fn appends(&self) -> Vec<Append> {
+        self.appends.lock().unwrap().clone()
+    }
+
+    pub fn count(&self) -> usize {
+        self.appends.lock().unwrap().len()
+    }
+
+    /// The kind of the last event committed so far.
+    pub fn last_kind(&self) -> Option<&'static str> {
+        self.appends
+            .lock()
+            .unwrap()
+            .last()
+            .and_then(|a| a.kinds.last().copied())
+    }
+}
+
+/// A journal's size: its events' JSON, and the turn content they carry (see [`content_bytes`]).
+#[allow(dead_code)]
+pub fn journal_bytes(events: &[EventRecord]) -> (u64, u64) {
+    let json = events
+        .iter()
+        .map(|r| serde_json::to_string(&r.event).map_or(0, |j| j.len() as u64))
+        .sum();
+    let content = events.iter().map(|r| content_bytes(&r.event)).sum();
+    (json, content)
+}
+
+/// The turn's content an event carries for the first time: the model's tool-call arguments and
+/// the tool's output (what a ReAct loop's two messages a turn hold).
+fn content_bytes(event: &Event) -> u64 {
+    match event {
+        Event::ModelCallFinished { message, .. } => message
+            .tool_calls
+            .iter()
+            .map(|c| c.arguments.len() as u64)
+            .sum(),
+        Event::ToolCallFinished { result, .. } => result.content.len() as u64,
+        _ => 0,
+    }
+}
+
+#[async_trait]
+impl Store for CountingStore {
+    async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
+        self.inner.create_run(run, holder).await
+    }
+    async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
+        self.inner.acquire(run_id, holder).await
+    }
+    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+        self.inner.renew(lease).await
+    }
+    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.inner.release(lease).await
+    }
+    async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
+        let began = Instant::now();
+        self.inner.append(lease, records).await?;
+        let micros = began.elapsed().as_micros() as u64;
+        let append = Append {
+            kinds: records.iter().map(|r| r.event.kind()).collect(),
+            micros,
+        };
+        self.appends.lock().unwrap().push(append);
+        Ok(())
+    }
+    async fn read_events(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        self.inner.read_events(run_id, from_seq, limit).await
+    }
+    async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
+        self.inner.get_run(run_id).await
+    }
+    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+        self.inner.list_runs().await
+    }
+}
