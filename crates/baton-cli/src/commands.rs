@@ -419,16 +419,23 @@ pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResu
             return Err(e);
         }
     };
-    let (ok, report) = crate::doctor::check(&settings, &layer).await?;
+    let (model_ok, report) = crate::doctor::check(&settings, &layer).await?;
+    let mcp = crate::mcp_cmd::doctor_report(&workspace, &layer).await;
+    let ok = model_ok && mcp.as_ref().is_none_or(|(mcp_ok, _)| *mcp_ok);
+    let mcp_text = mcp.map(|(_, text)| text).unwrap_or_default();
     if json {
         print_json(&serde_json::json!({
             "ok": ok,
             "model": lines(&report),
             "sandbox": lines(&sandbox),
+            "mcp": lines(&mcp_text),
         }))?;
     } else {
         outln!("{report}");
         outln!("{sandbox}");
+        if !mcp_text.is_empty() {
+            outln!("{mcp_text}");
+        }
     }
     Ok(if ok { exit::FINISHED } else { exit::FAILED })
 }

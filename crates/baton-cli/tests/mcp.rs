@@ -427,3 +427,28 @@ async fn a_stdio_server_runs_in_the_sandbox_like_a_command() {
     assert_finished(&out);
     assert!(outside.is_file());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_starts_every_configured_server_and_says_what_failed() {
+    let model = ScriptedServer::start_repeating_last(vec![text_turn("ok")]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    write_user_config(
+        home.path(),
+        &format!(
+            "[mcp_servers.ev]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n\n\
+             [mcp_servers.gone]\ncommand = \"/nonexistent/mcp-server\"\n",
+            everything_js()
+        ),
+    );
+    let url = model.base_url();
+    let args = ["doctor", "--json", "--base-url", &url, "--model", "m"];
+    let out = baton_blocking(ws.path(), home.path(), &args).await;
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_eq!(report["ok"], false);
+    let mcp = report["mcp"].to_string();
+    assert!(mcp.contains("mcp server ev (stdio"), "{mcp}");
+    assert!(mcp.contains("mcp server gone failed"), "{mcp}");
+    assert!(mcp.contains("/nonexistent/mcp-server"), "{mcp}");
+}
