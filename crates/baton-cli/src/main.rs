@@ -9,6 +9,7 @@ mod flag_values;
 mod goal;
 mod logging;
 mod mcp_cmd;
+mod mcp_server;
 mod output;
 mod plan_cmd;
 mod queue;
@@ -216,6 +217,9 @@ enum Command {
         #[command(subcommand)]
         command: mcp_cmd::McpCommand,
     },
+    /// Serve baton's durable runs to other agents over MCP on stdio: tools start_run,
+    /// run_status, run_events, run_diff, stop_run, resume_run.
+    McpServer,
 }
 
 #[derive(Args)]
@@ -475,6 +479,7 @@ fn main() -> ExitCode {
             Command::Doctor { model, json } => commands::doctor(&workspace, &model, json).await,
             Command::Config { model } => config_cmd::config(&workspace, &model),
             Command::Mcp { command } => mcp_cmd::mcp(&workspace, command).await,
+            Command::McpServer => mcp_server::serve(store).await,
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
             Command::Trust => {
                 println!("{}", trust::trust(&commands::workspace_dir(&workspace)?)?);

@@ -90,7 +90,6 @@ fn raw_calls(calls: usize) -> Vec<Duration> {
         }
         times.push(began.elapsed());
     }
-    drop(send);
     let _ = child.kill();
     let _ = child.wait();
     times
