@@ -314,14 +314,47 @@ async fn connect(
                     .map_err(|_| failed(format!("the bearer token variable {var} is not set")))?;
                 config = config.auth_header(token);
             }
-            let transport = StreamableHttpClientTransport::from_config(config);
-            let running = ().serve(transport).await.map_err(|e| McpError::Start {
-                server: spec.name.clone(),
-                detail: format!("the handshake with {url} failed: {e}"),
-                stderr: String::new(),
-            })?;
+            let running = handshake_with_retries(spec, url, config).await?;
             Ok(live(running, stderr.clone(), None))
         }
+    }
+}
+
+/// First wait between handshake attempts; it doubles up to [`RETRY_MAX`].
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(250);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The streamable-HTTP handshake, tried again with backoff while the start-up timeout allows: a
+/// remote server that is restarting, or behind a proxy still warming up, answers a moment later.
+/// The last attempt's error is kept for the message (the start-up timeout would say less).
+async fn handshake_with_retries(
+    spec: &ServerSpec,
+    url: &str,
+    config: StreamableHttpClientTransportConfig,
+) -> Result<Running, McpError> {
+    // A margin under the start-up timeout, so that the error here, with its cause, wins.
+    let deadline = std::time::Instant::now() + spec.startup_timeout.mul_f64(0.9);
+    let mut delay = RETRY_FIRST;
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let transport = StreamableHttpClientTransport::from_config(config.clone());
+        let error = match ().serve(transport).await {
+            Ok(running) => return Ok(running),
+            Err(e) => e.to_string(),
+        };
+        if std::time::Instant::now() + delay >= deadline {
+            return Err(McpError::Start {
+                server: spec.name.clone(),
+                detail: format!(
+                    "the handshake with {url} failed ({attempts} attempt(s)); the last: {error}"
+                ),
+                stderr: String::new(),
+            });
+        }
+        tracing::debug!(server = %spec.name, "MCP handshake with {url} failed, retrying: {error}");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(RETRY_MAX);
     }
 }
 

@@ -229,6 +229,7 @@ async fn the_reference_server_over_streamable_http() {
     let mut server = tokio::process::Command::new("node")
         .args([&everything_js(), "streamableHttp"])
         .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -308,4 +309,53 @@ async fn failing_servers_are_bounded_reported_and_leave_the_others_working() {
         .await;
     assert_eq!(result.content, "Echo: still here");
     started.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_http_server_that_comes_up_late_is_reached_by_retrying_the_handshake() {
+    let ws = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let spec = |name: &str, port: u16, secs: u64| {
+        ServerSpec::new(
+            name,
+            &McpServerConfig {
+                url: Some(format!("http://127.0.0.1:{port}/mcp")),
+                startup_timeout_secs: Some(secs),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    };
+    let starting = tokio::spawn(start_servers(vec![spec("late", port, 60)], context(&ws)));
+    // The server comes up while baton keeps trying.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut server = tokio::process::Command::new("node")
+        .args([&everything_js(), "streamableHttp"])
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let started = starting.await.unwrap();
+    assert_all_started(&started);
+    let echo = find(&started.tools, "mcp__late__echo");
+    let result = echo
+        .call(&tool_context(&ws), r#"{"message": "late"}"#)
+        .await;
+    assert_eq!(result.content, "Echo: late");
+    started.shutdown().await;
+    server.kill().await.unwrap();
+
+    // Nothing ever listens: bounded by the start-up timeout, with the tries and the cause.
+    let nobody = start_servers(vec![spec("nobody", free_port(), 3)], context(&ws)).await;
+    let ServerStatus::Failed(e) = &nobody.servers[0].1 else {
+        panic!("started without a server")
+    };
+    assert!(matches!(e, McpError::Start { .. }), "{e}");
+    let message = e.to_string();
+    assert!(
+        message.contains("attempt(s)") && !message.contains("(1 attempt"),
+        "{message}"
+    );
 }
