@@ -42,8 +42,15 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
     let (settings, layer) = resolve_settings(&source, &args.model)?;
     let artifacts = Artifacts::open(&args.artifacts).map_err(CliError::usage)?;
     let store = open_store(&location).await.map_err(store_error)?;
-    // Submitting runs no command, but the engine is built the one way every engine is.
+    // Submitting runs no command, but the engine is built the one way every engine is. The
+    // configured MCP servers are started once here, so that their tools are journaled with the
+    // run's start; the worker that claims the run starts its own to call them.
     let exec = crate::sandbox_cmd::exec_env(&source, &layer, &Default::default())?;
+    let mcp = baton::mcp::start(&source, &layer, &exec).await?;
+    for line in mcp.as_deref().map(baton::mcp::describe).unwrap_or_default() {
+        eprintln!("baton: {line}");
+    }
+    let tools = baton::mcp::registry(baton_tools::ToolRegistry::standard(), mcp.as_deref());
     let engine = build_engine_with(
         &settings,
         &layer,
@@ -51,8 +58,11 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
         exec,
         Arc::new(Silent),
         StopSignal::never(),
-        baton_tools::ToolRegistry::standard(),
+        tools,
     )?;
+    if let Some(mcp) = &mcp {
+        mcp.shutdown().await;
+    }
     let run_id = engine
         .submit(StartRun {
             plan: None,

@@ -661,3 +661,66 @@ async fn workspaces_travel_through_an_s3_bucket_across_a_takeover() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("s3://BUCKET"), "{stderr}");
 }
+
+/// The reference MCP server from npm (`scripts/mcp-test-servers.sh`).
+fn everything_js() -> String {
+    let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let dir = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
+        || manifest.join("../../target/mcp-test-servers"),
+        std::path::PathBuf::from,
+    );
+    let js = manifest
+        .join(dir)
+        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        js.is_file(),
+        "the MCP test servers are not installed ({}): run scripts/mcp-test-servers.sh",
+        js.display()
+    );
+    js.display().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submitted_run_calls_mcp_tools_on_the_worker() {
+    let cluster = Cluster::new(vec![
+        turn(&[("mcp__ev__echo", json!({"message": "from a worker"}))]),
+        finish_turn(),
+    ])
+    .await;
+    write_user_config(
+        cluster.home.path(),
+        &format!(
+            "[mcp_servers.ev]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+            everything_js()
+        ),
+    );
+    // Submitting journals the servers' tools with the run's start.
+    let run = cluster.submit("echo through MCP").await;
+    let store = cluster.schema.store().await;
+    let events = cluster.events(&store, &run).await;
+    let Event::RunStarted { tools, .. } = &events[0].event else {
+        panic!("{:?}", events[0].event)
+    };
+    assert!(tools.iter().any(|t| t.name == "mcp__ev__echo"), "{tools:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let worker = cluster.worker_with_stdout(dir.path(), "5", 1, Stdio::piped());
+    wait_for(Duration::from_secs(120), "the run finished", async || {
+        store.get_run(&run).await.unwrap().unwrap().status == RunStatus::Finished
+    })
+    .await;
+    let out = {
+        let mut worker = worker;
+        signal(&worker, "TERM");
+        let mut stdout = String::new();
+        std::io::Read::read_to_string(worker.stdout.as_mut().unwrap(), &mut stdout).unwrap();
+        worker.wait().unwrap();
+        stdout
+    };
+    assert!(out.contains("mcp server ev (stdio"), "{out}");
+    let events = cluster.events(&store, &run).await;
+    let echoed = events.iter().any(|r| {
+        matches!(&r.event, Event::ToolCallFinished { result, .. } if result.content == "Echo: from a worker")
+    });
+    assert!(echoed, "the worker did not call the MCP tool");
+}

@@ -50,6 +50,10 @@ pub enum News {
     Error(String),
     /// The run ended but could not be taken out of the queue.
     NotUnqueued(String),
+    /// A configured MCP server started for the run, with its tools.
+    McpReady(String),
+    /// A configured MCP server did not start: the run goes on without its tools.
+    McpFailed(String),
 }
 
 impl News {
@@ -63,6 +67,7 @@ impl News {
                 | News::HandedBack
                 | News::Paused(_)
                 | News::Lost
+                | News::McpReady(_)
         )
     }
 
@@ -83,6 +88,7 @@ impl News {
             News::Lost => format!("run {run} lost: another worker took it over"),
             News::Error(e) => format!("run {run}: {e}"),
             News::NotUnqueued(e) => format!("run {run}: could not take it out of the queue: {e}"),
+            News::McpReady(line) | News::McpFailed(line) => format!("run {run}: {line}"),
         }
     }
 }
@@ -175,13 +181,36 @@ async fn drive(shared: &Shared, lease: Lease) {
         Some(telemetry) => Arc::new(telemetry.observer(&run_id, &events)),
         None => Arc::new(Fanout(Vec::new())),
     };
-    // Every command of the run is confined to this worker's copy of its workspace.
-    let engine = match baton::exec::exec_env(&dir, &shared.layer).and_then(|exec| {
+    // Every command of the run is confined to this worker's copy of its workspace; so are the
+    // MCP servers this worker's configuration names, started for this run.
+    let built = match baton::exec::exec_env(&dir, &shared.layer) {
+        Ok(exec) => match baton::mcp::start(&dir, &shared.layer, &exec).await {
+            Ok(mcp) => Ok((exec, mcp)),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    let mut servers = None;
+    let engine = match built.and_then(|(exec, mcp)| {
+        for (ready, line) in mcp
+            .as_deref()
+            .map(baton::mcp::describe_each)
+            .unwrap_or_default()
+        {
+            let news = if ready {
+                News::McpReady(line)
+            } else {
+                News::McpFailed(line)
+            };
+            shared.hooks.report(&run_id, news);
+        }
+        let tools = baton::mcp::registry(baton_tools::ToolRegistry::standard(), mcp.as_deref());
+        servers = mcp;
         let parts = baton::Parts {
             settings: &settings,
             layer: &shared.layer,
             provider: None,
-            tools: baton_tools::ToolRegistry::standard(),
+            tools,
             observer,
             stop: shared.stop.clone(),
         };
@@ -205,6 +234,9 @@ async fn drive(shared: &Shared, lease: Lease) {
     let outcome = engine
         .resume_claimed(lease, &dir, &SettingsOverride::default())
         .await;
+    if let Some(servers) = &servers {
+        servers.shutdown().await;
+    }
     if let Some(telemetry) = &shared.telemetry {
         telemetry.flush(TRACE_FLUSH).await;
     }

@@ -116,6 +116,14 @@ pub fn tool_changes(
 
 /// One line per server for progress output: ready with its tools, or why it failed.
 pub fn describe(mcp: &McpTools) -> Vec<String> {
+    describe_each(mcp)
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect()
+}
+
+/// [`describe`]'s lines, each with whether its server started.
+pub fn describe_each(mcp: &McpTools) -> Vec<(bool, String)> {
     mcp.servers
         .iter()
         .map(|(name, status)| match status {
@@ -124,19 +132,21 @@ pub fn describe(mcp: &McpTools) -> Vec<String> {
                     Transport::Stdio { .. } => "stdio",
                     Transport::StreamableHttp { .. } => "http",
                 };
-                format!(
-                    "mcp server {name} ({how}{}): {} tool(s)",
-                    if server.version().is_empty() {
-                        String::new()
-                    } else {
-                        format!(", {}", server.version())
-                    },
+                let version = if server.version().is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", server.version())
+                };
+                let line = format!(
+                    "mcp server {name} ({how}{version}): {} tool(s)",
                     tools.len()
-                )
+                );
+                (true, line)
             }
-            ServerStatus::Failed(e) => {
-                format!("mcp server {name} failed, its tools are left out: {e}")
-            }
+            ServerStatus::Failed(e) => (
+                false,
+                format!("mcp server {name} failed, its tools are left out: {e}"),
+            ),
         })
         .collect()
 }
