@@ -2,15 +2,17 @@
 # Installs the MCP servers the tests run against — the reference servers from the npm registry,
 # which no one on this team wrote, and the official Python SDK (`mcp` on PyPI) for the failure
 # server in crates/baton-mcp/tests/servers/failures.py — at pinned versions, into
-# target/mcp-test-servers (cached: nothing is fetched when the pinned versions are there).
-# Prints the directory. Idempotent.
+# $BATON_TEST_MCP_SERVERS or ${XDG_CACHE_HOME:-$HOME/.cache}/baton-mcp-test-servers (cached:
+# nothing is fetched when the pinned versions are there). Prints the directory. Idempotent.
 #
-# The tests find the servers there, or in $BATON_TEST_MCP_SERVERS; they fail (not skip) when
-# they are missing, naming this script.
+# Outside the checkout on purpose: the tests run servers in baton's sandbox, which replaces /tmp
+# with a private directory, so servers inside a checkout under /tmp (a CI clone) would be
+# invisible to them. The tests find the servers with baton_mcp::testing::servers_dir(); they
+# fail (not skip) when they are missing, naming this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dir="${BATON_TEST_MCP_SERVERS:-target/mcp-test-servers}"
+dir="${BATON_TEST_MCP_SERVERS:-${XDG_CACHE_HOME:-$HOME/.cache}/baton-mcp-test-servers}"
 packages=(
     "@modelcontextprotocol/server-everything@2026.8.31"
     "@modelcontextprotocol/server-filesystem@2026.8.31"

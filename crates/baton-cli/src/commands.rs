@@ -98,7 +98,8 @@ async fn build_engine(
         stop_on_signals(),
         tools,
     )?
-    .with_snapshots(snapshots);
+    .with_snapshots(snapshots)
+    .with_mcp_failures(mcp.as_deref().map(baton::mcp::failures).unwrap_or_default());
     Ok((engine, mcp))
 }
 
@@ -567,6 +568,16 @@ pub async fn status(
     // it): "6 of max 200", not the 5 finished ones.
     if let Some(max) = agg.max_turns {
         rows.push(("turns", format!("{} of max {max}", view.turns_started)));
+    }
+    for failure in &view.mcp_failures {
+        let why = output::one_line(&failure.error, 200);
+        rows.push((
+            "mcp",
+            format!(
+                "server {} did not start, its tools are missing: {why}",
+                failure.server
+            ),
+        ));
     }
     // History and working memory need the reducer's state; a journal it cannot replay (say,
     // one with task events from a newer baton) still gets every other line.

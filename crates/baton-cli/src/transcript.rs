@@ -31,6 +31,9 @@ pub fn render(records: &[EventRecord]) -> String {
             | Event::LoopDetected { .. }
             | Event::CompactionFailed { .. }
             | Event::CompactionFinished { .. } => context_text(record),
+            Event::McpServerFailed { server, error } => {
+                format!("MCP server {server} did not start, its tools are missing: {error}")
+            }
             other => crate::output::task_line(other).unwrap_or_default(),
         };
         out.push_str(&format!("{time} #{:<4} {text}\n", record.seq));

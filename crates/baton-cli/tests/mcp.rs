@@ -10,24 +10,9 @@ mod support;
 
 use std::path::PathBuf;
 
+use baton_mcp::testing::everything_js;
 use serde_json::{Value, json};
 use support::*;
-
-fn everything_js() -> String {
-    let dir = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-test-servers"),
-        PathBuf::from,
-    );
-    let js = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(dir)
-        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        js.is_file(),
-        "the MCP test servers are not installed ({}): run scripts/mcp-test-servers.sh",
-        js.display()
-    );
-    js.display().to_string()
-}
 
 fn script() -> Vec<Turn> {
     vec![
@@ -122,6 +107,24 @@ async fn a_server_that_cannot_start_is_reported_and_the_run_goes_on() {
     assert_eq!(tool_results(&events)[0], "Echo: from the model");
     let tools = of_type(&events, "run_started")[0]["tools"].to_string();
     assert!(!tools.contains("mcp__broken__"), "{tools}");
+    // Journaled once, and shown by `status` (text and JSON) and `logs`.
+    let failed = of_type(&events, "mcp_server_failed");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["server"], "broken");
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/mcp-server")
+    );
+    let status = baton_blocking(ws.path(), home.path(), &["status"]).await;
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(status.contains("server broken did not start"), "{status}");
+    let json = baton_blocking(ws.path(), home.path(), &["status", "--json"]).await;
+    let json: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(json["run"]["mcp_failures"][0]["server"], "broken", "{json}");
+    let logs = baton_blocking(ws.path(), home.path(), &["logs"]).await;
+    assert!(String::from_utf8_lossy(&logs.stdout).contains("MCP server broken did not start"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,21 +207,17 @@ async fn a_misconfigured_server_is_a_usage_error_naming_it() {
     assert_finished(&out);
 }
 
-/// The failure server of `crates/baton-mcp/tests/servers/failures.py` on the SDK's Python.
-/// `settings`: the script's extra `NAME=VALUE` arguments.
+/// The failure server of `crates/baton-mcp/tests/servers/failures.py` on the SDK's Python,
+/// copied into `workspace`: the sandbox, which the server runs in, shows it the workspace but
+/// not a checkout under /tmp. `settings`: the script's extra `NAME=VALUE` arguments.
 fn failure_server_config(calls: &std::path::Path, settings: &[&str]) -> String {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let servers = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
-        || manifest.join("../../target/mcp-test-servers"),
-        PathBuf::from,
-    );
-    let python = manifest.join(servers).join("python-venv/bin/python");
-    assert!(
-        python.is_file(),
-        "the Python MCP SDK is not installed ({}): run scripts/mcp-test-servers.sh",
-        python.display()
-    );
-    let script = manifest.join("../baton-mcp/tests/servers/failures.py");
+    let workspace = calls.parent().unwrap();
+    let script = workspace.join("failures.py");
+    std::fs::copy(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../baton-mcp/tests/servers/failures.py"),
+        &script,
+    )
+    .unwrap();
     let mut args = vec![
         format!("{:?}", script.display().to_string()),
         format!("{:?}", format!("MCP_CALLS_FILE={}", calls.display())),
@@ -226,7 +225,7 @@ fn failure_server_config(calls: &std::path::Path, settings: &[&str]) -> String {
     args.extend(settings.iter().map(|s| format!("{s:?}")));
     format!(
         "[mcp_servers.f]\ncommand = {:?}\nargs = [{}]\n",
-        python.display().to_string(),
+        baton_mcp::testing::python().display().to_string(),
         args.join(", ")
     )
 }
@@ -403,8 +402,9 @@ async fn a_stdio_server_runs_in_the_sandbox_like_a_command() {
     assert_finished(&out);
     assert!(inside.is_file());
     // Outside it: refused by the sandbox, as the server's own error. (Not under /tmp, which the
-    // sandbox replaces with a private directory that a write would land in harmlessly.)
-    let elsewhere = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // sandbox replaces with a private directory that a write would land in harmlessly: beside
+    // the test servers, outside any checkout.)
+    let elsewhere = tempfile::tempdir_in(baton_mcp::testing::servers_dir()).unwrap();
     let outside = elsewhere.path().join("escaped.txt");
     let out = touch(outside.clone()).await;
     assert_eq!(

@@ -9,23 +9,9 @@ mod support;
 
 use std::path::PathBuf;
 
+use baton_mcp::testing::python;
 use serde_json::{Value, json};
 use support::*;
-
-fn python() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let servers = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
-        || manifest.join("../../target/mcp-test-servers"),
-        PathBuf::from,
-    );
-    let python = manifest.join(servers).join("python-venv/bin/python");
-    assert!(
-        python.is_file(),
-        "the Python MCP SDK is not installed ({}): run scripts/mcp-test-servers.sh",
-        python.display()
-    );
-    python
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_client_starts_stops_resumes_and_follows_a_run() {

@@ -662,24 +662,6 @@ async fn workspaces_travel_through_an_s3_bucket_across_a_takeover() {
     assert!(stderr.contains("s3://BUCKET"), "{stderr}");
 }
 
-/// The reference MCP server from npm (`scripts/mcp-test-servers.sh`).
-fn everything_js() -> String {
-    let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let dir = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
-        || manifest.join("../../target/mcp-test-servers"),
-        std::path::PathBuf::from,
-    );
-    let js = manifest
-        .join(dir)
-        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        js.is_file(),
-        "the MCP test servers are not installed ({}): run scripts/mcp-test-servers.sh",
-        js.display()
-    );
-    js.display().to_string()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submitted_run_calls_mcp_tools_on_the_worker() {
     let cluster = Cluster::new(vec![
@@ -691,7 +673,7 @@ async fn a_submitted_run_calls_mcp_tools_on_the_worker() {
         cluster.home.path(),
         &format!(
             "[mcp_servers.ev]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
-            everything_js()
+            baton_mcp::testing::everything_js()
         ),
     );
     // Submitting journals the servers' tools with the run's start.

@@ -126,6 +126,13 @@ pub enum Event {
         served_model: Option<String>,
         duration_ms: u64,
     },
+    /// A configured MCP server did not start for this process of the run (at its start or a
+    /// resume): its tools are missing, and their calls return errors, until a later resume
+    /// starts it.
+    McpServerFailed {
+        server: String,
+        error: String,
+    },
     /// A budget passed its warning share (once per budget and process).
     BudgetWarning {
         resource: BudgetResource,
@@ -314,6 +321,7 @@ impl Event {
             Event::CompactionFailed { .. } => "compaction_failed",
             Event::CompactionFinished { .. } => "compaction_finished",
             Event::BudgetWarning { .. } => "budget_warning",
+            Event::McpServerFailed { .. } => "mcp_server_failed",
             Event::LoopDetected { .. } => "loop_detected",
             Event::NoteAdded { .. } => "note_added",
             Event::TurnFinished { .. } => "turn_finished",

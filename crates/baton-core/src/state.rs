@@ -62,6 +62,9 @@ pub struct RunState {
     pub last_event_at: Option<jiff::Timestamp>,
     /// Budgets already warned about in this process.
     pub budget_warned: Vec<BudgetResource>,
+    /// MCP servers that did not start for this process of the run, with why (name order of the
+    /// events; a later failure of the same server replaces its entry).
+    pub mcp_failures: Vec<(String, String)>,
     /// Recent tool calls, for loop detection.
     pub recent_calls: VecDeque<CallFingerprint>,
     /// Loop nudges since the last resume.
@@ -299,9 +302,9 @@ impl RunState {
             Event::CompactionStarted { .. }
             | Event::CompactionFailed { .. }
             | Event::CompactionFinished { .. } => self.apply_context_event(applied),
-            Event::BudgetWarning { .. } | Event::LoopDetected { .. } => {
-                self.apply_governance_event(applied)
-            }
+            Event::BudgetWarning { .. }
+            | Event::LoopDetected { .. }
+            | Event::McpServerFailed { .. } => self.apply_governance_event(applied),
             Event::PlanSet { .. }
             | Event::TaskStarted { .. }
             | Event::CheckStarted { .. }

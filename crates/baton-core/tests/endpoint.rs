@@ -105,3 +105,49 @@ fn a_resume_to_another_endpoint_counts_its_answers_afresh() {
     assert_eq!(run.state.calls_on_endpoint, 0);
     assert_eq!(run.state.model_calls_finished, 2);
 }
+
+/// MCP servers are per process: a failure is kept (the same server's later one replacing it)
+/// until the next resume, which starts its own servers; a finished run refuses one.
+#[test]
+fn mcp_server_failures_last_until_the_next_resume() {
+    let mut run = Run {
+        state: RunState::default(),
+        seq: 0,
+    };
+    run.apply(Event::RunStarted {
+        goal: "g".into(),
+        workspace: "/w".into(),
+        settings: settings("http://a/v1"),
+        system_prompt: "s".into(),
+        project_instructions: None,
+        tools: vec![],
+    });
+    let failed = |server: &str, error: &str| Event::McpServerFailed {
+        server: server.into(),
+        error: error.into(),
+    };
+    run.apply(failed("docs", "timed out"));
+    run.apply(failed("github", "no token"));
+    run.apply(failed("docs", "refused"));
+    assert_eq!(
+        run.state.mcp_failures,
+        vec![
+            ("github".to_string(), "no token".to_string()),
+            ("docs".to_string(), "refused".to_string())
+        ]
+    );
+    run.answered_turn(1);
+    run.pause_and_resume("http://a/v1");
+    assert!(run.state.mcp_failures.is_empty());
+    run.apply(Event::RunFinished {
+        summary: "done".into(),
+        finished_by: Default::default(),
+    });
+    let late = EventRecord {
+        run_id: RunId::from_string("r"),
+        seq: run.seq,
+        at: jiff::Timestamp::from_second(1_800_000_000).unwrap(),
+        event: failed("docs", "after the end"),
+    };
+    assert!(run.state.apply(&late).is_err());
+}

@@ -158,7 +158,8 @@ impl Durability {
             | Event::ModelCallFinished { .. }
             | Event::ToolCallFinished { .. }
             | Event::NoteAdded { .. }
-            | Event::BudgetWarning { .. } => Durability::WithNext,
+            | Event::BudgetWarning { .. }
+            | Event::McpServerFailed { .. } => Durability::WithNext,
             _ => Durability::Now,
         }
     }

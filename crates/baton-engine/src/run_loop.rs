@@ -47,6 +47,9 @@ pub struct Engine {
     pub(crate) tools: ToolRegistry,
     pub(crate) snapshots: crate::snapshots::SnapshotHook,
     pub(crate) persistence: Option<std::sync::Arc<dyn crate::WorkspacePersistence>>,
+    /// MCP servers that did not start for this process (name, why): journaled when a run starts
+    /// or resumes, so that `status` and the logs say which tools are missing.
+    pub(crate) mcp_failures: Vec<(String, String)>,
 }
 
 /// What the engine remembers between requests within one process (not journaled: it only
@@ -71,7 +74,28 @@ impl Engine {
             tools,
             snapshots: Default::default(),
             persistence: None,
+            mcp_failures: Vec::new(),
         }
+    }
+
+    /// The MCP servers that did not start for this engine's process, with why: each is
+    /// journaled as `mcp_server_failed` when a run starts or resumes (secrets redacted).
+    pub fn with_mcp_failures(mut self, failures: Vec<(String, String)>) -> Engine {
+        self.mcp_failures = failures;
+        self
+    }
+
+    /// Journals [`Engine::with_mcp_failures`]' servers for the run `journal` is writing.
+    async fn record_mcp_failures(&self, journal: &mut Journal) -> Result<(), EngineError> {
+        for (server, error) in &self.mcp_failures {
+            journal
+                .record(Event::McpServerFailed {
+                    server: server.clone(),
+                    error: self.redactor.redact(error),
+                })
+                .await?;
+        }
+        Ok(())
     }
 
     /// Starts a new run in `request.workspace` and drives it until it finishes, fails or pauses.
@@ -185,6 +209,9 @@ impl Engine {
                     final_check: plan.final_check,
                 })
                 .await;
+        }
+        if recorded.is_ok() {
+            recorded = self.record_mcp_failures(&mut journal).await;
         }
         match recorded {
             Ok(()) => Ok((journal, workspace)),
@@ -300,6 +327,7 @@ impl Engine {
                 })
                 .await?;
         }
+        self.record_mcp_failures(journal).await?;
         self.drive(journal, workspace).await
     }
 

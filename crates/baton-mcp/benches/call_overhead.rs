@@ -8,28 +8,12 @@
 //! `cargo bench -p baton-mcp --bench call_overhead [-- CALLS]`
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use baton_mcp::testing::everything_js;
 use baton_mcp::{LaunchContext, McpServerConfig, ServerSpec, start_servers};
 use baton_tools::{ExecEnv, ToolContext, Workspace};
-
-fn everything_js() -> String {
-    let dir = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-test-servers"),
-        PathBuf::from,
-    );
-    let js = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(dir)
-        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        js.is_file(),
-        "the MCP test servers are not installed ({}): run scripts/mcp-test-servers.sh",
-        js.display()
-    );
-    js.display().to_string()
-}
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;

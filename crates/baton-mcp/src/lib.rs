@@ -18,6 +18,9 @@ mod serve;
 mod start;
 mod tool;
 
+#[cfg(feature = "test-support")]
+pub mod testing;
+
 pub use config::{
     DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, McpServerConfig, ServerSpec, Transport,
     server_specs,

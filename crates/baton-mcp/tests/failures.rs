@@ -10,26 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::ToolOutcome;
+use baton_mcp::testing::python;
 use baton_mcp::{
     LaunchContext, McpError, McpServerConfig, ServerSpec, ServerStatus, start_servers,
 };
 use baton_tools::{ExecEnv, Tool, ToolContext, Workspace};
-
-fn python() -> PathBuf {
-    let dir = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-test-servers"),
-        PathBuf::from,
-    );
-    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join(dir)
-        .join("python-venv/bin/python");
-    assert!(
-        python.is_file(),
-        "the Python MCP SDK is not installed ({}): run scripts/mcp-test-servers.sh",
-        python.display()
-    );
-    python
-}
 
 fn script() -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

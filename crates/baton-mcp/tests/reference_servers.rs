@@ -7,38 +7,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use baton_core::{ToolEffect, ToolOutcome};
+use baton_mcp::testing::{everything_js, filesystem_js};
 use baton_mcp::{
     LaunchContext, McpError, McpServerConfig, ServerSpec, ServerStatus, start_servers,
 };
 use baton_tools::{ExecEnv, Tool, ToolContext, Workspace};
-
-/// Where `scripts/mcp-test-servers.sh` installed the servers.
-fn servers_dir() -> PathBuf {
-    let dir = std::env::var_os("BATON_TEST_MCP_SERVERS").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/mcp-test-servers"),
-        PathBuf::from,
-    );
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(dir);
-    assert!(
-        dir.join("node_modules/@modelcontextprotocol/server-everything")
-            .is_dir(),
-        "the MCP test servers are not installed in {}: run scripts/mcp-test-servers.sh",
-        dir.display()
-    );
-    dir
-}
-
-fn everything_js() -> String {
-    servers_dir()
-        .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-        .display()
-        .to_string()
-}
 
 fn stdio(name: &str, command: &str, args: &[&str], startup_secs: u64) -> ServerSpec {
     ServerSpec::new(
@@ -187,15 +164,9 @@ async fn enabled_and_disabled_tools_limit_what_is_offered() {
 async fn the_filesystem_server_reads_the_workspace() {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.txt"), "durable runs\n").unwrap();
-    let js =
-        servers_dir().join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let js = filesystem_js();
     let root = ws.path().canonicalize().unwrap();
-    let spec = stdio(
-        "fs",
-        "node",
-        &[js.to_str().unwrap(), root.to_str().unwrap()],
-        60,
-    );
+    let spec = stdio("fs", "node", &[&js, root.to_str().unwrap()], 60);
     let started = start_servers(vec![spec], context(&ws)).await;
     assert_all_started(&started);
     let read = find(&started.tools, "mcp__fs__read_text_file");

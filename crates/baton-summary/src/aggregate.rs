@@ -124,6 +124,8 @@ pub struct RunAggregate {
     pub turns_finished: u32,
     pub compactions: u32,
     pub restarts: u32,
+    /// MCP servers that did not start for the run's current process: `(server, why)`.
+    pub mcp_failures: Vec<(String, String)>,
     pub tokens: Tokens,
     pub cost: Cost,
     pub calls: Vec<ModelCallRow>,
@@ -191,6 +193,12 @@ impl RunAggregate {
             Event::RunResumed { settings } => {
                 self.settings(settings);
                 self.pause = None;
+                // Each process starts its own servers.
+                self.mcp_failures.clear();
+            }
+            Event::McpServerFailed { server, error } => {
+                self.mcp_failures.retain(|(name, _)| name != server);
+                self.mcp_failures.push((server.clone(), error.clone()));
             }
             Event::SupervisorRestarted { .. } => self.restarts += 1,
             Event::TurnStarted { turn } => {

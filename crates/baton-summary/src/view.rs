@@ -35,6 +35,13 @@ pub struct CostView {
     pub text: String,
 }
 
+/// An MCP server that did not start (`mcp_failures` of a run).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct McpFailure {
+    pub server: String,
+    pub error: String,
+}
+
 /// A run in the runs list and at the top of its page.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunView {
@@ -61,6 +68,9 @@ pub struct RunView {
     pub tool_calls: usize,
     pub compactions: u32,
     pub restarts: u32,
+    /// MCP servers that did not start for the run's current process, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp_failures: Vec<McpFailure>,
     pub tokens: Tokens,
     pub cost: CostView,
     pub tasks_done: usize,
@@ -100,6 +110,14 @@ impl RunView {
             tool_calls: agg.tools.len(),
             compactions: agg.compactions,
             restarts: agg.restarts,
+            mcp_failures: agg
+                .mcp_failures
+                .iter()
+                .map(|(server, error)| McpFailure {
+                    server: server.clone(),
+                    error: error.clone(),
+                })
+                .collect(),
             tokens: agg.tokens,
             cost: cost_view(&agg.cost, agg.model_calls()),
             tasks_done: tasks.done,

@@ -409,6 +409,7 @@ impl SpanBuilder {
             | Event::RollbackFinished { .. } => self.push_task(record, &mut out),
             Event::BudgetWarning { .. }
             | Event::LoopDetected { .. }
+            | Event::McpServerFailed { .. }
             | Event::NoteAdded { .. }
             | Event::TextEndAccepted { .. }
             | Event::PlanSet { .. }

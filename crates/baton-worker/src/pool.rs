@@ -218,7 +218,13 @@ async fn drive(shared: &Shared, lease: Lease) {
     }) {
         Ok((engine, secrets)) => {
             shared.hooks.secrets(&secrets);
-            engine.with_persistence(Arc::new(Archive(shared.artifacts.clone())))
+            let failures = servers
+                .as_deref()
+                .map(baton::mcp::failures)
+                .unwrap_or_default();
+            engine
+                .with_persistence(Arc::new(Archive(shared.artifacts.clone())))
+                .with_mcp_failures(failures)
         }
         Err(e) => {
             // A configuration problem of this worker (no API key here): another worker may be

@@ -114,6 +114,18 @@ pub fn tool_changes(
     lines
 }
 
+/// The servers that did not start, with why: what the engine journals
+/// (`Engine::with_mcp_failures`).
+pub fn failures(mcp: &McpTools) -> Vec<(String, String)> {
+    mcp.servers
+        .iter()
+        .filter_map(|(name, status)| match status {
+            ServerStatus::Failed(e) => Some((name.clone(), e.to_string())),
+            ServerStatus::Ready { .. } => None,
+        })
+        .collect()
+}
+
 /// One line per server for progress output: ready with its tools, or why it failed.
 pub fn describe(mcp: &McpTools) -> Vec<String> {
     describe_each(mcp)

@@ -284,8 +284,9 @@ impl RuntimeBuilder {
             stop: self.stop.unwrap_or_else(StopSignal::never),
         };
         let (engine, secrets) = engine(parts, store.clone(), exec)?;
+        let failures = mcp.as_deref().map(crate::mcp::failures).unwrap_or_default();
         Ok(Runtime {
-            engine: engine.with_snapshots(snapshots),
+            engine: engine.with_snapshots(snapshots).with_mcp_failures(failures),
             workspace,
             settings: run_settings,
             store,

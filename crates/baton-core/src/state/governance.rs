@@ -1,4 +1,5 @@
-//! The reducer's rules for one family of events: budgets and loop detection.
+//! The reducer's rules for one family of events: budgets, loop detection, and the MCP servers
+//! that did not start.
 
 use super::*;
 
@@ -6,6 +7,12 @@ impl RunState {
     pub(super) fn apply_governance_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
         let (event, seq, running) = (applied.event, applied.seq, applied.running);
         match event {
+            Event::McpServerFailed { server, error } => {
+                // At a start or a resume, which may come in the middle of a turn.
+                require_running(running)?;
+                self.mcp_failures.retain(|(name, _)| name != server);
+                self.mcp_failures.push((server.clone(), error.clone()));
+            }
             Event::BudgetWarning { resource, .. } => {
                 require_running(running)?;
                 if !self.budget_warned.contains(resource) {

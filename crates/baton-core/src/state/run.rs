@@ -45,8 +45,9 @@ impl RunState {
                     }
                     _ => {}
                 }
-                // Warnings are per process.
+                // Warnings are per process, and so are MCP servers: this one starts its own.
                 self.budget_warned.clear();
+                self.mcp_failures.clear();
                 // A paused run was resumed by a person: loops start counting afresh, and the
                 // outage may be over, so the breaker gets a fresh count. A crashed process's
                 // successor (no pause journaled) keeps both and decides as it would have.
