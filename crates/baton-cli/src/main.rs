@@ -217,9 +217,9 @@ enum Command {
         #[command(subcommand)]
         command: mcp_cmd::McpCommand,
     },
-    /// Serve baton's durable runs to other agents over MCP on stdio: tools start_run,
-    /// run_status, run_events, run_diff, stop_run, resume_run.
-    McpServer,
+    /// Serve baton's durable runs to other agents over MCP (stdio, or streamable HTTP with
+    /// --port): tools start_run, run_status, run_events, run_diff, stop_run, resume_run.
+    McpServer(mcp_server::McpServerArgs),
 }
 
 #[derive(Args)]
@@ -479,7 +479,7 @@ fn main() -> ExitCode {
             Command::Doctor { model, json } => commands::doctor(&workspace, &model, json).await,
             Command::Config { model } => config_cmd::config(&workspace, &model),
             Command::Mcp { command } => mcp_cmd::mcp(&workspace, command).await,
-            Command::McpServer => mcp_server::serve(store).await,
+            Command::McpServer(args) => mcp_server::serve(store, args).await,
             Command::Sandbox(args) => commands::sandbox(&workspace, args),
             Command::Trust => {
                 println!("{}", trust::trust(&commands::workspace_dir(&workspace)?)?);

@@ -93,3 +93,89 @@ async fn an_mcp_client_starts_stops_resumes_and_follows_a_run() {
         "from the run\n"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_server_on_streamable_http_answers_only_with_its_token() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = baton(ws.path(), home.path())
+        .args([
+            "mcp-server",
+            "--port",
+            &port.to_string(),
+            "--token",
+            "tok-4f9a2c",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "mcp-server never listened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    // No token, a wrong one: refused before MCP is spoken.
+    let client = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    for auth in [None, Some("Bearer wrong")] {
+        let mut request = client
+            .post(&url)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize);
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        assert_eq!(request.send().await.unwrap().status(), 401, "{auth:?}");
+    }
+    // With it, the SDK's client is served.
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_http_client.py");
+    let mut python_client = std::process::Command::new(python());
+    python_client
+        .arg(&script)
+        .arg(&url)
+        .arg("tok-4f9a2c")
+        .arg(ws.path());
+    let out = tokio::task::spawn_blocking(move || python_client.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(seen["tools"].as_array().unwrap().len(), 6, "{seen}");
+    assert_eq!(seen["is_error"], true, "{seen}");
+    assert!(
+        seen["text"].as_str().unwrap().contains("baton status"),
+        "{seen}"
+    );
+    // Beyond loopback only with a token.
+    let open = baton(ws.path(), home.path())
+        .args(["mcp-server", "--port", "0", "--bind", "0.0.0.0"])
+        .env_remove("BATON_MCP_SERVER_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(open.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&open.stderr).contains("--token"));
+    // SIGTERM ends it cleanly.
+    let pid = rustix::process::Pid::from_raw(server.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    assert!(server.wait().unwrap().success());
+}

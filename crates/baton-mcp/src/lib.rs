@@ -29,6 +29,6 @@ pub use connection::{LaunchContext, ListedTool, Server};
 pub use error::McpError;
 pub use names::tool_name;
 pub use result::to_tool_result;
-pub use serve::{ServedTool, ToolHandler, serve_stdio};
+pub use serve::{Hosts, ServedTool, Service, ToolHandler, serve_http, serve_stdio};
 pub use start::{McpTools, ServerStatus, start_servers};
 pub use tool::{McpTool, effect_of};

@@ -1,6 +1,7 @@
 //! baton as an MCP server (`baton mcp-server`): a fixed set of tools, each answered by the
-//! program's [`ToolHandler`], served on stdio with rmcp. The handler's text reaches the client
-//! as the tool's result; an `Err` becomes an `isError` result the client's model can read.
+//! program's [`ToolHandler`], served with rmcp on stdio or on streamable HTTP (behind a bearer
+//! token when one is given). The handler's text reaches the client as the tool's result; an
+//! `Err` becomes an `isError` result the client's model can read.
 
 use std::sync::Arc;
 
@@ -36,12 +37,41 @@ pub trait ToolHandler: Send + Sync + 'static {
     ) -> Result<String, String>;
 }
 
+/// What a server offers: its name and version (the handshake's `serverInfo`), its tools, and
+/// who answers them.
+pub struct Service {
+    pub name: String,
+    pub version: String,
+    pub tools: Vec<ServedTool>,
+    pub handler: Arc<dyn ToolHandler>,
+}
+
+/// Which `Host` headers an HTTP server accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hosts {
+    /// Loopback names only: rmcp's guard against DNS rebinding, for a server on 127.0.0.1.
+    LoopbackOnly,
+    /// Any: a server bound beyond loopback, which has a token instead.
+    Any,
+}
+
 #[derive(Clone)]
 struct Served {
     name: String,
     version: String,
     tools: Arc<Vec<ServedTool>>,
     handler: Arc<dyn ToolHandler>,
+}
+
+impl From<Service> for Served {
+    fn from(service: Service) -> Served {
+        Served {
+            name: service.name,
+            version: service.version,
+            tools: Arc::new(service.tools),
+            handler: service.handler,
+        }
+    }
 }
 
 impl ServerHandler for Served {
@@ -92,25 +122,15 @@ impl ServerHandler for Served {
     }
 }
 
-/// Serves `tools` on this process's stdin and stdout until the client disconnects.
-pub async fn serve_stdio(
-    name: &str,
-    version: &str,
-    tools: Vec<ServedTool>,
-    handler: Arc<dyn ToolHandler>,
-) -> Result<(), McpError> {
-    let served = Served {
-        name: name.to_owned(),
-        version: version.to_owned(),
-        tools: Arc::new(tools),
-        handler,
-    };
+/// Serves `service` on this process's stdin and stdout until the client disconnects.
+pub async fn serve_stdio(service: Service) -> Result<(), McpError> {
+    let name = service.name.clone();
     let failed = |detail: String| McpError::Start {
-        server: name.to_owned(),
+        server: name.clone(),
         detail,
         stderr: String::new(),
     };
-    let running = served
+    let running = Served::from(service)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| failed(format!("the client's handshake failed: {e}")))?;
@@ -119,4 +139,70 @@ pub async fn serve_stdio(
         .await
         .map_err(|e| failed(format!("the session ended abnormally: {e}")))?;
     Ok(())
+}
+
+/// Serves `service` on streamable HTTP at `/mcp` of `listener` until `shutdown` completes. With
+/// `token`, every request must carry `Authorization: Bearer TOKEN` (else 401).
+pub async fn serve_http(
+    service: Service,
+    listener: tokio::net::TcpListener,
+    token: Option<String>,
+    hosts: Hosts,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), McpError> {
+    use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::tower::StreamableHttpService;
+
+    let name = service.name.clone();
+    let served = Served::from(service);
+    let mut config = StreamableHttpServerConfig::default();
+    if hosts == Hosts::Any {
+        config = config.disable_allowed_hosts();
+    }
+    let service = StreamableHttpService::new(
+        move || Ok(served.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let token = Arc::new(token);
+    let router =
+        axum::Router::new()
+            .nest_service("/mcp", service)
+            .layer(axum::middleware::from_fn(move |request, next| {
+                let token = token.clone();
+                bearer_only(token, request, next)
+            }));
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| McpError::Start {
+            server: name,
+            detail: format!("serving HTTP failed: {e}"),
+            stderr: String::new(),
+        })
+}
+
+/// Refuses a request without the bearer token (when there is one), before rmcp sees it.
+async fn bearer_only(
+    token: Arc<Option<String>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if let Some(token) = token.as_ref() {
+        let given = request
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if given != Some(token.as_str()) {
+            return (
+                axum::http::StatusCode::UNAUTHORIZED,
+                "a bearer token is required: Authorization: Bearer TOKEN",
+            )
+                .into_response();
+        }
+    }
+    next.run(request).await
 }
