@@ -99,6 +99,7 @@ async fn build_engine(
         tools,
     )?
     .with_snapshots(snapshots)
+    .with_mcp_started(mcp.as_deref().map(baton::mcp::started).unwrap_or_default())
     .with_mcp_failures(mcp.as_deref().map(baton::mcp::failures).unwrap_or_default());
     Ok((engine, mcp))
 }

@@ -34,6 +34,14 @@ pub fn render(records: &[EventRecord]) -> String {
             Event::McpServerFailed { server, error } => {
                 format!("MCP server {server} did not start, its tools are missing: {error}")
             }
+            Event::McpServerStarted {
+                server,
+                version,
+                tools,
+            } => format!(
+                "MCP server {server} ({version}) started: {} tool(s)",
+                tools.len()
+            ),
             other => crate::output::task_line(other).unwrap_or_default(),
         };
         out.push_str(&format!("{time} #{:<4} {text}\n", record.seq));

@@ -73,6 +73,17 @@ async fn a_run_calls_an_mcp_servers_tools_and_journals_them() {
             .any(|t| t["function"]["name"] == "mcp__ev__get-sum"),
         "{offered}"
     );
+    // The server's start, with its version, is journaled too.
+    let started = of_type(&events, "mcp_server_started");
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["server"], "ev");
+    assert!(
+        started[0]["version"]
+            .as_str()
+            .unwrap()
+            .contains("everything")
+    );
+    assert!(started[0]["tools"].to_string().contains("mcp__ev__echo"));
     let results = tool_results(&events);
     assert_eq!(results[0], "Echo: from the model");
     assert!(results[1].contains("42"), "{}", results[1]);

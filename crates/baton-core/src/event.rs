@@ -133,6 +133,13 @@ pub enum Event {
         server: String,
         error: String,
     },
+    /// A configured MCP server started for this process of the run: its name and version from
+    /// its handshake, and the tools it offers now (as the run names them).
+    McpServerStarted {
+        server: String,
+        version: String,
+        tools: Vec<String>,
+    },
     /// A budget passed its warning share (once per budget and process).
     BudgetWarning {
         resource: BudgetResource,
@@ -322,6 +329,7 @@ impl Event {
             Event::CompactionFinished { .. } => "compaction_finished",
             Event::BudgetWarning { .. } => "budget_warning",
             Event::McpServerFailed { .. } => "mcp_server_failed",
+            Event::McpServerStarted { .. } => "mcp_server_started",
             Event::LoopDetected { .. } => "loop_detected",
             Event::NoteAdded { .. } => "note_added",
             Event::TurnFinished { .. } => "turn_finished",

@@ -304,7 +304,8 @@ impl RunState {
             | Event::CompactionFinished { .. } => self.apply_context_event(applied),
             Event::BudgetWarning { .. }
             | Event::LoopDetected { .. }
-            | Event::McpServerFailed { .. } => self.apply_governance_event(applied),
+            | Event::McpServerFailed { .. }
+            | Event::McpServerStarted { .. } => self.apply_governance_event(applied),
             Event::PlanSet { .. }
             | Event::TaskStarted { .. }
             | Event::CheckStarted { .. }

@@ -159,7 +159,8 @@ impl Durability {
             | Event::ToolCallFinished { .. }
             | Event::NoteAdded { .. }
             | Event::BudgetWarning { .. }
-            | Event::McpServerFailed { .. } => Durability::WithNext,
+            | Event::McpServerFailed { .. }
+            | Event::McpServerStarted { .. } => Durability::WithNext,
             _ => Durability::Now,
         }
     }

@@ -50,6 +50,8 @@ pub struct Engine {
     /// MCP servers that did not start for this process (name, why): journaled when a run starts
     /// or resumes, so that `status` and the logs say which tools are missing.
     pub(crate) mcp_failures: Vec<(String, String)>,
+    /// MCP servers that started (name, version, tools), journaled the same way.
+    pub(crate) mcp_started: Vec<(String, String, Vec<String>)>,
 }
 
 /// What the engine remembers between requests within one process (not journaled: it only
@@ -75,7 +77,16 @@ impl Engine {
             snapshots: Default::default(),
             persistence: None,
             mcp_failures: Vec::new(),
+            mcp_started: Vec::new(),
         }
+    }
+
+    /// The MCP servers that started for this engine's process — name, version (from the
+    /// handshake) and the tools they offer — each journaled as `mcp_server_started` when a run
+    /// starts or resumes.
+    pub fn with_mcp_started(mut self, started: Vec<(String, String, Vec<String>)>) -> Engine {
+        self.mcp_started = started;
+        self
     }
 
     /// The MCP servers that did not start for this engine's process, with why: each is
@@ -85,8 +96,18 @@ impl Engine {
         self
     }
 
-    /// Journals [`Engine::with_mcp_failures`]' servers for the run `journal` is writing.
+    /// Journals the MCP servers' starts ([`Engine::with_mcp_started`],
+    /// [`Engine::with_mcp_failures`]) for the run `journal` is writing.
     async fn record_mcp_failures(&self, journal: &mut Journal) -> Result<(), EngineError> {
+        for (server, version, tools) in &self.mcp_started {
+            journal
+                .record(Event::McpServerStarted {
+                    server: server.clone(),
+                    version: version.clone(),
+                    tools: tools.clone(),
+                })
+                .await?;
+        }
         for (server, error) in &self.mcp_failures {
             journal
                 .record(Event::McpServerFailed {

@@ -47,6 +47,10 @@ pub struct McpServerConfig {
     pub enabled_tools: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled_tools: Vec<String>,
+    /// The effect of every tool of the server, whatever its annotations say (`read_only` or
+    /// `mutating`); `read_only_tools` and `mutating_tools` still win for the tools they name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<baton_core::ToolEffect>,
     /// Tools treated as read-only whatever their annotations say.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub read_only_tools: Vec<String>,
@@ -87,6 +91,8 @@ pub struct ServerSpec {
     pub disabled_tools: Vec<String>,
     pub read_only_tools: Vec<String>,
     pub mutating_tools: Vec<String>,
+    /// The server-wide effect override (`effect`).
+    pub effect: Option<baton_core::ToolEffect>,
     /// stdio: what the sandbox lets the server change (default `workspace-write`).
     pub sandbox: Mode,
     pub allow_network: bool,
@@ -182,6 +188,7 @@ impl ServerSpec {
             disabled_tools: config.disabled_tools.clone(),
             read_only_tools: config.read_only_tools.clone(),
             mutating_tools: config.mutating_tools.clone(),
+            effect: config.effect,
         })
     }
 
@@ -268,6 +275,12 @@ mod tests {
             let err = ServerSpec::new("srv", &config).unwrap_err().to_string();
             assert!(err.contains("srv") && err.contains(expected), "{err}");
         }
+        let wide: McpServerConfig =
+            serde_json::from_str(r#"{"command": "a", "effect": "read_only"}"#).unwrap();
+        assert_eq!(wide.effect, Some(baton_core::ToolEffect::ReadOnly));
+        assert!(
+            serde_json::from_str::<McpServerConfig>(r#"{"command": "a", "effect": "rw"}"#).is_err()
+        );
         let typo = serde_json::from_str::<McpServerConfig>(r#"{"comand": "a"}"#).unwrap_err();
         assert!(typo.to_string().contains("comand"), "{typo}");
         let bad_name = ServerSpec::new(

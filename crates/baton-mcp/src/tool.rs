@@ -42,12 +42,17 @@ impl McpTool {
     }
 }
 
-/// Configuration first (`read_only_tools`, `mutating_tools`), then the server's annotation;
-/// without either a tool may change anything, so it is mutating.
+/// Configuration first — the tool named in `mutating_tools` or `read_only_tools`, then the
+/// server's `effect` — then the server's annotation; without either a tool may change anything,
+/// so it is mutating.
 pub fn effect_of(spec: &ServerSpec, listed: &ListedTool) -> ToolEffect {
     if spec.mutating_tools.contains(&listed.name) {
         ToolEffect::Mutating
-    } else if spec.read_only_tools.contains(&listed.name) || listed.read_only_hint == Some(true) {
+    } else if spec.read_only_tools.contains(&listed.name) {
+        ToolEffect::ReadOnly
+    } else if let Some(effect) = spec.effect {
+        effect
+    } else if listed.read_only_hint == Some(true) {
         ToolEffect::ReadOnly
     } else {
         ToolEffect::Mutating

@@ -410,6 +410,7 @@ impl SpanBuilder {
             Event::BudgetWarning { .. }
             | Event::LoopDetected { .. }
             | Event::McpServerFailed { .. }
+            | Event::McpServerStarted { .. }
             | Event::NoteAdded { .. }
             | Event::TextEndAccepted { .. }
             | Event::PlanSet { .. }

@@ -126,6 +126,20 @@ pub fn failures(mcp: &McpTools) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The servers that started — name, version, the tools offered as the run names them: what the
+/// engine journals (`Engine::with_mcp_started`).
+pub fn started(mcp: &McpTools) -> Vec<(String, String, Vec<String>)> {
+    mcp.servers
+        .iter()
+        .filter_map(|(name, status)| match status {
+            ServerStatus::Ready { server, tools } => {
+                Some((name.clone(), server.version().to_owned(), tools.clone()))
+            }
+            ServerStatus::Failed(_) => None,
+        })
+        .collect()
+}
+
 /// One line per server for progress output: ready with its tools, or why it failed.
 pub fn describe(mcp: &McpTools) -> Vec<String> {
     describe_each(mcp)

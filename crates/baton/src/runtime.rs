@@ -285,8 +285,12 @@ impl RuntimeBuilder {
         };
         let (engine, secrets) = engine(parts, store.clone(), exec)?;
         let failures = mcp.as_deref().map(crate::mcp::failures).unwrap_or_default();
+        let started = mcp.as_deref().map(crate::mcp::started).unwrap_or_default();
         Ok(Runtime {
-            engine: engine.with_snapshots(snapshots).with_mcp_failures(failures),
+            engine: engine
+                .with_snapshots(snapshots)
+                .with_mcp_started(started)
+                .with_mcp_failures(failures),
             workspace,
             settings: run_settings,
             store,

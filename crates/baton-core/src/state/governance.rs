@@ -13,6 +13,10 @@ impl RunState {
                 self.mcp_failures.retain(|(name, _)| name != server);
                 self.mcp_failures.push((server.clone(), error.clone()));
             }
+            Event::McpServerStarted { server, .. } => {
+                require_running(running)?;
+                self.mcp_failures.retain(|(name, _)| name != server);
+            }
             Event::BudgetWarning { resource, .. } => {
                 require_running(running)?;
                 if !self.budget_warned.contains(resource) {
