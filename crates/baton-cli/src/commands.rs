@@ -85,9 +85,6 @@ async fn build_engine(
         _ => Snapshots::On,
     };
     let mcp = baton::mcp::start(workspace, layer, &exec).await?;
-    for line in mcp.as_deref().map(baton::mcp::describe).unwrap_or_default() {
-        eprintln!("baton: {line}");
-    }
     let tools = baton::mcp::registry(baton_tools::ToolRegistry::standard(), mcp.as_deref());
     let engine = build_engine_with(
         settings,
@@ -101,6 +98,11 @@ async fn build_engine(
     .with_snapshots(snapshots)
     .with_mcp_started(mcp.as_deref().map(baton::mcp::started).unwrap_or_default())
     .with_mcp_failures(mcp.as_deref().map(baton::mcp::failures).unwrap_or_default());
+    // After the engine is built: its secrets (the servers' own among them) are known to the
+    // redactor, and a server's stderr in its failure may echo one.
+    for line in mcp.as_deref().map(baton::mcp::describe).unwrap_or_default() {
+        eprintln!("baton: {}", crate::logging::redacted(&line));
+    }
     Ok((engine, mcp))
 }
 

@@ -72,6 +72,15 @@ fn secrets_in_env() -> Vec<String> {
     baton::settings::secret_values(None)
 }
 
+/// `text` with every secret the logs scrub scrubbed: for lines printed directly (an MCP
+/// server's stderr in its failure, say), which may echo a token.
+pub fn redacted(text: &str) -> String {
+    match sink().redactor.lock() {
+        Ok(redactor) => redactor.redact(text),
+        Err(_) => text.to_owned(),
+    }
+}
+
 /// Also scrub these values (secrets known only once the configuration is read).
 pub fn redact_also(secrets: &[String]) {
     let Ok(mut redactor) = sink().redactor.lock() else {

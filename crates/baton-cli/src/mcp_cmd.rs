@@ -147,6 +147,8 @@ async fn started(
     if !baton::mcp::configured(&layer) {
         return Ok(None);
     }
+    // What a server is given must not come back out in what is printed (its stderr, say).
+    crate::logging::redact_also(&baton::mcp::secret_values(&layer));
     let exec = crate::sandbox_cmd::exec_env(workspace, &layer, &Default::default())?;
     Ok(baton::mcp::start(workspace, &layer, &exec).await?)
 }
@@ -182,7 +184,8 @@ async fn list(workspace: &Path, model: &ModelFlags, json: bool) -> CliResult {
                 })
             }
             ServerStatus::Failed(e) => serde_json::json!({
-                "name": name, "status": "failed", "error": e.to_string(), "tools": [],
+                "name": name, "status": "failed",
+                "error": crate::logging::redacted(&e.to_string()), "tools": [],
             }),
         };
         listed.push(entry);
@@ -241,7 +244,10 @@ async fn call(
         .map(|(_, status)| status)
         .ok_or_else(|| CliError::usage(anyhow!("no MCP server named {server:?} is configured")))?;
     if let ServerStatus::Failed(e) = status {
-        return Err(CliError::usage(anyhow!("{e}")));
+        return Err(CliError::usage(anyhow!(
+            "{}",
+            crate::logging::redacted(&e.to_string())
+        )));
     }
     let name = baton_mcp::tool_name(server, tool);
     let found = mcp
@@ -289,6 +295,7 @@ pub async fn doctor_report(workspace: &Path, layer: &ConfigLayer) -> Option<(boo
     if !baton::mcp::configured(layer) {
         return None;
     }
+    crate::logging::redact_also(&baton::mcp::secret_values(layer));
     let started = match crate::sandbox_cmd::exec_env(workspace, layer, &Default::default()) {
         Ok(exec) => baton::mcp::start(workspace, layer, &exec).await,
         Err(e) => return Some((false, format!("MCP servers: not started: {:#}", e.error))),
@@ -296,7 +303,7 @@ pub async fn doctor_report(workspace: &Path, layer: &ConfigLayer) -> Option<(boo
     match started {
         Ok(Some(mcp)) => {
             let ok = mcp.failures().count() == 0;
-            let lines = baton::mcp::describe(&mcp).join("\n");
+            let lines = crate::logging::redacted(&baton::mcp::describe(&mcp).join("\n"));
             mcp.shutdown().await;
             Some((ok, lines))
         }

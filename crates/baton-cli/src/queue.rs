@@ -47,9 +47,6 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
     // run's start; the worker that claims the run starts its own to call them.
     let exec = crate::sandbox_cmd::exec_env(&source, &layer, &Default::default())?;
     let mcp = baton::mcp::start(&source, &layer, &exec).await?;
-    for line in mcp.as_deref().map(baton::mcp::describe).unwrap_or_default() {
-        eprintln!("baton: {line}");
-    }
     let tools = baton::mcp::registry(baton_tools::ToolRegistry::standard(), mcp.as_deref());
     let engine = build_engine_with(
         &settings,
@@ -61,6 +58,10 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
         tools,
     )?;
     if let Some(mcp) = &mcp {
+        // The engine's secrets (the servers' among them) are the log redactor's now.
+        for line in baton::mcp::describe(mcp) {
+            eprintln!("baton: {}", crate::logging::redacted(&line));
+        }
         mcp.shutdown().await;
     }
     let run_id = engine

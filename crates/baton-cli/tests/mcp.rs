@@ -463,3 +463,60 @@ async fn doctor_starts_every_configured_server_and_says_what_failed() {
     assert!(mcp.contains("mcp server gone failed"), "{mcp}");
     assert!(mcp.contains("/nonexistent/mcp-server"), "{mcp}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_a_failing_server_echoes_is_redacted_everywhere() {
+    let server = ScriptedServer::start(vec![turn(&[("finish", json!({"summary": "done"}))])]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    // A server that prints the value it was given, then dies (a name no marker calls secret).
+    write_user_config(
+        home.path(),
+        "[mcp_servers.leaky]\ncommand = \"sh\"\nargs = [\"-c\", \"echo started with $LEAKY_VALUE >&2; exit 1\"]\nenv = [\"LEAKY_VALUE\"]\n",
+    );
+    let secret = "v4lue-9b1e7f3a";
+    let mut list = baton(ws.path(), home.path());
+    list.env("LEAKY_VALUE", secret)
+        .args(["mcp", "list", "--json"]);
+    let out = tokio::task::spawn_blocking(move || list.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("started with"),
+        "the stderr was not shown: {text}"
+    );
+    assert!(!text.contains(secret), "{text}");
+
+    let mut run = baton(ws.path(), home.path());
+    run.env("LEAKY_VALUE", secret).args([
+        "run",
+        "--base-url",
+        &server.base_url(),
+        "--model",
+        "m",
+        "go",
+    ]);
+    let out = tokio::task::spawn_blocking(move || run.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_finished(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("mcp server leaky failed"), "{stderr}");
+    assert!(!stderr.contains(secret), "{stderr}");
+    let events = journal(ws.path(), home.path());
+    let failed = of_type(&events, "mcp_server_failed");
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("started with")
+    );
+    assert!(!serde_json::to_string(&events).unwrap().contains(secret));
+}
