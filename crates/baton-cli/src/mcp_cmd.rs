@@ -237,6 +237,20 @@ async fn call(
             "no MCP servers configured ([mcp_servers.NAME] in a config file, or --mcp)"
         )));
     };
+    // Every server is shut down, whatever the outcome: a process exits before a dropped
+    // session's own cleanup would run.
+    let outcome = call_one(workspace, &mcp, server, tool, arguments).await;
+    mcp.shutdown().await;
+    outcome
+}
+
+async fn call_one(
+    workspace: &Path,
+    mcp: &baton_mcp::McpTools,
+    server: &str,
+    tool: &str,
+    arguments: &str,
+) -> CliResult {
     let status = mcp
         .servers
         .iter()
@@ -268,8 +282,7 @@ async fn call(
         run: None,
     };
     let result = found.call(&context, arguments).await;
-    println!("{}", result.content);
-    mcp.shutdown().await;
+    println!("{}", crate::logging::redacted(&result.content));
     Ok(match result.outcome {
         baton_core::ToolOutcome::Success => exit::FINISHED,
         _ => exit::FAILED,

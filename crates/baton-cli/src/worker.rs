@@ -86,10 +86,12 @@ struct Printed;
 
 impl Hooks for Printed {
     fn report(&self, run: &RunId, news: News) {
+        // A line may quote what a program printed (an MCP server's stderr): scrubbed like logs.
+        let line = crate::logging::redacted(&news.line(run));
         if news.is_problem() {
-            eprintln!("{}", news.line(run));
+            eprintln!("{line}");
         } else {
-            println!("{}", news.line(run));
+            println!("{line}");
         }
     }
 

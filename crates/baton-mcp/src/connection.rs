@@ -78,8 +78,23 @@ struct Live {
     peer: Option<Peer<RoleClient>>,
     stderr: StderrTail,
     restarted: bool,
+    /// Shut down on purpose: never started again.
+    closed: bool,
     /// Keeps a sandboxed server's private tmp (and cgroups) until the server is gone.
-    _guard: Option<baton_tools::baton_sandbox::Guard>,
+    guard: Option<baton_tools::baton_sandbox::Guard>,
+}
+
+impl Live {
+    /// Ends what this session holds off the async threads: dropping a sandbox guard removes its
+    /// cgroups, which waits (blocking) for the killed process tree to be gone.
+    async fn dispose(running: Option<Running>, guard: Option<baton_tools::baton_sandbox::Guard>) {
+        if let Some(running) = running {
+            let _ = running.cancel().await;
+        }
+        if let Some(guard) = guard {
+            let _ = tokio::task::spawn_blocking(move || drop(guard)).await;
+        }
+    }
 }
 
 impl Server {
@@ -88,24 +103,30 @@ impl Server {
         spec: ServerSpec,
         context: LaunchContext,
     ) -> Result<(Arc<Server>, Vec<ListedTool>), McpError> {
+        // One deadline for the start and the tool list together.
+        let deadline = tokio::time::Instant::now() + spec.startup_timeout;
         let live = connect_within_timeout(&spec, &context).await?;
         let peer = live.peer.clone().ok_or_else(|| gone(&spec, "no session"))?;
-        let listed = tokio::time::timeout(spec.startup_timeout, peer.list_all_tools()).await;
+        let listed = tokio::time::timeout_at(deadline, peer.list_all_tools()).await;
         let tools = match listed {
             Ok(Ok(tools)) => tools,
             Ok(Err(e)) => {
-                return Err(McpError::Start {
+                let error = McpError::Start {
                     server: spec.name.clone(),
                     detail: format!("listing its tools failed: {e}"),
                     stderr: live.stderr.text(),
-                });
+                };
+                Live::dispose(live.running, live.guard).await;
+                return Err(error);
             }
             Err(_) => {
-                return Err(McpError::StartTimeout {
+                let error = McpError::StartTimeout {
                     server: spec.name.clone(),
                     after: spec.startup_timeout,
                     stderr: live.stderr.text(),
-                });
+                };
+                Live::dispose(live.running, live.guard).await;
+                return Err(error);
             }
         };
         let version = peer
@@ -186,6 +207,9 @@ impl Server {
     async fn peer(&self) -> Result<Peer<RoleClient>, McpError> {
         {
             let live = self.state.lock().await;
+            if live.closed {
+                return Err(gone(&self.spec, "it was shut down"));
+            }
             if let Some(peer) = &live.peer
                 && !peer.is_transport_closed()
             {
@@ -203,11 +227,16 @@ impl Server {
     /// Replaces a closed session with a new one, the first time only.
     async fn restart_once(&self) {
         let mut live = self.state.lock().await;
-        if live.restarted || live.peer.as_ref().is_some_and(|p| !p.is_transport_closed()) {
+        if live.closed
+            || live.restarted
+            || live.peer.as_ref().is_some_and(|p| !p.is_transport_closed())
+        {
             return;
         }
         live.restarted = true;
         tracing::warn!(server = %self.spec.name, "MCP server closed its connection; restarting it once");
+        // The dead session's leftovers go once the lock is released.
+        let (old_running, old_guard) = (live.running.take(), live.guard.take());
         match connect_within_timeout(&self.spec, &self.context).await {
             Ok(mut fresh) => {
                 fresh.restarted = true;
@@ -218,14 +247,20 @@ impl Server {
                 live.peer = None;
             }
         }
+        drop(live);
+        Live::dispose(old_running, old_guard).await;
     }
 
-    /// Ends the session (and a stdio server's process).
+    /// Ends the session (and a stdio server's process); later calls return errors and the
+    /// server is never started again.
     pub async fn shutdown(&self) {
-        let running = self.state.lock().await.running.take();
-        if let Some(running) = running {
-            let _ = running.cancel().await;
-        }
+        let (running, guard) = {
+            let mut live = self.state.lock().await;
+            live.closed = true;
+            live.peer = None;
+            (live.running.take(), live.guard.take())
+        };
+        Live::dispose(running, guard).await;
     }
 }
 
@@ -369,7 +404,8 @@ fn live(
         peer: Some(peer),
         stderr,
         restarted: false,
-        _guard: guard,
+        closed: false,
+        guard,
     }
 }
 

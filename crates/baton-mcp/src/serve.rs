@@ -195,8 +195,10 @@ async fn bearer_only(
             .headers()
             .get(axum::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if given != Some(token.as_str()) {
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, value)| value.trim());
+        if !given.is_some_and(|given| same_secret(given, token)) {
             return (
                 axum::http::StatusCode::UNAUTHORIZED,
                 "a bearer token is required: Authorization: Bearer TOKEN",
@@ -205,4 +207,27 @@ async fn bearer_only(
         }
     }
     next.run(request).await
+}
+
+/// Compares in time that depends on the lengths only, not on where the first difference is.
+fn same_secret(given: &str, expected: &str) -> bool {
+    given.len() == expected.len()
+        && given
+            .bytes()
+            .zip(expected.bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_secret;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same_secret("tok-1", "tok-1"));
+        assert!(!same_secret("tok-2", "tok-1"));
+        assert!(!same_secret("tok-1x", "tok-1"));
+        assert!(!same_secret("", "tok-1"));
+    }
 }

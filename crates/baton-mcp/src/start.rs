@@ -65,13 +65,27 @@ pub async fn start_servers(specs: Vec<ServerSpec>, context: LaunchContext) -> Mc
     started.sort_by_key(|(i, _, _)| *i);
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut servers = Vec::new();
+    let mut taken = std::collections::HashSet::new();
     for (_, name, outcome) in started {
         match outcome {
             Ok((server, listed)) => {
+                // Two tools can end up with one name (server `a__b`'s `c`, server `a`'s
+                // `b__c`; characters made `_`): the first keeps it, the other is left out, so
+                // that no tool silently answers for another.
                 let offered: Vec<McpTool> = listed
                     .iter()
                     .filter(|t| server.spec().offers(&t.name))
                     .map(|t| McpTool::new(server.clone(), t))
+                    .filter(|t| {
+                        let fresh = taken.insert(t.spec().name);
+                        if !fresh {
+                            tracing::warn!(
+                                "MCP tool {} of server {name} is left out: its name is taken",
+                                t.spec().name
+                            );
+                        }
+                        fresh
+                    })
                     .collect();
                 let names = offered.iter().map(|t| t.spec().name).collect();
                 tools.extend(offered.into_iter().map(|t| Arc::new(t) as Arc<dyn Tool>));

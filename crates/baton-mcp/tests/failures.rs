@@ -77,7 +77,9 @@ async fn a_server_slower_than_its_start_up_timeout_is_left_out() {
 #[tokio::test]
 async fn hangs_crashes_huge_results_and_errors_are_each_bounded() {
     let ws = tempfile::tempdir().unwrap();
-    let started = start_servers(vec![spec("f", 60, 2, &[])], context(&ws)).await;
+    let calls = ws.path().join("calls.txt");
+    let calls_arg = format!("MCP_CALLS_FILE={}", calls.display());
+    let started = start_servers(vec![spec("f", 60, 2, &[&calls_arg])], context(&ws)).await;
     assert_eq!(started.failures().count(), 0);
     let tools = &started.tools;
     let cx = cx(&ws);
@@ -128,5 +130,16 @@ async fn hangs_crashes_huge_results_and_errors_are_each_bounded() {
         .await;
     assert_eq!(gone.outcome, ToolOutcome::Error);
     assert!(gone.content.contains("is gone"), "{}", gone.content);
+    // Each call the server received once: the crashing ones were not sent again, and the call
+    // to the gone server was not sent at all.
+    let received = std::fs::read_to_string(&calls).unwrap();
+    let count = |tool: &str| received.lines().filter(|l| l.starts_with(tool)).count();
+    assert_eq!(count("crash "), 2, "{received}");
+    assert_eq!(count("lookup "), 2, "{received}");
+    // Shut down, it stays down: no call starts it again.
     started.shutdown().await;
+    let after = tool(tools, "mcp__f__lookup")
+        .call(&cx, r#"{"key": "d"}"#)
+        .await;
+    assert_eq!(after.outcome, ToolOutcome::Error);
 }

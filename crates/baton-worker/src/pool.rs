@@ -183,6 +183,11 @@ async fn drive(shared: &Shared, lease: Lease) {
     };
     // Every command of the run is confined to this worker's copy of its workspace; so are the
     // MCP servers this worker's configuration names, started for this run.
+    // What the servers are given must be scrubbed from what is reported about them (a failed
+    // server's stderr, say) before any of it is.
+    shared
+        .hooks
+        .secrets(&baton::mcp::secret_values(&shared.layer));
     let built = match baton::exec::exec_env(&dir, &shared.layer) {
         Ok(exec) => match baton::mcp::start(&dir, &shared.layer, &exec).await {
             Ok(mcp) => Ok((exec, mcp)),
@@ -222,8 +227,13 @@ async fn drive(shared: &Shared, lease: Lease) {
                 .as_deref()
                 .map(baton::mcp::failures)
                 .unwrap_or_default();
+            let started = servers
+                .as_deref()
+                .map(baton::mcp::started)
+                .unwrap_or_default();
             engine
                 .with_persistence(Arc::new(Archive(shared.artifacts.clone())))
+                .with_mcp_started(started)
                 .with_mcp_failures(failures)
         }
         Err(e) => {
