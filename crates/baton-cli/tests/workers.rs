@@ -705,4 +705,11 @@ async fn a_submitted_run_calls_mcp_tools_on_the_worker() {
         matches!(&r.event, Event::ToolCallFinished { result, .. } if result.content == "Echo: from a worker")
     });
     assert!(echoed, "the worker did not call the MCP tool");
+    // The worker's own start of the server is journaled with the run.
+    assert!(
+        events
+            .iter()
+            .any(|r| matches!(&r.event, Event::McpServerStarted { server, .. } if server == "ev")),
+        "no mcp_server_started from the worker"
+    );
 }
