@@ -30,6 +30,23 @@ struct Run {
 }
 
 impl Run {
+    /// A run just started against `base_url`.
+    fn started(base_url: &str) -> Run {
+        let mut run = Run {
+            state: RunState::default(),
+            seq: 0,
+        };
+        run.apply(Event::RunStarted {
+            goal: "g".into(),
+            workspace: "/w".into(),
+            settings: settings(base_url),
+            system_prompt: "s".into(),
+            project_instructions: None,
+            tools: vec![],
+        });
+        run
+    }
+
     fn apply(&mut self, event: Event) {
         let record = EventRecord {
             run_id: RunId::from_string("r"),
@@ -80,18 +97,7 @@ impl Run {
 
 #[test]
 fn a_resume_to_another_endpoint_counts_its_answers_afresh() {
-    let mut run = Run {
-        state: RunState::default(),
-        seq: 0,
-    };
-    run.apply(Event::RunStarted {
-        goal: "g".into(),
-        workspace: "/w".into(),
-        settings: settings("http://a/v1"),
-        system_prompt: "s".into(),
-        project_instructions: None,
-        tools: vec![],
-    });
+    let mut run = Run::started("http://a/v1");
     assert_eq!(run.state.calls_on_endpoint, 0, "nothing answered yet");
     run.answered_turn(1);
     assert_eq!(run.state.calls_on_endpoint, 1);
@@ -110,18 +116,7 @@ fn a_resume_to_another_endpoint_counts_its_answers_afresh() {
 /// until the next resume, which starts its own servers; a finished run refuses one.
 #[test]
 fn mcp_server_failures_last_until_the_next_resume() {
-    let mut run = Run {
-        state: RunState::default(),
-        seq: 0,
-    };
-    run.apply(Event::RunStarted {
-        goal: "g".into(),
-        workspace: "/w".into(),
-        settings: settings("http://a/v1"),
-        system_prompt: "s".into(),
-        project_instructions: None,
-        tools: vec![],
-    });
+    let mut run = Run::started("http://a/v1");
     let failed = |server: &str, error: &str| Event::McpServerFailed {
         server: server.into(),
         error: error.into(),
