@@ -1,0 +1,184 @@
+//! Embedding calls metered like model calls: rate limit, retries, tokens, cost, a spending
+//! cap, and a sink each call's usage is reported to (the engine journals it).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use baton_model::ratelimit::RateLimiter;
+use baton_model::{ModelError, RetryPolicy};
+
+use crate::{EmbedError, Embedder, Purpose};
+
+/// What one successful embedding request cost.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbedCall {
+    pub model_id: String,
+    pub inputs: u64,
+    pub input_tokens: u64,
+    /// `None` when no price is configured (a local model costs nothing and says 0).
+    pub cost_usd: Option<f64>,
+    /// Attempts made, the successful one included.
+    pub attempts: u32,
+}
+
+/// Sums over all calls of a [`Metered`] embedder.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UsageTotals {
+    pub calls: u64,
+    pub inputs: u64,
+    pub input_tokens: u64,
+    pub cost_usd: f64,
+    /// Failed attempts that were retried.
+    pub retries: u64,
+}
+
+/// Receives every successful call's usage, in order.
+pub trait UsageSink: Send + Sync {
+    fn record(&self, call: &EmbedCall);
+}
+
+/// An embedder with a rate limit, retries and accounting.
+pub struct Metered {
+    inner: Arc<dyn Embedder>,
+    limiter: RateLimiter,
+    retry: RetryPolicy,
+    /// USD per million input tokens.
+    price_per_mtok: Option<f64>,
+    /// Calls stop (with an error) once the cost would pass this.
+    max_cost_usd: Option<f64>,
+    totals: Mutex<UsageTotals>,
+    sink: Option<Arc<dyn UsageSink>>,
+}
+
+impl std::fmt::Debug for Metered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metered")
+            .field("model_id", &self.inner.model_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Metered {
+    pub fn new(inner: Arc<dyn Embedder>) -> Self {
+        Metered {
+            inner,
+            limiter: RateLimiter::unlimited(),
+            retry: RetryPolicy::default(),
+            price_per_mtok: None,
+            max_cost_usd: None,
+            totals: Mutex::new(UsageTotals::default()),
+            sink: None,
+        }
+    }
+
+    pub fn with_rate_limiter(mut self, limiter: RateLimiter) -> Self {
+        self.limiter = limiter;
+        self
+    }
+
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    pub fn with_price_per_mtok(mut self, usd: f64) -> Self {
+        self.price_per_mtok = Some(usd);
+        self
+    }
+
+    pub fn with_max_cost_usd(mut self, usd: f64) -> Self {
+        self.max_cost_usd = Some(usd);
+        self
+    }
+
+    pub fn with_sink(mut self, sink: Arc<dyn UsageSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    pub fn model_id(&self) -> String {
+        self.inner.model_id()
+    }
+
+    pub fn totals(&self) -> UsageTotals {
+        self.totals.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Embeds every text, in batches of the embedder's size, each batch retried per the
+    /// policy. Stops at the first batch that fails for good; batches before it were reported.
+    pub async fn embed_all(
+        &self,
+        texts: &[String],
+        purpose: Purpose,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(self.inner.max_batch().max(1)) {
+            out.extend(self.embed_batch(batch, purpose).await?);
+        }
+        Ok(out)
+    }
+
+    async fn embed_batch(
+        &self,
+        batch: &[String],
+        purpose: Purpose,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if let Some(cap) = self.max_cost_usd
+            && self.totals().cost_usd >= cap
+        {
+            return Err(EmbedError::Config(format!(
+                "the embedding budget of ${cap:.4} is spent"
+            )));
+        }
+        // A token is about four characters of code; the server counts exactly afterwards.
+        let estimate = batch.iter().map(|t| t.len() / 4 + 1).sum::<usize>();
+        let mut schedule = self.retry.schedule();
+        loop {
+            self.limiter
+                .acquire(u32::try_from(estimate).unwrap_or(u32::MAX))
+                .await;
+            match self.inner.embed(batch, purpose).await {
+                Ok(embedded) => {
+                    let call = EmbedCall {
+                        model_id: self.inner.model_id(),
+                        inputs: batch.len() as u64,
+                        input_tokens: embedded.input_tokens,
+                        cost_usd: self
+                            .price_per_mtok
+                            .map(|p| p * embedded.input_tokens as f64 / 1e6),
+                        attempts: schedule.attempts() + 1,
+                    };
+                    self.account(&call);
+                    return Ok(embedded.vectors);
+                }
+                Err(EmbedError::Server(error)) => match schedule.next_delay(&error) {
+                    Some(delay) => {
+                        self.note_retry(&error, delay);
+                        tokio::time::sleep(delay).await;
+                    }
+                    None => return Err(EmbedError::Server(error)),
+                },
+                Err(other) => return Err(other),
+            }
+        }
+    }
+
+    fn note_retry(&self, error: &ModelError, delay: Duration) {
+        tracing::warn!(%error, ?delay, "embedding request failed; retrying");
+        if let Ok(mut totals) = self.totals.lock() {
+            totals.retries += 1;
+        }
+    }
+
+    fn account(&self, call: &EmbedCall) {
+        if let Ok(mut totals) = self.totals.lock() {
+            totals.calls += 1;
+            totals.inputs += call.inputs;
+            totals.input_tokens += call.input_tokens;
+            totals.cost_usd += call.cost_usd.unwrap_or(0.0);
+        }
+        if let Some(sink) = &self.sink {
+            sink.record(call);
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! baton's code index.
+pub mod chunk;
+pub mod lang;
+pub mod map;
+pub mod parse;
