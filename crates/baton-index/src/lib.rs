@@ -1,5 +1,219 @@
-//! baton's code index.
+//! baton's code index: what the agent knows about the workspace's code before it reads it.
+//!
+//! - [`parse`] and [`chunk`]: tree-sitter (Rust, Python, JavaScript, TypeScript/TSX, Go, Java,
+//!   C, C++) gives each file's definitions, the identifiers it uses, and syntax-aware chunks
+//!   (functions, methods, classes, impl blocks; line windows elsewhere).
+//! - [`map`]: the repo map — files ranked by PageRank over "uses a name defined there", their
+//!   best definitions rendered to a token budget. Deterministic, for the cached prompt prefix.
+//! - [`CodeIndex`]: all of it in `.baton/index/index.db` (SQLite), kept up to date
+//!   incrementally, with FTS5 over the chunks and their vectors, and
+//!   [`CodeIndex::search`]: BM25, exact cosine, or both fused by reciprocal rank.
+//! - [`cache`]: a vector cache shared through PostgreSQL, keyed by model and chunk hash.
+//!
+//! The index is a cache of the workspace: it can always be deleted and rebuilt, and a kill at
+//! any point leaves it consistent (each file's rows change in one transaction; vectors are
+//! keyed by content, so a vector is never attached to the wrong text).
+
+pub mod cache;
 pub mod chunk;
+mod db;
+mod error;
 pub mod lang;
 pub mod map;
 pub mod parse;
+pub mod search;
+mod update;
+mod vectors;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use baton_memory::WorkspaceLimits;
+use serde::Serialize;
+use sqlx::SqlitePool;
+use tokio::sync::Mutex;
+
+pub use cache::{PostgresVectorCache, VectorCache};
+pub use db::Opened;
+pub use error::IndexError;
+pub use map::{DEFAULT_MAP_TOKENS, MapRequest};
+pub use search::{CodeHit, MAX_K, SearchMode, SearchRequest, SearchResults};
+pub use update::UpdateReport;
+pub use vectors::{EmbedReport, Progress};
+
+use error::db;
+use lang::DefKind;
+use map::{MapDef, MapFile};
+
+/// The index database's place in a workspace.
+pub const INDEX_DIR: &str = ".baton/index";
+const INDEX_FILE: &str = "index.db";
+
+/// A workspace's code index. Methods take `&self`; updates are serialised inside one process
+/// (and across processes by SQLite's locking), searches run concurrently.
+pub struct CodeIndex {
+    pool: SqlitePool,
+    root: PathBuf,
+    limits: WorkspaceLimits,
+    opened: Opened,
+    write_lock: Mutex<()>,
+    embed_lock: Mutex<()>,
+    matrix: Mutex<Option<vectors::Matrix>>,
+}
+
+impl std::fmt::Debug for CodeIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeIndex")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Counts of what the index holds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct IndexStats {
+    pub files: u64,
+    pub chunks: u64,
+    /// Files per language (`other` for files without a grammar), by name.
+    pub languages: BTreeMap<String, u64>,
+    pub definitions: u64,
+    /// Distinct chunk texts, and how many of them have a vector of the given model.
+    pub distinct_chunks: u64,
+    pub embedded: u64,
+}
+
+impl IndexStats {
+    /// The share of distinct chunks with a vector, 0 to 1 (1 for an empty index).
+    pub fn embedded_share(&self) -> f64 {
+        if self.distinct_chunks == 0 {
+            1.0
+        } else {
+            self.embedded as f64 / self.distinct_chunks as f64
+        }
+    }
+}
+
+impl CodeIndex {
+    /// Opens the index of the workspace at `root`, in `root/.baton/index/`, creating it (or
+    /// rebuilding it, if it is unreadable or from another version) as needed. It is brought up
+    /// to date by [`CodeIndex::update`], not here.
+    pub async fn open(root: &Path) -> Result<CodeIndex, IndexError> {
+        Self::open_at(root, &root.join(INDEX_DIR).join(INDEX_FILE)).await
+    }
+
+    /// Opens the index of `root` stored at `db_path`.
+    pub async fn open_at(root: &Path, db_path: &Path) -> Result<CodeIndex, IndexError> {
+        let root = std::fs::canonicalize(root).map_err(|source| IndexError::Io {
+            path: root.to_owned(),
+            source,
+        })?;
+        let (pool, opened) = db::open(db_path).await?;
+        Ok(CodeIndex {
+            pool,
+            root,
+            limits: update::default_limits(),
+            opened,
+            write_lock: Mutex::new(()),
+            embed_lock: Mutex::new(()),
+            matrix: Mutex::new(None),
+        })
+    }
+
+    /// What opening found (an existing index, a new one, one rebuilt and why).
+    pub fn opened(&self) -> &Opened {
+        &self.opened
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// What the index holds; `embedded` counts vectors of `model`, if given.
+    pub async fn stats(&self, model: Option<&str>) -> Result<IndexStats, IndexError> {
+        let count = |sql: &'static str| {
+            let pool = self.pool.clone();
+            async move {
+                let n: i64 = sqlx::query_scalar(sql)
+                    .fetch_one(&pool)
+                    .await
+                    .map_err(db("counting the index"))?;
+                Ok::<u64, IndexError>(u64::try_from(n).unwrap_or(0))
+            }
+        };
+        let languages: Vec<(Option<String>, i64)> = sqlx::query_as(
+            "SELECT lang, count(*) FROM files WHERE lang IS NULL OR lang != 'binary' GROUP BY lang",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("counting languages"))?;
+        let embedded = match model {
+            Some(model) => {
+                let n: i64 = sqlx::query_scalar(
+                    "SELECT count(DISTINCT c.hash) FROM chunks c \
+                     JOIN vectors v ON v.model = ? AND v.hash = c.hash",
+                )
+                .bind(model)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(db("counting vectors"))?;
+                u64::try_from(n).unwrap_or(0)
+            }
+            None => 0,
+        };
+        Ok(IndexStats {
+            files: count("SELECT count(*) FROM files WHERE lang IS NULL OR lang != 'binary'")
+                .await?,
+            chunks: count("SELECT count(*) FROM chunks").await?,
+            languages: languages
+                .into_iter()
+                .map(|(l, n)| {
+                    (
+                        l.unwrap_or_else(|| "other".into()),
+                        u64::try_from(n).unwrap_or(0),
+                    )
+                })
+                .collect(),
+            definitions: count("SELECT count(*) FROM defs").await?,
+            distinct_chunks: count("SELECT count(DISTINCT hash) FROM chunks").await?,
+            embedded,
+        })
+    }
+
+    /// The repo map of the index as it is (see [`map`]).
+    pub async fn map(
+        &self,
+        request: &MapRequest<'_>,
+        count_tokens: &dyn Fn(&str) -> usize,
+    ) -> Result<String, IndexError> {
+        let files = self.map_files().await?;
+        Ok(map::render(&files, request, count_tokens))
+    }
+
+    async fn map_files(&self) -> Result<BTreeMap<String, MapFile>, IndexError> {
+        let defs: Vec<(String, String, String, u32, u32, String)> = sqlx::query_as(
+            "SELECT path, name, kind, line, depth, signature FROM defs ORDER BY path, idx",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("reading definitions"))?;
+        let refs: Vec<(String, String, u32)> =
+            sqlx::query_as("SELECT path, name, count FROM refs ORDER BY path, name")
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db("reading references"))?;
+        let mut files: BTreeMap<String, MapFile> = BTreeMap::new();
+        for (path, name, kind, line, depth, signature) in defs {
+            files.entry(path).or_default().defs.push(MapDef {
+                name,
+                kind: DefKind::parse(&kind).unwrap_or(DefKind::Function),
+                line,
+                signature,
+                depth,
+            });
+        }
+        for (path, name, count) in refs {
+            files.entry(path).or_default().refs.insert(name, count);
+        }
+        Ok(files)
+    }
+}

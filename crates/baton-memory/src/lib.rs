@@ -42,7 +42,8 @@ mod error;
 mod events;
 pub mod query;
 mod search;
-mod subwords;
+pub mod subwords;
+pub mod walk;
 mod workspace;
 
 use std::path::Path;

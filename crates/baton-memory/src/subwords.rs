@@ -8,7 +8,7 @@ use std::collections::HashSet;
 /// The parts of each distinct compound identifier in `text`, space-separated: `ledger_balance
 /// parseHTTPResponse x` gives `ledger balance parse HTTP Response`. Each compound is split once
 /// per text, so the column says *whether* a text uses a part, not how often.
-pub(crate) fn subwords(text: &str) -> String {
+pub fn subwords(text: &str) -> String {
     let mut seen: HashSet<&str> = HashSet::new();
     let mut out = String::new();
     for token in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {

@@ -1,14 +1,13 @@
 //! Indexing workspace files.
 
 use std::collections::{HashMap, HashSet};
-use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::time::UNIX_EPOCH;
+use std::path::Path;
 
 use sqlx::{Sqlite, Transaction};
 
 use crate::error::db;
 use crate::subwords::subwords;
+use crate::walk::{Content, Stat, read, scan};
 use crate::{MemoryError, MemoryIndex, SCOPE_FILE};
 
 /// Bounds on what [`MemoryIndex::index_workspace`] reads.
@@ -33,13 +32,8 @@ impl Default for WorkspaceLimits {
     }
 }
 
-/// A file is binary if this many leading bytes contain a NUL.
-const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 /// Files are read and written to the index in batches of about this many bytes, bounding memory.
 const BATCH_BYTES: u64 = 8 * 1024 * 1024;
-/// Directories never indexed, wherever they appear (also skipped as hidden, but not only).
-const SKIPPED_DIRS: &[&str] = &[".git", ".baton"];
-
 /// What one [`MemoryIndex::index_workspace`] call did. Every walked file is counted in exactly
 /// one of `files_indexed`, `files_unchanged`, `files_binary` and `files_unreadable`; their sum
 /// is `files_seen`.
@@ -66,28 +60,6 @@ pub struct WorkspaceIndexReport {
     pub walk_errors: usize,
     /// Chunks written by this call.
     pub chunks_indexed: usize,
-}
-
-/// A walked file.
-#[derive(Clone, Debug)]
-struct Stat {
-    rel: String,
-    abs: PathBuf,
-    size: u64,
-    mtime_ns: i64,
-}
-
-struct Scan {
-    files: Vec<Stat>,
-    too_large: usize,
-    cap_hit: bool,
-    errors: usize,
-}
-
-enum Content {
-    Text(String),
-    Binary,
-    Unreadable,
 }
 
 impl MemoryIndex {
@@ -216,87 +188,6 @@ impl MemoryIndex {
         }
         Ok(report)
     }
-}
-
-fn scan(root: &Path, limits: &WorkspaceLimits) -> Scan {
-    let mut out = Scan {
-        files: Vec::new(),
-        too_large: 0,
-        cap_hit: false,
-        errors: 0,
-    };
-    let walker = ignore::WalkBuilder::new(root)
-        // A workspace need not be a git repository for its .gitignore to mean something.
-        .require_git(false)
-        .follow_links(false)
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .filter_entry(|entry| {
-            !(entry.file_type().is_some_and(|t| t.is_dir())
-                && SKIPPED_DIRS.iter().any(|d| entry.file_name() == *d))
-        })
-        .build();
-    for entry in walker {
-        let entry = match entry {
-            Ok(entry) => entry,
-            Err(_) => {
-                out.errors += 1;
-                continue;
-            }
-        };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let meta = match entry.metadata() {
-            Ok(meta) => meta,
-            Err(_) => {
-                out.errors += 1;
-                continue;
-            }
-        };
-        if meta.len() > limits.max_file_bytes {
-            out.too_large += 1;
-            continue;
-        }
-        if out.files.len() >= limits.max_files {
-            out.cap_hit = true;
-            break;
-        }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let rel = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect::<Vec<_>>()
-            .join("/");
-        let mtime_ns = meta
-            .modified()
-            .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-        out.files.push(Stat {
-            rel,
-            abs: entry.into_path(),
-            size: meta.len(),
-            mtime_ns,
-        });
-    }
-    out
-}
-
-fn read(path: &Path, max_bytes: u64) -> Content {
-    let mut bytes = Vec::new();
-    // The file may have grown since it was walked: read no more than the cap.
-    let result =
-        std::fs::File::open(path).and_then(|file| file.take(max_bytes).read_to_end(&mut bytes));
-    if result.is_err() {
-        return Content::Unreadable;
-    }
-    let sniff = &bytes[..bytes.len().min(BINARY_SNIFF_BYTES)];
-    if sniff.contains(&0) {
-        return Content::Binary;
-    }
-    Content::Text(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// `(first_line, last_line, text)` of each chunk of `lines` lines (1-based, inclusive);

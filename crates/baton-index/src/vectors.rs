@@ -1,0 +1,235 @@
+//! Embedding the chunks that have no vector yet, and exact vector search.
+//!
+//! Vectors are keyed by (embedder model id, chunk hash), never by chunk id: an unchanged chunk
+//! keeps its vector through any edit elsewhere in its file, a moved one finds it again, and a
+//! shared [`VectorCache`] can hand the same vector to every clone of a repository.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use baton_embed::{Metered, Purpose, dot};
+use serde::Serialize;
+
+use crate::cache::VectorCache;
+use crate::db::{decode_vector, encode_vector};
+use crate::error::db;
+use crate::{CodeIndex, IndexError};
+
+/// Chunks taken from the database per round of embedding.
+const ROUND: i64 = 256;
+/// Characters of a chunk that are embedded (models truncate long inputs anyway; MiniLM at 256
+/// tokens, OpenAI's at 8,192).
+const MAX_EMBED_CHARS: usize = 8_000;
+
+/// What [`CodeIndex::embed_missing`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EmbedReport {
+    /// Distinct chunk texts given a vector by the embedder.
+    pub embedded: usize,
+    /// Distinct chunk texts whose vector came from the shared cache.
+    pub from_cache: usize,
+    /// Embedding requests made.
+    pub calls: u64,
+    pub input_tokens: u64,
+}
+
+/// Progress of a long embedding pass: done and total distinct chunk texts.
+pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Send + Sync);
+
+/// The in-memory matrix of one model's vectors, valid for one index generation.
+pub(crate) struct Matrix {
+    generation: i64,
+    model: String,
+    ids: Vec<i64>,
+    paths: Vec<Arc<str>>,
+    dims: usize,
+    values: Vec<f32>,
+}
+
+/// The text embedded for a chunk: its symbol (when it has one) and its code.
+pub(crate) fn embed_input(symbol: Option<&str>, text: &str) -> String {
+    let body: String = text.chars().take(MAX_EMBED_CHARS).collect();
+    match symbol {
+        Some(symbol) => format!("{symbol}\n{body}"),
+        None => body,
+    }
+}
+
+impl CodeIndex {
+    /// Gives every chunk without a vector of `embedder`'s model one: from `cache` when it has
+    /// it, else from the embedder (batched, retried and metered by [`Metered`]), then stored
+    /// locally and in the cache. Stops at the first call that fails for good; what was embedded
+    /// before stays.
+    pub async fn embed_missing(
+        &self,
+        embedder: &Metered,
+        cache: Option<&dyn VectorCache>,
+        progress: Progress<'_>,
+    ) -> Result<EmbedReport, IndexError> {
+        let _writer = self.embed_lock.lock().await;
+        let model = embedder.model_id();
+        let before = embedder.totals();
+        let total = self.missing_count(&model).await?;
+        let mut report = EmbedReport::default();
+        let mut done = 0;
+        progress(0, total);
+        loop {
+            let missing: Vec<(String, Option<String>, String)> = sqlx::query_as(
+                "SELECT c.hash, min(c.symbol), min(c.text) FROM chunks c \
+                 WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?1 AND v.hash = c.hash) \
+                 GROUP BY c.hash ORDER BY min(c.id) LIMIT ?2",
+            )
+            .bind(&model)
+            .bind(ROUND)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("finding chunks to embed"))?;
+            if missing.is_empty() {
+                break;
+            }
+            let hashes: Vec<String> = missing.iter().map(|m| m.0.clone()).collect();
+            let mut found: HashMap<String, Vec<f32>> = match cache {
+                Some(cache) => cache.get(&model, &hashes).await?,
+                None => HashMap::new(),
+            };
+            report.from_cache += found.len();
+            let todo: Vec<&(String, Option<String>, String)> = missing
+                .iter()
+                .filter(|m| !found.contains_key(&m.0))
+                .collect();
+            if !todo.is_empty() {
+                let inputs: Vec<String> = todo
+                    .iter()
+                    .map(|(_, symbol, text)| embed_input(symbol.as_deref(), text))
+                    .collect();
+                let vectors = embedder.embed_all(&inputs, Purpose::Document).await?;
+                let fresh: Vec<(String, Vec<f32>)> =
+                    todo.iter().map(|m| m.0.clone()).zip(vectors).collect();
+                if let Some(cache) = cache {
+                    cache.put(&model, &fresh).await?;
+                }
+                report.embedded += fresh.len();
+                found.extend(fresh);
+            }
+            self.store_vectors(&model, &found).await?;
+            done += missing.len();
+            progress(done.min(total), total);
+        }
+        let after = embedder.totals();
+        report.calls = after.calls - before.calls;
+        report.input_tokens = after.input_tokens - before.input_tokens;
+        Ok(report)
+    }
+
+    /// Distinct chunk texts without a vector of `model`.
+    pub async fn missing_count(&self, model: &str) -> Result<usize, IndexError> {
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(DISTINCT c.hash) FROM chunks c WHERE NOT EXISTS \
+             (SELECT 1 FROM vectors v WHERE v.model = ? AND v.hash = c.hash)",
+        )
+        .bind(model)
+        .fetch_one(&self.pool)
+        .await
+        .map_err(db("counting chunks to embed"))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    async fn store_vectors(
+        &self,
+        model: &str,
+        vectors: &HashMap<String, Vec<f32>>,
+    ) -> Result<(), IndexError> {
+        let mut sorted: Vec<(&String, &Vec<f32>)> = vectors.iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(b.0));
+        let mut tx = self.pool.begin().await.map_err(db("storing vectors"))?;
+        for (hash, vector) in sorted {
+            sqlx::query("INSERT OR REPLACE INTO vectors (model, hash, vec) VALUES (?, ?, ?)")
+                .bind(model)
+                .bind(hash)
+                .bind(encode_vector(vector))
+                .execute(&mut *tx)
+                .await
+                .map_err(db("storing vectors"))?;
+        }
+        sqlx::query(
+            "UPDATE meta SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) \
+             WHERE key = 'generation'",
+        )
+        .execute(&mut *tx)
+        .await
+        .map_err(db("storing vectors"))?;
+        tx.commit().await.map_err(db("storing vectors"))
+    }
+
+    /// The `limit` chunks nearest to `query` (a unit vector of `model`), as (chunk id, cosine),
+    /// best first; ties by chunk id.
+    pub(crate) async fn nearest(
+        &self,
+        model: &str,
+        query: &[f32],
+        path_prefix: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(i64, f32)>, IndexError> {
+        let generation = self.generation().await?;
+        let mut guard = self.matrix.lock().await;
+        let stale = guard
+            .as_ref()
+            .is_none_or(|m| m.generation != generation || m.model != model);
+        if stale {
+            *guard = Some(self.load_matrix(model, generation).await?);
+        }
+        let Some(matrix) = guard.as_ref() else {
+            return Ok(Vec::new());
+        };
+        if matrix.dims != query.len() {
+            return Ok(Vec::new());
+        }
+        let mut scored: Vec<(i64, f32)> = Vec::new();
+        for (row, id) in matrix.ids.iter().enumerate() {
+            if path_prefix.is_some_and(|p| !matrix.paths[row].starts_with(p)) {
+                continue;
+            }
+            let v = &matrix.values[row * matrix.dims..(row + 1) * matrix.dims];
+            scored.push((*id, dot(v, query)));
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(limit);
+        Ok(scored)
+    }
+
+    async fn load_matrix(&self, model: &str, generation: i64) -> Result<Matrix, IndexError> {
+        let rows: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(
+            "SELECT c.id, c.path, v.vec FROM chunks c \
+             JOIN vectors v ON v.model = ? AND v.hash = c.hash ORDER BY c.id",
+        )
+        .bind(model)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("loading vectors"))?;
+        let dims = rows.first().map_or(0, |r| r.2.len() / 4);
+        let mut matrix = Matrix {
+            generation,
+            model: model.to_owned(),
+            ids: Vec::with_capacity(rows.len()),
+            paths: Vec::with_capacity(rows.len()),
+            dims,
+            values: Vec::with_capacity(rows.len() * dims),
+        };
+        let mut last_path: Option<Arc<str>> = None;
+        for (id, path, bytes) in rows {
+            // A vector of another length (a model that changed its output) is not comparable.
+            if bytes.len() != dims * 4 {
+                continue;
+            }
+            let path: Arc<str> = match &last_path {
+                Some(p) if **p == *path => p.clone(),
+                _ => Arc::from(path.as_str()),
+            };
+            last_path = Some(path.clone());
+            matrix.ids.push(id);
+            matrix.paths.push(path);
+            matrix.values.extend(decode_vector(&bytes));
+        }
+        Ok(matrix)
+    }
+}
