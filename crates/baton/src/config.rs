@@ -98,6 +98,10 @@ pub struct ConfigLayer {
     pub mcp: Option<bool>,
     /// `[mcp_servers.NAME]`: MCP servers whose tools the run offers (`--mcp`, `--mcp-config`).
     pub mcp_servers: Option<std::collections::BTreeMap<String, baton_mcp::McpServerConfig>>,
+    /// `[embeddings]`: the code index's embedder (see `embeddings.rs`).
+    pub embeddings: Option<crate::embeddings::EmbeddingsConfig>,
+    /// `[repo_map]`: the repo map in task briefs.
+    pub repo_map: Option<crate::embeddings::RepoMapConfig>,
 }
 }
 

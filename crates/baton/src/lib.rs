@@ -38,6 +38,7 @@
 
 pub mod client;
 pub mod config;
+pub mod embeddings;
 mod error;
 pub mod events;
 pub mod exec;

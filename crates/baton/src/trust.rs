@@ -55,6 +55,12 @@ pub fn sensitive_keys(layer: &ConfigLayer) -> Vec<String> {
             note(set, &format!("[sandbox] {key}"));
         }
     }
+    // A project file must not send an embeddings key, or the code, somewhere of its choosing.
+    if let Some(e) = &layer.embeddings {
+        note(e.base_url.is_some(), "[embeddings] base_url");
+        note(e.api_key_env.is_some(), "[embeddings] api_key_env");
+        note(e.cache_url.is_some(), "[embeddings] cache_url");
+    }
     keys
 }
 
