@@ -78,6 +78,7 @@ async fn build_engine(
     observer: Arc<dyn RunObserver>,
     exec: baton_tools::ExecEnv,
     no_snapshots: bool,
+    store_url: Option<&str>,
 ) -> Result<(Engine, Option<Arc<baton_mcp::McpTools>>), CliError> {
     let snapshots = match layer.snapshots.as_ref().and_then(|s| s.enabled) {
         _ if no_snapshots => Snapshots::Off,
@@ -85,19 +86,21 @@ async fn build_engine(
         _ => Snapshots::On,
     };
     let mcp = baton::mcp::start(workspace, layer, &exec).await?;
-    let tools = baton::mcp::registry(baton_tools::ToolRegistry::standard(), mcp.as_deref());
+    let code = baton::code::CodeIntel::for_run(workspace, layer, store_url).await?;
+    let tools = baton::code::run_tools(code.as_ref(), mcp.as_deref());
     let engine = build_engine_with(
         settings,
         layer,
         store,
         exec,
-        observer,
+        baton::code::observing(observer, code.as_ref()),
         stop_on_signals(),
         tools,
-    )?
-    .with_snapshots(snapshots)
-    .with_mcp_started(mcp.as_deref().map(baton::mcp::started).unwrap_or_default())
-    .with_mcp_failures(mcp.as_deref().map(baton::mcp::failures).unwrap_or_default());
+    )?;
+    let engine = baton::code::with_code(engine, code.as_ref())
+        .with_snapshots(snapshots)
+        .with_mcp_started(mcp.as_deref().map(baton::mcp::started).unwrap_or_default())
+        .with_mcp_failures(mcp.as_deref().map(baton::mcp::failures).unwrap_or_default());
     // After the engine is built: its secrets (the servers' own among them) are known to the
     // redactor, and a server's stderr in its failure may echo one.
     for line in mcp.as_deref().map(baton::mcp::describe).unwrap_or_default() {
@@ -269,6 +272,7 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
     crate::logging::attach_run(&workspace, &run_id);
     let opened = open_store_for_run(&workspace, store).await?;
     keep_state_out_of_git(&workspace);
+    let store_url = opened.postgres_url().map(str::to_owned);
     let store = opened.store;
     let telemetry = baton_telemetry::Telemetry::from_env();
     let trace = telemetry.as_ref().map(|t| t.observer(&run_id, &[]));
@@ -280,6 +284,7 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
         observer(args.json, trace),
         exec,
         args.no_snapshots,
+        store_url.as_deref(),
     )
     .await?;
     tracing::info!(run_id = %run_id, "starting the run");
@@ -459,6 +464,7 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     crate::sandbox_cmd::warm_up();
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
+    let store_url = opened.postgres_url().map(str::to_owned);
     let run_id = match &args.run {
         Some(prefix) => resolve_run(&opened, prefix).await?,
         None => latest_resumable_run(&opened).await?.id,
@@ -500,6 +506,7 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         observer(args.json, trace),
         exec,
         args.no_snapshots,
+        store_url.as_deref(),
     )
     .await?;
     if let Some(mcp) = &mcp {

@@ -7,6 +7,7 @@ mod detach;
 mod doctor;
 mod flag_values;
 mod goal;
+mod index_cmd;
 mod logging;
 mod mcp_cmd;
 mod mcp_server;
@@ -135,6 +136,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Build or update the workspace's code index (.baton/index/): chunks, definitions and,
+    /// with an embedder configured, vectors.
+    Index(index_cmd::IndexArgs),
+    /// Search the workspace's code: keyword (BM25), vector or both fused (updates the index
+    /// first).
+    Search(index_cmd::SearchArgs),
+    /// Print the repo map: the most used definitions by file, to a token budget.
+    Map(index_cmd::MapArgs),
     /// Every setting a run started now would use, and where each came from.
     Config {
         #[command(flatten)]
@@ -478,6 +487,9 @@ fn main() -> ExitCode {
             }
             Command::Doctor { model, json } => commands::doctor(&workspace, &model, json).await,
             Command::Config { model } => config_cmd::config(&workspace, &model),
+            Command::Index(args) => index_cmd::index(&workspace, store, args).await,
+            Command::Search(args) => index_cmd::search(&workspace, store, args).await,
+            Command::Map(args) => index_cmd::map(&workspace, store, args).await,
             Command::Mcp { command } => mcp_cmd::mcp(&workspace, command).await,
             Command::McpServer(args) => mcp_server::serve(store, args).await,
             Command::Sandbox(args) => commands::sandbox(&workspace, args),

@@ -47,7 +47,14 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
     // run's start; the worker that claims the run starts its own to call them.
     let exec = crate::sandbox_cmd::exec_env(&source, &layer, &Default::default())?;
     let mcp = baton::mcp::start(&source, &layer, &exec).await?;
-    let tools = baton::mcp::registry(baton_tools::ToolRegistry::standard(), mcp.as_deref());
+    // The code tools' specs are journaled with the run; the claiming worker indexes its copy.
+    let store_url = match &location {
+        StoreLocation::Postgres(url) => Some(url.as_str()),
+        StoreLocation::Sqlite(_) => None,
+    };
+    let code = baton::code::CodeIntel::open(&source, &layer, store_url).await?;
+    let code = Some(code);
+    let tools = baton::code::run_tools(code.as_ref(), mcp.as_deref());
     let engine = build_engine_with(
         &settings,
         &layer,

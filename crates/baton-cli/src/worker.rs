@@ -69,6 +69,10 @@ pub async fn worker(
         stop,
         telemetry: baton_telemetry::Telemetry::from_env(),
         hooks: Arc::new(Printed),
+        store_url: match &location {
+            baton_store::StoreLocation::Postgres(url) => Some(url.clone()),
+            baton_store::StoreLocation::Sqlite(_) => None,
+        },
     };
     eprintln!(
         "worker {} serving {} with {concurrency} slot(s)",

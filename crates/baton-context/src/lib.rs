@@ -74,6 +74,12 @@ pub(crate) fn assemble_parts(state: &RunState) -> Option<Parts> {
     if let Some(brief) = task_brief(state) {
         prefix.push(Message::User { content: brief });
     }
+    // Rendered once per task (or run start), so it too stays fixed for the whole task.
+    if let Some(map) = repo_map(state) {
+        prefix.push(Message::User {
+            content: format!("{REPO_MAP_HEADING}\n\n{map}"),
+        });
+    }
     let (history, masked_outputs) = mask::masked_history(
         &state.history,
         &settings.context.masking,
@@ -90,6 +96,23 @@ pub(crate) fn assemble_parts(state: &RunState) -> Option<Parts> {
         history,
         masked_outputs,
     })
+}
+
+/// Heading of the repo map message.
+pub const REPO_MAP_HEADING: &str = "Repository map: the workspace's most used definitions, by \
+file (line│ signature). Read or search the code for the rest.";
+
+/// The journaled repo map that belongs to where the run is: the current task's, or the run's
+/// own while it has no task graph.
+pub fn repo_map(state: &RunState) -> Option<&str> {
+    let map = state.repo_map.as_ref()?;
+    let current = state.board.as_ref().and_then(|b| b.current.as_deref());
+    let belongs = match (&state.board, &map.task) {
+        (Some(_), Some(task)) => current == Some(task.as_str()),
+        (None, None) => true,
+        _ => false,
+    };
+    (belongs && !map.text.trim().is_empty()).then_some(map.text.as_str())
 }
 
 /// What the model is told before its history: the current task's brief (handoff of earlier

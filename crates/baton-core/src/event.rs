@@ -140,6 +140,14 @@ pub enum Event {
         version: String,
         tools: Vec<String>,
     },
+    /// The repo map placed in the model's brief (the workspace's most used definitions),
+    /// rendered once when a run without a plan starts (`task` absent) or when a task starts.
+    /// Journaled, so a resumed run shows the model byte-identical text.
+    RepoMapRendered {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
+        map: String,
+    },
     /// A budget passed its warning share (once per budget and process).
     BudgetWarning {
         resource: BudgetResource,
@@ -330,6 +338,7 @@ impl Event {
             Event::BudgetWarning { .. } => "budget_warning",
             Event::McpServerFailed { .. } => "mcp_server_failed",
             Event::McpServerStarted { .. } => "mcp_server_started",
+            Event::RepoMapRendered { .. } => "repo_map_rendered",
             Event::LoopDetected { .. } => "loop_detected",
             Event::NoteAdded { .. } => "note_added",
             Event::TurnFinished { .. } => "turn_finished",

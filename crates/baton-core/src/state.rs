@@ -27,6 +27,14 @@ use crate::settings::RunSettings;
 use crate::task::PlanSource;
 use crate::{FINISH_TOOL, RunId, SUBMIT_PLAN_TOOL};
 
+/// A repo map as journaled: the text, and the task it was rendered for (`None`: the run's
+/// start, before or without a plan).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoMap {
+    pub task: Option<String>,
+    pub text: String,
+}
+
 /// The state of a run: a pure fold over its journal. Nothing else writes to it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunState {
@@ -40,6 +48,9 @@ pub struct RunState {
     pub system_prompt: String,
     pub project_instructions: Option<String>,
     pub tools: Vec<ToolSpec>,
+    /// The latest repo map (`repo_map_rendered`): shown in the brief of the run or task it was
+    /// rendered for.
+    pub repo_map: Option<RepoMap>,
     /// The conversation after the fixed preamble (system prompt, instructions, goal). After a
     /// compaction it starts with the handoff summary.
     pub history: Vec<HistoryEntry>,
@@ -305,7 +316,8 @@ impl RunState {
             Event::BudgetWarning { .. }
             | Event::LoopDetected { .. }
             | Event::McpServerFailed { .. }
-            | Event::McpServerStarted { .. } => self.apply_governance_event(applied),
+            | Event::McpServerStarted { .. }
+            | Event::RepoMapRendered { .. } => self.apply_governance_event(applied),
             Event::PlanSet { .. }
             | Event::TaskStarted { .. }
             | Event::CheckStarted { .. }

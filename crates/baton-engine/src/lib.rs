@@ -14,6 +14,7 @@ mod governance;
 mod journal;
 mod parallel;
 mod persistence;
+mod repo_map;
 mod run_loop;
 mod snapshots;
 mod stop;
@@ -24,6 +25,7 @@ pub use api::{EngineParts, Fanout, RunObserver, RunOutcome, SettingsOverride, St
 pub use error::EngineError;
 pub use journal::record_external;
 pub use persistence::WorkspacePersistence;
+pub use repo_map::RepoMapSource;
 pub use run_loop::Engine;
 pub use snapshots::Snapshots;
 pub use stop::{StopHandle, StopSignal};

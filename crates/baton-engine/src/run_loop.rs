@@ -52,6 +52,8 @@ pub struct Engine {
     pub(crate) mcp_failures: Vec<(String, String)>,
     /// MCP servers that started (name, version, tools), journaled the same way.
     pub(crate) mcp_started: Vec<(String, String, Vec<String>)>,
+    /// Renders the repo map for briefs ([`Engine::with_repo_map`]).
+    pub(crate) repo_map: Option<std::sync::Arc<dyn crate::RepoMapSource>>,
 }
 
 /// What the engine remembers between requests within one process (not journaled: it only
@@ -78,7 +80,15 @@ impl Engine {
             persistence: None,
             mcp_failures: Vec::new(),
             mcp_started: Vec::new(),
+            repo_map: None,
         }
+    }
+
+    /// Where repo maps for briefs come from: one is rendered and journaled when a run without
+    /// a plan starts and when each task starts.
+    pub fn with_repo_map(mut self, source: std::sync::Arc<dyn crate::RepoMapSource>) -> Engine {
+        self.repo_map = Some(source);
+        self
     }
 
     /// The MCP servers that started for this engine's process — name, version (from the
@@ -233,6 +243,9 @@ impl Engine {
         }
         if recorded.is_ok() {
             recorded = self.record_mcp_failures(&mut journal).await;
+        }
+        if recorded.is_ok() && journal.state().board.is_none() {
+            recorded = self.record_repo_map(&mut journal, None).await;
         }
         match recorded {
             Ok(()) => Ok((journal, workspace)),

@@ -200,11 +200,12 @@ impl Engine {
         }
         journal
             .record(Event::TaskStarted {
-                task,
+                task: task.clone(),
                 approach,
                 attempt: 1,
             })
-            .await
+            .await?;
+        self.record_repo_map(journal, Some(task)).await
     }
 
     /// Runs a check like the agent's commands run (sandbox, policy, timeout, redaction) and

@@ -166,14 +166,14 @@ impl Lang {
     }
 
     /// Whether a definition node of `node_kind` counts only with a body (a C `struct x;` or a
-    /// bare `struct x` used as a type is a reference, not a definition).
+    /// bare `struct x` used as a type is a reference, not a definition; so is Rust's `mod x;`).
     pub(crate) fn needs_body(self, node_kind: &str) -> bool {
         matches!(
             (self, node_kind),
             (
                 Lang::C | Lang::Cpp,
                 "struct_specifier" | "union_specifier" | "enum_specifier" | "class_specifier"
-            )
+            ) | (Lang::Rust, "mod_item")
         )
     }
 }

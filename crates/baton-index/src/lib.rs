@@ -183,7 +183,7 @@ impl CodeIndex {
     pub async fn map(
         &self,
         request: &MapRequest<'_>,
-        count_tokens: &dyn Fn(&str) -> usize,
+        count_tokens: &(dyn Fn(&str) -> usize + Sync),
     ) -> Result<String, IndexError> {
         let files = self.map_files().await?;
         Ok(map::render(&files, request, count_tokens))

@@ -3,7 +3,8 @@
 //! Files are nodes of a graph; file A has an edge to file B for each identifier A uses that B
 //! defines, weighted by how often A uses it (square root, so a name used 100 times is not 100×
 //! an import) and by how telling the name is: long compound names (`resolve_redirects`) count
-//! ten times, `_private` ones a tenth, and a name defined in many files (`new`, `get`) a tenth.
+//! ten times, `_private` ones a tenth, and a name defined in many files (`new`, `get`) a tenth;
+//! a use of a name defined in several files is shared among them.
 //! PageRank over that graph, personalised towards the files a task's text names (by path, by
 //! file name, or by defining an identifier the text mentions), ranks the files; a file's rank
 //! flows along its edges to the definitions it uses. The best-ranked definitions are listed by
@@ -23,7 +24,7 @@ const DAMPING: f64 = 0.85;
 const ITERATIONS: usize = 100;
 const CONVERGED: f64 = 1e-12;
 /// A name defined in more files than this is generic.
-const GENERIC_NAME_FILES: usize = 5;
+const GENERIC_NAME_FILES: usize = 3;
 
 /// A definition as the map needs it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +60,7 @@ pub struct MapRequest<'a> {
 pub fn render(
     files: &BTreeMap<String, MapFile>,
     request: &MapRequest<'_>,
-    count_tokens: &dyn Fn(&str) -> usize,
+    count_tokens: &(dyn Fn(&str) -> usize + Sync),
 ) -> String {
     let ranked = rank_definitions(files, request.focus);
     let ranked: Vec<&(String, usize, f64)> = ranked
@@ -129,7 +130,9 @@ pub fn rank_definitions(
             let Some(defined_in) = definers.get(name.as_str()) else {
                 continue;
             };
-            let weight = name_weight(name, defined_in.len(), &mentioned) * f64::from(count).sqrt();
+            // A use refers to one of the definitions of its name: their shares add up to one.
+            let weight = name_weight(name, defined_in.len(), &mentioned) * f64::from(count).sqrt()
+                / defined_in.len() as f64;
             for &to in defined_in {
                 if to != from {
                     edges.push((from, to, name.as_str(), weight));
@@ -149,14 +152,24 @@ pub fn rank_definitions(
         *def_rank.entry((to, name)).or_insert(0.0) += file_rank[from] * w / out_weight[from];
     }
     let mut ranked = Vec::new();
+    // The files the focus names show their own definitions, not only what they use.
+    let focused = personal.iter().any(|w| *w != personal[0]);
     for (p, (path, file)) in files.iter().enumerate() {
+        let own = if focused && personal[p] > 0.0 {
+            0.1
+        } else {
+            1e-3
+        };
         for (i, def) in file.defs.iter().enumerate() {
-            // A definition no other file uses still ranks by its file, far below used ones.
+            // A definition no other file uses still ranks by its file, below used ones.
             let used = def_rank
                 .get(&(p, def.name.as_str()))
                 .copied()
                 .unwrap_or(0.0);
-            let rank = used + file_rank[p] * 1e-3 / (1.0 + f64::from(def.depth));
+            let mut rank = used + file_rank[p] * own / (1.0 + f64::from(def.depth));
+            if def.name.len() >= 4 && mentioned.contains(&def.name.to_lowercase()) {
+                rank *= 10.0;
+            }
             ranked.push((path.clone(), i, rank));
         }
     }

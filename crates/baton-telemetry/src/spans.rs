@@ -411,6 +411,7 @@ impl SpanBuilder {
             | Event::LoopDetected { .. }
             | Event::McpServerFailed { .. }
             | Event::McpServerStarted { .. }
+            | Event::RepoMapRendered { .. }
             | Event::NoteAdded { .. }
             | Event::TextEndAccepted { .. }
             | Event::PlanSet { .. }

@@ -120,6 +120,8 @@ pub struct Worker {
     pub telemetry: Option<baton_telemetry::Telemetry>,
     /// Where news goes.
     pub hooks: Arc<dyn Hooks>,
+    /// The store's PostgreSQL URL: where `[embeddings] cache = "postgres"` shares vectors.
+    pub store_url: Option<String>,
 }
 
 impl Worker {
@@ -195,8 +197,22 @@ async fn drive(shared: &Shared, lease: Lease) {
         },
         Err(e) => Err(e),
     };
+    // Each run's copy has its own code index; with a shared cache, chunks another worker
+    // embedded are not embedded again.
+    let built = match built {
+        Ok((exec, mcp)) => {
+            match baton::code::CodeIntel::for_run(&dir, &shared.layer, shared.store_url.as_deref())
+                .await
+            {
+                Ok(code) => Ok((exec, mcp, code)),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    };
     let mut servers = None;
-    let engine = match built.and_then(|(exec, mcp)| {
+    let mut code_intel = None;
+    let engine = match built.and_then(|(exec, mcp, code)| {
         for (ready, line) in mcp
             .as_deref()
             .map(baton::mcp::describe_each)
@@ -209,8 +225,10 @@ async fn drive(shared: &Shared, lease: Lease) {
             };
             shared.hooks.report(&run_id, news);
         }
-        let tools = baton::mcp::registry(baton_tools::ToolRegistry::standard(), mcp.as_deref());
+        let tools = baton::code::run_tools(code.as_ref(), mcp.as_deref());
+        let observer = baton::code::observing(observer, code.as_ref());
         servers = mcp;
+        code_intel = code;
         let parts = baton::Parts {
             settings: &settings,
             layer: &shared.layer,
@@ -231,7 +249,7 @@ async fn drive(shared: &Shared, lease: Lease) {
                 .as_deref()
                 .map(baton::mcp::started)
                 .unwrap_or_default();
-            engine
+            baton::code::with_code(engine, code_intel.as_ref())
                 .with_persistence(Arc::new(Archive(shared.artifacts.clone())))
                 .with_mcp_started(started)
                 .with_mcp_failures(failures)

@@ -199,7 +199,9 @@ pub fn resolve(
                      postgres://…) or cache_url",
                 )
             })?;
-            Some(CacheTarget { url: url.to_owned() })
+            Some(CacheTarget {
+                url: url.to_owned(),
+            })
         }
     };
     Ok(Some(Embeddings {
@@ -217,19 +219,11 @@ fn openai(
     let model = config.model.clone().ok_or_else(|| {
         Error::usage("[embeddings] provider = \"openai\" needs model (e.g. text-embedding-3-small)")
     })?;
-    let base_url = config.base_url.clone().unwrap_or_else(|| OPENAI_BASE_URL.into());
-    let key = match &config.api_key_env {
-        Some(var) => Some(env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
-            Error::usage(format!("[embeddings] api_key_env = \"{var}\", but {var} is not set"))
-        })?),
-        None => env(API_KEY_ENV).filter(|v| !v.is_empty()).or_else(|| {
-            // OpenAI's own key goes only to OpenAI.
-            (base_url == OPENAI_BASE_URL)
-                .then(|| env("OPENAI_API_KEY"))
-                .flatten()
-                .filter(|v| !v.is_empty())
-        }),
-    };
+    let base_url = config
+        .base_url
+        .clone()
+        .unwrap_or_else(|| OPENAI_BASE_URL.into());
+    let key = api_key(config, env)?;
     let mut wire = OpenAiEmbedderConfig::new(base_url.clone(), model.clone());
     wire.api_key = key.clone();
     wire.dimensions = config.dimensions;
@@ -247,12 +241,63 @@ fn openai(
     ))
 }
 
+/// The embeddings API key `config` selects: `api_key_env`'s variable (which must be set), else
+/// `BATON_EMBED_API_KEY`, else — for OpenAI's own endpoint only — `OPENAI_API_KEY`.
+fn api_key(
+    config: &EmbeddingsConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<String>, Error> {
+    let openai = config
+        .base_url
+        .as_deref()
+        .is_none_or(|u| u == OPENAI_BASE_URL);
+    Ok(match &config.api_key_env {
+        Some(var) => Some(env(var).filter(|v| !v.is_empty()).ok_or_else(|| {
+            Error::usage(format!(
+                "[embeddings] api_key_env = \"{var}\", but {var} is not set"
+            ))
+        })?),
+        None => env(API_KEY_ENV).filter(|v| !v.is_empty()).or_else(|| {
+            // OpenAI's own key goes only to OpenAI.
+            openai
+                .then(|| env("OPENAI_API_KEY"))
+                .flatten()
+                .filter(|v| !v.is_empty())
+        }),
+    })
+}
+
+/// The embeddings API key, if one is configured: a secret the engine redacts.
+pub fn secret_values(config: Option<&EmbeddingsConfig>) -> Vec<String> {
+    let Some(config) = config else {
+        return Vec::new();
+    };
+    if matches!(
+        config.provider,
+        Some(EmbeddingProvider::None | EmbeddingProvider::Local)
+    ) {
+        return Vec::new();
+    }
+    api_key(config, &|k| std::env::var(k).ok())
+        .ok()
+        .flatten()
+        .into_iter()
+        .collect()
+}
+
 #[cfg(feature = "local-embeddings")]
 fn load_local(dir: &Path) -> Result<(Arc<dyn Embedder>, String), Error> {
-    let embedder = baton_embed::LocalEmbedder::load(dir).map_err(|e| Error::usage(e.to_string()))?;
+    let embedder =
+        baton_embed::LocalEmbedder::load(dir).map_err(|e| Error::usage(e.to_string()))?;
     Ok((
         Arc::new(embedder),
-        format!("local {} ({})", dir.file_name().map(|n| n.to_string_lossy()).unwrap_or_default(), dir.display()),
+        format!(
+            "local {} ({})",
+            dir.file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default(),
+            dir.display()
+        ),
     ))
 }
 
@@ -299,7 +344,10 @@ mod tests {
             ..Default::default()
         };
         let got = resolve(Some(&local_server), None, &env).unwrap().unwrap();
-        assert_eq!(got.secret, None, "OpenAI's key is not sent to another server");
+        assert_eq!(
+            got.secret, None,
+            "OpenAI's key is not sent to another server"
+        );
         assert_eq!(got.metered.model_id(), "openai/nomic");
         let openai = EmbeddingsConfig {
             model: Some("text-embedding-3-small".into()),
@@ -326,8 +374,13 @@ mod tests {
             ..Default::default()
         };
         let err = resolve(Some(&config), None, &no_env).err().unwrap();
-        assert!(err.is_usage() && err.to_string().contains("PostgreSQL store"), "{err}");
-        let ok = resolve(Some(&config), Some("postgres://x/y"), &no_env).unwrap().unwrap();
+        assert!(
+            err.is_usage() && err.to_string().contains("PostgreSQL store"),
+            "{err}"
+        );
+        let ok = resolve(Some(&config), Some("postgres://x/y"), &no_env)
+            .unwrap()
+            .unwrap();
         assert!(ok.cache.is_some());
     }
 

@@ -37,6 +37,7 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod code;
 pub mod config;
 pub mod embeddings;
 mod error;

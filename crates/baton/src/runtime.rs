@@ -245,16 +245,16 @@ impl RuntimeBuilder {
                 settings::resolve_over(defaults, &workspace, overrides)?
             }
         };
-        let store = match self.store {
-            Some(store) => store,
+        let (store, store_url) = match self.store {
+            Some(store) => (store, None),
             // As the CLI's `--store`, which falls back to `BATON_STORE` the same way.
             None => {
                 let url = std::env::var("BATON_STORE")
                     .ok()
                     .filter(|u| !u.trim().is_empty());
-                store::open_store_for_run(&workspace, url.as_deref())
-                    .await?
-                    .store
+                let opened = store::open_store_for_run(&workspace, url.as_deref()).await?;
+                let url = opened.postgres_url().map(str::to_owned);
+                (opened.store, url)
             }
         };
         let exec = match self.exec {
@@ -271,19 +271,27 @@ impl RuntimeBuilder {
         for line in mcp.as_deref().map(crate::mcp::describe).unwrap_or_default() {
             tracing::info!("{line}");
         }
-        let tools = crate::mcp::registry(
-            self.tools.unwrap_or_else(ToolRegistry::standard),
-            mcp.as_deref(),
-        );
+        // A program that brings its own tools gets exactly those (and the MCP servers').
+        let code = match &self.tools {
+            Some(_) => None,
+            None => {
+                crate::code::CodeIntel::for_run(&workspace, &layer, store_url.as_deref()).await?
+            }
+        };
+        let tools = match self.tools {
+            Some(tools) => crate::mcp::registry(tools, mcp.as_deref()),
+            None => crate::code::run_tools(code.as_ref(), mcp.as_deref()),
+        };
         let parts = Parts {
             settings: &run_settings,
             layer: &layer,
             provider: self.provider,
             tools,
-            observer: observer_of(self.observers),
+            observer: crate::code::observing(observer_of(self.observers), code.as_ref()),
             stop: self.stop.unwrap_or_else(StopSignal::never),
         };
         let (engine, secrets) = engine(parts, store.clone(), exec)?;
+        let engine = crate::code::with_code(engine, code.as_ref());
         let failures = mcp.as_deref().map(crate::mcp::failures).unwrap_or_default();
         let started = mcp.as_deref().map(crate::mcp::started).unwrap_or_default();
         Ok(Runtime {
@@ -336,6 +344,7 @@ pub fn engine(
             .map_err(|e| Error::usage(format!("invalid [rate_limit] in the config: {e}")))?;
     let mut secrets = settings::secret_values(api_key);
     secrets.extend(crate::mcp::secret_values(layer));
+    secrets.extend(crate::embeddings::secret_values(layer.embeddings.as_ref()));
     let engine = Engine::new(EngineParts {
         store,
         provider,

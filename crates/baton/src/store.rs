@@ -23,6 +23,14 @@ impl Opened {
         self.location.is_shared()
     }
 
+    /// The PostgreSQL URL, when the store is one (the default shared embedding cache).
+    pub fn postgres_url(&self) -> Option<&str> {
+        match &self.location {
+            StoreLocation::Postgres(url) => Some(url),
+            StoreLocation::Sqlite(_) => None,
+        }
+    }
+
     /// Runs to choose from when the user names none: in a shared store, only this workspace's.
     pub async fn runs_here(&self) -> Result<Vec<RunSummary>, Error> {
         let mut runs = self.store.list_runs().await?;

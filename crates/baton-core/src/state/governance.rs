@@ -17,6 +17,13 @@ impl RunState {
                 require_running(running)?;
                 self.mcp_failures.retain(|(name, _)| name != server);
             }
+            Event::RepoMapRendered { task, map } => {
+                require_running(running)?;
+                self.repo_map = Some(RepoMap {
+                    task: task.clone(),
+                    text: map.clone(),
+                });
+            }
             Event::BudgetWarning { resource, .. } => {
                 require_running(running)?;
                 if !self.budget_warned.contains(resource) {

@@ -1,0 +1,415 @@
+//! The code index in a run: the `search_code` and `repo_map` tools, the repo map in briefs,
+//! and the index kept up to date in the background.
+//!
+//! The index (`.baton/index/index.db`) is opened when the engine is built. A background task
+//! brings it up to date — files first, then the vectors of new chunks — at start and after
+//! every mutating tool call, never inside a turn: a search uses the index as it is (stale
+//! files are re-read first, which costs a directory walk), and chunks not embedded yet are
+//! found by their keywords.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use baton_context::tokens::Encoding;
+use baton_core::{Event, EventRecord, RunObserver, RunState, ToolEffect, ToolResult};
+use baton_engine::RepoMapSource;
+use baton_index::{
+    CodeIndex, DEFAULT_MAP_TOKENS, MAX_K, MapRequest, SearchMode, SearchRequest, VectorCache,
+};
+use baton_tools::{Tool, ToolContext, ToolRegistry, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use tokio::sync::Notify;
+
+use crate::Error;
+use crate::config::ConfigLayer;
+use crate::embeddings::{self, Embeddings};
+
+/// The model-facing name of the code search tool.
+pub const SEARCH_CODE_TOOL: &str = "search_code";
+/// The model-facing name of the repo map tool.
+pub const REPO_MAP_TOOL: &str = "repo_map";
+/// Most tokens a `repo_map` call may ask for.
+const MAX_MAP_TOKENS: usize = 8_000;
+
+/// The workspace's code index with its embedder, as a run uses it.
+pub struct CodeIntel {
+    index: CodeIndex,
+    embeddings: Option<Embeddings>,
+    cache: Option<Arc<dyn VectorCache>>,
+    /// Tokens of the map in briefs; 0: none.
+    brief_tokens: usize,
+    refresh: Notify,
+}
+
+impl std::fmt::Debug for CodeIntel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CodeIntel")
+            .field("root", &self.index.root())
+            .field("embeddings", &self.embeddings)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The tools of a run: the standard ones, then `search_code` and `repo_map` (with a code
+/// index), then the MCP servers' — a fixed order, so prompts stay stable.
+pub fn run_tools(code: Option<&Arc<CodeIntel>>, mcp: Option<&baton_mcp::McpTools>) -> ToolRegistry {
+    let base = ToolRegistry::standard();
+    let base = match code {
+        Some(code) => code.registry(base),
+        None => base,
+    };
+    crate::mcp::registry(base, mcp)
+}
+
+/// `engine` with the code index's repo maps in briefs.
+pub fn with_code(
+    engine: baton_engine::Engine,
+    code: Option<&Arc<CodeIntel>>,
+) -> baton_engine::Engine {
+    match code {
+        Some(code) => engine.with_repo_map(code.clone()),
+        None => engine,
+    }
+}
+
+/// `observer` and the code index's refresher, as one observer.
+pub fn observing(
+    observer: Arc<dyn RunObserver>,
+    code: Option<&Arc<CodeIntel>>,
+) -> Arc<dyn RunObserver> {
+    match code {
+        Some(code) => Arc::new(baton_core::Fanout(vec![observer, code.observer()])),
+        None => observer,
+    }
+}
+
+/// Counts tokens as OpenAI's o200k tokenizer does: close enough for a budget of any model.
+pub fn count_tokens(text: &str) -> usize {
+    Encoding::O200k.count(text) as usize
+}
+
+impl CodeIntel {
+    /// Opens the index of `workspace` with the embedder `layer` configures. `store_url` is the
+    /// PostgreSQL store, if any (the default shared vector cache). Loads a local model (about a
+    /// second), so call it once per process.
+    pub async fn open(
+        workspace: &Path,
+        layer: &ConfigLayer,
+        store_url: Option<&str>,
+    ) -> Result<Arc<CodeIntel>, Error> {
+        let index = CodeIndex::open(workspace)
+            .await
+            .map_err(|e| Error::failed(format!("the code index: {e}")))?;
+        let config = layer.embeddings.clone();
+        let store_url = store_url.map(str::to_owned);
+        let embeddings = tokio::task::spawn_blocking(move || {
+            embeddings::resolve(config.as_ref(), store_url.as_deref(), &|k| {
+                std::env::var(k).ok()
+            })
+        })
+        .await
+        .map_err(|e| Error::failed(format!("loading the embedder: {e}")))??;
+        let cache = match embeddings.as_ref().and_then(|e| e.cache.clone()) {
+            Some(target) => Some(target.connect().await?),
+            None => None,
+        };
+        let brief_tokens = layer
+            .repo_map
+            .as_ref()
+            .and_then(|m| m.tokens)
+            .map_or(DEFAULT_MAP_TOKENS, |t| t as usize);
+        Ok(Arc::new(CodeIntel {
+            index,
+            embeddings,
+            cache,
+            brief_tokens,
+            refresh: Notify::new(),
+        }))
+    }
+
+    /// Opens the index for a run and starts its background refresher. A misconfigured
+    /// embedder is an error (the user asked for it); an index that cannot be opened (a
+    /// read-only workspace) is logged and the run goes on without the code tools.
+    pub async fn for_run(
+        workspace: &Path,
+        layer: &ConfigLayer,
+        store_url: Option<&str>,
+    ) -> Result<Option<Arc<CodeIntel>>, Error> {
+        match CodeIntel::open(workspace, layer, store_url).await {
+            Ok(intel) => {
+                intel.spawn_refresher();
+                Ok(Some(intel))
+            }
+            Err(e) if e.is_usage() => Err(e),
+            Err(e) => {
+                tracing::warn!("the run goes on without code search: {e}");
+                Ok(None)
+            }
+        }
+    }
+
+    /// The index itself.
+    pub fn index(&self) -> &CodeIndex {
+        &self.index
+    }
+
+    /// The embedder, if one is configured.
+    pub fn embeddings(&self) -> Option<&Embeddings> {
+        self.embeddings.as_ref()
+    }
+
+    /// The shared vector cache, if one is configured.
+    pub fn cache(&self) -> Option<&dyn VectorCache> {
+        self.cache.as_deref()
+    }
+
+    /// `base` with `search_code` and `repo_map` after its own tools.
+    pub fn registry(self: &Arc<Self>, base: ToolRegistry) -> ToolRegistry {
+        let search: Arc<dyn Tool> = Arc::new(SearchCode(self.clone()));
+        let map: Arc<dyn Tool> = Arc::new(RepoMapTool(self.clone()));
+        base.with(search).with(map)
+    }
+
+    /// Brings files and vectors up to date now; errors are logged (the index is a cache).
+    pub async fn refresh_now(&self) {
+        if let Err(e) = self.index.update().await {
+            tracing::warn!("code index update failed: {e}");
+            return;
+        }
+        if let Some(embeddings) = &self.embeddings
+            && let Err(e) = self
+                .index
+                .embed_missing(&embeddings.metered, self.cache.as_deref(), &|_, _| {})
+                .await
+        {
+            tracing::warn!("embedding the code index failed: {e}");
+        }
+    }
+
+    /// Starts the background task that refreshes the index now and after each
+    /// [`CodeIntel::poke`]. It ends with the runtime.
+    pub fn spawn_refresher(self: &Arc<Self>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            loop {
+                this.refresh_now().await;
+                this.refresh.notified().await;
+            }
+        });
+    }
+
+    /// Asks the background task for a refresh (several pokes during one refresh make one more).
+    pub fn poke(&self) {
+        self.refresh.notify_one();
+    }
+
+    /// An observer that pokes the refresher after every mutating tool call.
+    pub fn observer(self: &Arc<Self>) -> Arc<dyn RunObserver> {
+        Arc::new(RefreshOnChange {
+            intel: self.clone(),
+            mutating: Mutex::new(HashSet::new()),
+        })
+    }
+
+    async fn map(&self, focus: &str, prefix: Option<&str>, tokens: usize) -> Result<String, Error> {
+        self.index
+            .update()
+            .await
+            .map_err(|e| Error::failed(format!("the code index: {e}")))?;
+        self.index
+            .map(
+                &MapRequest {
+                    focus,
+                    path_prefix: prefix,
+                    max_tokens: tokens,
+                },
+                &count_tokens,
+            )
+            .await
+            .map_err(|e| Error::failed(format!("the repo map: {e}")))
+    }
+}
+
+#[async_trait]
+impl RepoMapSource for CodeIntel {
+    async fn render(&self, focus: &str) -> Option<String> {
+        if self.brief_tokens == 0 {
+            return None;
+        }
+        match self.map(focus, None, self.brief_tokens).await {
+            Ok(map) if !map.is_empty() => Some(map),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!("no repo map for the brief: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// Pokes the refresher when a mutating call finishes (its started event says which are).
+struct RefreshOnChange {
+    intel: Arc<CodeIntel>,
+    mutating: Mutex<HashSet<String>>,
+}
+
+impl RunObserver for RefreshOnChange {
+    fn on_event(&self, record: &EventRecord, _state: &RunState) {
+        let Ok(mut open) = self.mutating.lock() else {
+            return;
+        };
+        match &record.event {
+            Event::ToolCallStarted {
+                call_id,
+                effect: ToolEffect::Mutating,
+                ..
+            } => {
+                open.insert(call_id.clone());
+            }
+            Event::ToolCallFinished { call_id, .. } if open.remove(call_id) => self.intel.poke(),
+            _ => {}
+        }
+    }
+}
+
+struct SearchCode(Arc<CodeIntel>);
+
+/// The arguments of `search_code`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SearchCodeArgs {
+    /// What to find, in words or identifiers: "where are retries scheduled", "parse_config".
+    query: String,
+    /// How many hits to return (default 10).
+    #[schemars(range(min = 1, max = 50))]
+    k: Option<usize>,
+    /// Only files whose workspace-relative path starts with this (a directory, a file).
+    path_prefix: Option<String>,
+}
+
+#[async_trait]
+impl TypedTool for SearchCode {
+    type Args = SearchCodeArgs;
+    const NAME: &'static str = SEARCH_CODE_TOOL;
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "Search the workspace's code by meaning and by keywords (hybrid: BM25 and embeddings, \
+         fused). Each hit is `path:first-last`, the definition it is in, and a short snippet; \
+         read_file the lines for the rest."
+            .into()
+    }
+
+    async fn run(&self, _ctx: &ToolContext<'_>, args: SearchCodeArgs) -> ToolResult {
+        let intel = &self.0;
+        if let Err(e) = intel.index.update().await {
+            return ToolResult::error(format!("cannot update the code index: {e}"));
+        }
+        let request = SearchRequest {
+            query: &args.query,
+            k: args.k.unwrap_or(10).clamp(1, MAX_K),
+            mode: SearchMode::Hybrid,
+            path_prefix: args.path_prefix.as_deref().filter(|p| !p.is_empty()),
+        };
+        let metered = intel.embeddings.as_ref().map(|e| e.metered.as_ref());
+        let results = match intel.index.search(&request, metered).await {
+            Ok(results) => results,
+            // The embedder failing must not take search away: keywords still work.
+            Err(baton_index::IndexError::Embed(e)) => {
+                let keyword = SearchRequest {
+                    mode: SearchMode::Keyword,
+                    ..request.clone()
+                };
+                match intel.index.search(&keyword, None).await {
+                    Ok(mut results) => {
+                        results.notes =
+                            vec![format!("the embedder failed ({e}): keyword search only")];
+                        results
+                    }
+                    Err(e) => return ToolResult::error(format!("search failed: {e}")),
+                }
+            }
+            Err(e) => return ToolResult::error(format!("search failed: {e}")),
+        };
+        if results.hits.is_empty() {
+            return ToolResult::success(format!("no code matches \"{}\"", args.query));
+        }
+        let mut out = String::new();
+        for hit in &results.hits {
+            out.push_str(&format!(
+                "{}:{}-{}{}\n",
+                hit.path,
+                hit.start_line,
+                hit.end_line,
+                hit.symbol
+                    .as_deref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default()
+            ));
+            for line in hit.snippet.lines() {
+                out.push_str("    ");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        for note in &results.notes {
+            out.push_str(&format!("(note: {note})\n"));
+        }
+        ToolResult::success(out.trim_end().to_owned())
+    }
+}
+
+struct RepoMapTool(Arc<CodeIntel>);
+
+/// The arguments of `repo_map`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RepoMapArgs {
+    /// Only files under this workspace-relative directory or path prefix.
+    path: Option<String>,
+    /// The map's size in tokens (default 1000, at most 8000).
+    #[schemars(range(min = 1, max = 8000))]
+    tokens: Option<usize>,
+}
+
+#[async_trait]
+impl TypedTool for RepoMapTool {
+    type Args = RepoMapArgs;
+    const NAME: &'static str = REPO_MAP_TOOL;
+    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+
+    fn description(&self) -> String {
+        "The repository's most used definitions by file (line and signature), ranked by how \
+         much of the code uses them. For a subdirectory, or with a larger token budget than \
+         the map in your brief."
+            .into()
+    }
+
+    async fn run(&self, ctx: &ToolContext<'_>, args: RepoMapArgs) -> ToolResult {
+        let tokens = args
+            .tokens
+            .unwrap_or(DEFAULT_MAP_TOKENS)
+            .clamp(1, MAX_MAP_TOKENS);
+        let prefix = args
+            .path
+            .as_deref()
+            .map(|p| p.trim_start_matches("./").trim_end_matches('/'))
+            .filter(|p| !p.is_empty() && *p != ".");
+        let focus = ctx
+            .run
+            .as_ref()
+            .map(|r| r.state.goal.clone())
+            .unwrap_or_default();
+        match self.0.map(&focus, prefix, tokens).await {
+            Ok(map) if map.is_empty() => ToolResult::success(match prefix {
+                Some(p) => format!("no definitions under {p}"),
+                None => "no definitions found in the workspace".to_owned(),
+            }),
+            Ok(map) => ToolResult::success(map),
+            Err(e) => ToolResult::error(e.to_string()),
+        }
+    }
+}
