@@ -7,7 +7,7 @@ use std::time::Instant;
 use anyhow::anyhow;
 use baton::code::{CodeIntel, count_tokens};
 use baton::embeddings::NO_EMBEDDER;
-use baton_index::{DEFAULT_MAP_TOKENS, INDEX_DIR, MapRequest, SearchMode, SearchRequest};
+use baton_index::{DEFAULT_MAP_TOKENS, MapRequest, SearchMode, SearchRequest};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 
@@ -110,7 +110,11 @@ async fn bring_up_to_date(
 pub async fn index(workspace: &Path, store: Option<&str>, args: IndexArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     if args.rebuild {
-        let dir = workspace.join(INDEX_DIR);
+        let dir = baton_state::StateDir::for_workspace(&workspace)
+            .code_index()
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}

@@ -87,3 +87,31 @@ mod tests {
         assert_eq!(zero, [0.0; 3]);
     }
 }
+
+/// Where tests find the local model that `scripts/embed-model.sh` installs.
+pub mod testing {
+    use std::path::PathBuf;
+
+    /// `$BATON_TEST_EMBED_MODEL`, else `${XDG_CACHE_HOME:-$HOME/.cache}/baton-embed-model/
+    /// all-MiniLM-L6-v2` — or why it is not there, naming the script that installs it.
+    pub fn model_dir() -> Result<PathBuf, String> {
+        let dir = match std::env::var_os("BATON_TEST_EMBED_MODEL") {
+            Some(dir) => PathBuf::from(dir),
+            None => {
+                let cache = std::env::var_os("XDG_CACHE_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+                    .ok_or("neither XDG_CACHE_HOME nor HOME is set")?;
+                cache.join("baton-embed-model").join("all-MiniLM-L6-v2")
+            }
+        };
+        if dir.join("model.safetensors").is_file() {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "no embedding model in {}: run scripts/embed-model.sh (scripts/test does)",
+                dir.display()
+            ))
+        }
+    }
+}

@@ -1,4 +1,5 @@
-//! The index database: `.baton/index/index.db`, SQLite in WAL mode.
+//! The index database: one SQLite file in WAL mode (`index/index.db` in the workspace's state
+//! directory).
 //!
 //! Vectors are plain BLOBs (little-endian f32) searched exactly, not sqlite-vec: sqlite-vec is
 //! a loadable C extension that sqlx's bundled SQLite would need registered through `unsafe`

@@ -5,7 +5,8 @@
 //!   (functions, methods, classes, impl blocks; line windows elsewhere).
 //! - [`map`]: the repo map — files ranked by PageRank over "uses a name defined there", their
 //!   best definitions rendered to a token budget. Deterministic, for the cached prompt prefix.
-//! - [`CodeIndex`]: all of it in `.baton/index/index.db` (SQLite), kept up to date
+//! - [`CodeIndex`]: all of it in one SQLite file (baton keeps it in the workspace's state
+//!   directory, `index/index.db`), kept up to date
 //!   incrementally, with FTS5 over the chunks and their vectors, and
 //!   [`CodeIndex::search`]: BM25, exact cosine, or both fused by reciprocal rank.
 //! - [`cache`]: a vector cache shared through PostgreSQL, keyed by model and chunk hash.
@@ -44,10 +45,6 @@ pub use vectors::{EmbedReport, Progress};
 use error::db;
 use lang::DefKind;
 use map::{MapDef, MapFile};
-
-/// The index database's place in a workspace.
-pub const INDEX_DIR: &str = ".baton/index";
-const INDEX_FILE: &str = "index.db";
 
 /// A workspace's code index. Methods take `&self`; updates are serialised inside one process
 /// (and across processes by SQLite's locking), searches run concurrently.
@@ -94,14 +91,9 @@ impl IndexStats {
 }
 
 impl CodeIndex {
-    /// Opens the index of the workspace at `root`, in `root/.baton/index/`, creating it (or
-    /// rebuilding it, if it is unreadable or from another version) as needed. It is brought up
-    /// to date by [`CodeIndex::update`], not here.
-    pub async fn open(root: &Path) -> Result<CodeIndex, IndexError> {
-        Self::open_at(root, &root.join(INDEX_DIR).join(INDEX_FILE)).await
-    }
-
-    /// Opens the index of `root` stored at `db_path`.
+    /// Opens the index of the workspace at `root`, stored at `db_path` (baton keeps it in the
+    /// workspace's state directory), creating it (or rebuilding it, if it is unreadable or from
+    /// another version) as needed. It is brought up to date by [`CodeIndex::update`], not here.
     pub async fn open_at(root: &Path, db_path: &Path) -> Result<CodeIndex, IndexError> {
         let root = std::fs::canonicalize(root).map_err(|source| IndexError::Io {
             path: root.to_owned(),
@@ -177,6 +169,20 @@ impl CodeIndex {
             distinct_chunks: count("SELECT count(DISTINCT hash) FROM chunks").await?,
             embedded,
         })
+    }
+
+    /// The chunks of one file as (symbol, first line, last line), in order.
+    pub async fn chunks_in(
+        &self,
+        path: &str,
+    ) -> Result<Vec<(Option<String>, u32, u32)>, IndexError> {
+        sqlx::query_as(
+            "SELECT symbol, start_line, end_line FROM chunks WHERE path = ? ORDER BY start_line",
+        )
+        .bind(path)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("reading a file's chunks"))
     }
 
     /// The repo map of the index as it is (see [`map`]).

@@ -64,6 +64,13 @@ impl Embedder for BagOfWords {
     }
 }
 
+/// The index of `root`, kept in its (walk-skipped) `.baton/` directory.
+async fn open(root: &Path) -> CodeIndex {
+    CodeIndex::open_at(root, &root.join(".baton/index/index.db"))
+        .await
+        .unwrap()
+}
+
 fn fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -104,7 +111,7 @@ fn request(query: &str, mode: SearchMode) -> SearchRequest<'_> {
 #[tokio::test]
 async fn update_is_incremental_and_tracks_changes() {
     let (_dir, root) = fixture("rust");
-    let index = CodeIndex::open(&root).await.unwrap();
+    let index = open(&root).await;
     assert_eq!(index.opened(), &Opened::Created);
     let first = index.update().await.unwrap();
     assert_eq!((first.files_seen, first.files_indexed), (3, 3), "{first:?}");
@@ -157,7 +164,7 @@ fn filetime_bump(path: &Path) {
 #[tokio::test]
 async fn keyword_search_finds_definitions_by_name_and_words() {
     let (_dir, root) = fixture("python");
-    let index = CodeIndex::open(&root).await.unwrap();
+    let index = open(&root).await;
     index.update().await.unwrap();
     let results = index
         .search(
@@ -211,7 +218,7 @@ async fn keyword_search_finds_definitions_by_name_and_words() {
 #[tokio::test]
 async fn vectors_are_embedded_once_and_only_for_changed_chunks() {
     let (_dir, root) = fixture("typescript");
-    let index = CodeIndex::open(&root).await.unwrap();
+    let index = open(&root).await;
     index.update().await.unwrap();
     let model = Arc::new(BagOfWords::default());
     let metered = Metered::new(model.clone());
@@ -252,7 +259,7 @@ async fn vectors_are_embedded_once_and_only_for_changed_chunks() {
 #[tokio::test]
 async fn vector_and_hybrid_search_rank_by_meaning() {
     let (_dir, root) = fixture("typescript");
-    let index = CodeIndex::open(&root).await.unwrap();
+    let index = open(&root).await;
     index.update().await.unwrap();
     let metered = Metered::new(Arc::new(BagOfWords::default()));
     index
@@ -296,7 +303,7 @@ async fn vector_and_hybrid_search_rank_by_meaning() {
 }
 
 async fn map_of(root: &Path, budget: usize, focus: &str) -> String {
-    let index = CodeIndex::open(root).await.unwrap();
+    let index = open(root).await;
     index.update().await.unwrap();
     index
         .map(
@@ -351,7 +358,7 @@ async fn a_broken_database_is_rebuilt() {
         b"this is not a database, it is a file with words in it",
     )
     .unwrap();
-    let index = CodeIndex::open(&root).await.unwrap();
+    let index = open(&root).await;
     assert!(
         matches!(index.opened(), Opened::Rebuilt(_)),
         "{:?}",
@@ -360,6 +367,6 @@ async fn a_broken_database_is_rebuilt() {
     let report = index.update().await.unwrap();
     assert_eq!(report.files_indexed, 4);
     drop(index);
-    let reopened = CodeIndex::open(&root).await.unwrap();
+    let reopened = open(&root).await;
     assert_eq!(reopened.opened(), &Opened::Existing);
 }

@@ -119,6 +119,12 @@ impl StateDir {
         self.root.join("baton.db")
     }
 
+    /// The code index (`baton index`, `search_code`): a cache of the workspace's code, kept
+    /// here rather than in the workspace, out of reach of the agent's commands.
+    pub fn code_index(&self) -> PathBuf {
+        self.root.join("index").join("index.db")
+    }
+
     /// The shadow git repository of snapshots.
     pub fn shadow_git(&self) -> PathBuf {
         self.root.join("shadow.git")

@@ -1,7 +1,8 @@
 //! The code index in a run: the `search_code` and `repo_map` tools, the repo map in briefs,
 //! and the index kept up to date in the background.
 //!
-//! The index (`.baton/index/index.db`) is opened when the engine is built. A background task
+//! The index (`index/index.db` in the workspace's state directory, beside the journal and out
+//! of reach of the agent's commands) is opened when the engine is built. A background task
 //! brings it up to date — files first, then the vectors of new chunks — at start and after
 //! every mutating tool call, never inside a turn: a search uses the index as it is (stale
 //! files are re-read first, which costs a directory walk), and chunks not embedded yet are
@@ -100,7 +101,8 @@ impl CodeIntel {
         layer: &ConfigLayer,
         store_url: Option<&str>,
     ) -> Result<Arc<CodeIntel>, Error> {
-        let index = CodeIndex::open(workspace)
+        let path = baton_state::StateDir::for_workspace(workspace).code_index();
+        let index = CodeIndex::open_at(workspace, &path)
             .await
             .map_err(|e| Error::failed(format!("the code index: {e}")))?;
         let config = layer.embeddings.clone();
