@@ -158,4 +158,45 @@ else:
     raise SystemExit(f"the run ended with {last['type']}")
 print(f"ending check: {calls} model calls, {notes} notes to the model, {how}; totals: {totals['turns']} turns, {totals['running_ms']} ms")
 PY
+step "baton index and search with embeddings from llama.cpp's /v1/embeddings (a second server, --embedding true)"
+embed_port=$(free_port)
+"$venv/bin/python" -m llama_cpp.server --model "$model" --model_alias smollm2-embed \
+  --embedding true --host 127.0.0.1 --port "$embed_port" --n_ctx 2048 >"$work/embed-server.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 120); do
+  curl -fs "http://127.0.0.1:$embed_port/v1/models" >/dev/null 2>&1 && break
+  sleep 1
+done
+curl -fs "http://127.0.0.1:$embed_port/v1/models" >/dev/null || { cat "$work/embed-server.log"; echo "embedding server did not start"; exit 1; }
+mkdir -p "$work/ws-index/src" "$work/config/baton"
+cat >"$work/ws-index/src/retry.py" <<'PY'
+def backoff_delay(attempt):
+    """How long to wait before trying the request again."""
+    return min(30.0, 0.25 * 2 ** attempt)
+PY
+cat >"$work/ws-index/src/invoice.py" <<'PY'
+def invoice_total(lines):
+    """The sum of an invoice's line amounts."""
+    return sum(amount for _, amount in lines)
+PY
+cat >"$work/config/baton/config.toml" <<TOML
+[embeddings]
+provider = "openai"
+base_url = "http://127.0.0.1:$embed_port/v1"
+model = "smollm2-embed"
+batch_size = 4
+TOML
+XDG_CONFIG_HOME="$work/config" "$baton" --workspace "$work/ws-index" index --json >"$work/index.json"
+XDG_CONFIG_HOME="$work/config" "$baton" --workspace "$work/ws-index" search "wait before retrying" --mode vector --json >"$work/search.jsonl"
+python3 - "$work/index.json" "$work/search.jsonl" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+hits = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+assert report["embedded_share"] == 1.0, report
+assert report["embedding_model"] == "openai/smollm2-embed", report
+assert report["embedding"]["calls"] >= 1 and report["embedding"]["input_tokens"] > 0, report["embedding"]
+assert hits and all(h["path"].startswith("src/") for h in hits), hits
+print(f"embeddings check: {report['embedded']} chunks embedded by llama.cpp in {report['embedding']['calls']} calls, "
+      f"{report['embedding']['input_tokens']} tokens as the server counted them; vector search returned {len(hits)} hits")
+PY
 echo "real-model e2e: OK"

@@ -41,12 +41,19 @@ fn output(cmd: &mut Command) -> (String, String) {
     let out = cmd.output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(0), "stdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
     (stdout, stderr)
 }
 
 fn hits(stdout: &str) -> Vec<Value> {
-    stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -55,19 +62,44 @@ fn search_index_and_map_work_in_a_fresh_checkout() {
     let home = tempfile::tempdir().unwrap();
     small_repo(ws.path());
     // No index yet: search builds it.
-    let (stdout, stderr) = output(baton(ws.path(), home.path()).args(["search", "backoff_delay", "--json", "--k", "3"]));
-    assert!(stderr.contains("keyword search only"), "said once: {stderr}");
+    let (stdout, stderr) = output(baton(ws.path(), home.path()).args([
+        "search",
+        "backoff_delay",
+        "--json",
+        "--k",
+        "3",
+    ]));
+    assert!(
+        stderr.contains("keyword search only"),
+        "said once: {stderr}"
+    );
     let found = hits(&stdout);
     assert_eq!(found[0]["path"], "src/retry.rs", "{stdout}");
     assert_eq!(found[0]["symbol"], "backoff_delay");
-    assert_eq!((found[0]["start_line"].as_u64(), found[0]["end_line"].as_u64()), (Some(2), Some(4)));
+    assert_eq!(
+        (
+            found[0]["start_line"].as_u64(),
+            found[0]["end_line"].as_u64()
+        ),
+        (Some(2), Some(4))
+    );
     assert!(found[0]["score"].as_f64().unwrap() > 0.0);
     for hit in &found {
-        for key in ["path", "start_line", "end_line", "score", "symbol", "snippet"] {
+        for key in [
+            "path",
+            "start_line",
+            "end_line",
+            "score",
+            "symbol",
+            "snippet",
+        ] {
             assert!(hit.get(key).is_some(), "{key} in {hit}");
         }
     }
-    assert!(!ws.path().join(".baton").exists(), "the index is kept in the state directory");
+    assert!(
+        !ws.path().join(".baton").exists(),
+        "the index is kept in the state directory"
+    );
     assert!(state_dir(ws.path(), home.path()).code_index().is_file());
 
     let (stdout, _) = output(baton(ws.path(), home.path()).args(["index", "--json"]));
@@ -75,28 +107,58 @@ fn search_index_and_map_work_in_a_fresh_checkout() {
     assert_eq!(report["files"], 4, "{report}");
     assert_eq!(report["languages"]["rust"], 2);
     assert_eq!(report["languages"]["python"], 1);
-    assert_eq!(report["update"]["files_indexed"], 0, "already up to date: {report}");
+    assert_eq!(
+        report["update"]["files_indexed"], 0,
+        "already up to date: {report}"
+    );
     assert!(report["embedded_share"].is_null() && report["embedder"].is_null());
 
     let (map, _) = output(baton(ws.path(), home.path()).args(["map", "--tokens", "200"]));
-    assert!(map.contains("src/retry.rs:\n") && map.contains("pub fn backoff_delay(attempt: u32) -> u64 {"), "{map}");
+    assert!(
+        map.contains("src/retry.rs:\n")
+            && map.contains("pub fn backoff_delay(attempt: u32) -> u64 {"),
+        "{map}"
+    );
     let (again, _) = output(baton(ws.path(), home.path()).args(["map", "--tokens", "200"]));
     assert_eq!(map, again, "deterministic");
     let (tools, _) = output(baton(ws.path(), home.path()).args(["map", "tools"]));
-    assert_eq!(tools, "tools/report.py:\n    1│ def summarize_invoices(rows):\n");
+    assert_eq!(
+        tools,
+        "tools/report.py:\n    1│ def summarize_invoices(rows):\n"
+    );
 
     // A changed file is re-read by the next search.
-    write(ws.path(), "tools/report.py", "def summarize_payments(rows):\n    return sum(rows)\n");
-    let (stdout, _) = output(baton(ws.path(), home.path()).args(["search", "summarize_payments", "--json", "--mode", "keyword"]));
+    write(
+        ws.path(),
+        "tools/report.py",
+        "def summarize_payments(rows):\n    return sum(rows)\n",
+    );
+    let (stdout, _) = output(baton(ws.path(), home.path()).args([
+        "search",
+        "summarize_payments",
+        "--json",
+        "--mode",
+        "keyword",
+    ]));
     assert_eq!(hits(&stdout)[0]["path"], "tools/report.py");
 
-    let out = baton(ws.path(), home.path()).args(["search", "x", "--mode", "vector"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "vector search without an embedder is a usage error");
+    let out = baton(ws.path(), home.path())
+        .args(["search", "x", "--mode", "vector"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "vector search without an embedder is a usage error"
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("BATON_EMBED_MODEL_DIR"));
 }
 
 fn model_dir() -> String {
-    baton_embed::testing::model_dir().unwrap().display().to_string()
+    baton_embed::testing::model_dir()
+        .unwrap()
+        .display()
+        .to_string()
 }
 
 #[test]
@@ -111,12 +173,25 @@ fn the_local_model_embeds_and_finds_code_by_meaning() {
     );
     let report: Value = serde_json::from_str(stdout.trim()).unwrap();
     assert_eq!(report["embedded_share"], 1.0, "{report}");
-    assert!(report["embedding_model"].as_str().unwrap().starts_with("local/all-MiniLM-L6-v2/"));
+    assert!(
+        report["embedding_model"]
+            .as_str()
+            .unwrap()
+            .starts_with("local/all-MiniLM-L6-v2/")
+    );
     assert!(report["embedding"]["input_tokens"].as_u64().unwrap() > 0);
     let (stdout, stderr) = output(
         baton(ws.path(), home.path())
             .env("BATON_EMBED_MODEL_DIR", model_dir())
-            .args(["search", "add up the money each buyer owes", "--mode", "vector", "--json", "--k", "2"]),
+            .args([
+                "search",
+                "add up the money each buyer owes",
+                "--mode",
+                "vector",
+                "--json",
+                "--k",
+                "2",
+            ]),
     );
     assert!(stderr.is_empty(), "{stderr}");
     assert_eq!(hits(&stdout)[0]["path"], "tools/report.py", "{stdout}");
@@ -139,7 +214,9 @@ fn kill_9_while_indexing_leaves_an_index_the_next_run_completes() {
         write(
             ws.path(),
             &format!("pkg/m{:02}/mod_{i}.py", i % 40),
-            &format!("def unique_name_{i}(value):\n    \"\"\"Scales value by {i}.\"\"\"\n    return value * {i}\n\n\nclass Holder{i}:\n    size = {i}\n"),
+            &format!(
+                "def unique_name_{i}(value):\n    \"\"\"Scales value by {i}.\"\"\"\n    return value * {i}\n\n\nclass Holder{i}:\n    size = {i}\n"
+            ),
         );
     }
     let mut child = baton(ws.path(), home.path())
@@ -174,8 +251,15 @@ fn kill_9_while_indexing_leaves_an_index_the_next_run_completes() {
             "1",
         ]));
         let hit = &hits(&stdout)[0];
-        assert_eq!(hit["path"], format!("pkg/m{:02}/mod_{i}.py", i % 40), "{hit}");
-        assert_eq!((hit["start_line"].as_u64(), hit["end_line"].as_u64()), (Some(1), Some(3)));
+        assert_eq!(
+            hit["path"],
+            format!("pkg/m{:02}/mod_{i}.py", i % 40),
+            "{hit}"
+        );
+        assert_eq!(
+            (hit["start_line"].as_u64(), hit["end_line"].as_u64()),
+            (Some(1), Some(3))
+        );
     }
 }
 
@@ -190,27 +274,182 @@ async fn a_run_gets_the_repo_map_in_its_brief_and_searches_code() {
         turn(&[("finish", json!({"summary": "looked around"}))]),
     ])
     .await;
-    let out = run_against(&server, ws.path(), home.path(), &["make the client retry less"]).await;
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["make the client retry less"],
+    )
+    .await;
     assert_finished(&out);
     let events = journal(ws.path(), home.path());
     let started = &of_type(&events, "run_started")[0];
-    let tools: Vec<&str> = started["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let tools: Vec<&str> = started["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
     let at = |name: &str| tools.iter().position(|t| *t == name).unwrap();
-    assert!(at("finish") < at("search_code") && at("search_code") < at("repo_map"), "{tools:?}");
+    assert!(
+        at("finish") < at("search_code") && at("search_code") < at("repo_map"),
+        "{tools:?}"
+    );
     let maps = of_type(&events, "repo_map_rendered");
     assert_eq!(maps.len(), 1);
     let map = maps[0]["map"].as_str().unwrap();
-    assert!(map.contains("src/client.rs:") && map.contains("pub fn send_with_retries"), "{map}");
+    assert!(
+        map.contains("src/client.rs:") && map.contains("pub fn send_with_retries"),
+        "{map}"
+    );
     let results: Vec<&Value> = of_type(&events, "tool_call_finished");
     let search = results[0]["result"]["content"].as_str().unwrap_or_default();
     // The impl block is small enough to be one chunk, so the hit names it.
-    assert!(search.starts_with("src/client.rs:7-12 (Client)"), "{search}");
+    assert!(
+        search.starts_with("src/client.rs:7-12 (Client)"),
+        "{search}"
+    );
     let listing = results[1]["result"]["content"].as_str().unwrap_or_default();
     assert!(listing.starts_with("tools/report.py:"), "{listing}");
     // Every request shows the same map, in the prefix right after the goal.
     for request in server.received() {
         let messages = request.body["messages"].as_array().unwrap();
         let text = messages[2]["content"].as_str().unwrap_or_default();
-        assert!(text.starts_with("Repository map") && text.contains(map), "{text}");
+        assert!(
+            text.starts_with("Repository map") && text.contains(map),
+            "{text}"
+        );
     }
+}
+
+/// An OpenAI-compatible embeddings server (the wire of OpenAI's API reference): a vector from
+/// the words of each input, usage as the server counts it; it remembers every input.
+struct EmbeddingServer {
+    inputs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl wiremock::Respond for EmbeddingServer {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let inputs: Vec<String> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let mut v = vec![0.0f32; 16];
+                for word in text
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                {
+                    let h = word
+                        .bytes()
+                        .fold(7u32, |h, b| h.wrapping_mul(31) ^ u32::from(b));
+                    v[h as usize % 16] += 1.0;
+                }
+                json!({"object": "embedding", "index": i, "embedding": v})
+            })
+            .collect();
+        let tokens: usize = inputs.iter().map(|t| t.len() / 4 + 1).sum();
+        self.inputs.lock().unwrap().extend(inputs);
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "object": "list", "data": data, "model": "mock-embed",
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}
+        }))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embedding_calls_are_journaled_and_billed_once_across_a_resume() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    small_repo(ws.path());
+    let embed = wiremock::MockServer::start().await;
+    let inputs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    wiremock::Mock::given(wiremock::matchers::path("/v1/embeddings"))
+        .respond_with(EmbeddingServer {
+            inputs: inputs.clone(),
+        })
+        .mount(&embed)
+        .await;
+    write_user_config(
+        home.path(),
+        &format!(
+            "[embeddings]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\nprice_per_mtok = 100.0\n",
+            embed.uri()
+        ),
+    );
+    // Two turns, then the turn limit pauses the run; the resumed run searches once more.
+    let server = ScriptedServer::start(vec![
+        turn(&[(
+            "search_code",
+            json!({"query": "wait before the next attempt"}),
+        )]),
+        turn(&[("list_dir", json!({}))]),
+        turn(&[("search_code", json!({"query": "total per customer"}))]),
+        turn(&[("finish", json!({"summary": "done"}))]),
+    ])
+    .await;
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--max-turns", "2", "look"],
+    )
+    .await;
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &[
+            "resume",
+            "--last",
+            "--max-turns",
+            "10",
+            "--base-url",
+            &server.base_url(),
+        ],
+    )
+    .await;
+    assert_finished(&out);
+
+    let events = journal(ws.path(), home.path());
+    let used = of_type(&events, "embeddings_used");
+    assert!(!used.is_empty());
+    let journaled: u64 = used.iter().map(|e| e["inputs"].as_u64().unwrap()).sum();
+    let cost: f64 = used.iter().map(|e| e["cost_usd"].as_f64().unwrap()).sum();
+    let tokens: u64 = used
+        .iter()
+        .map(|e| e["input_tokens"].as_u64().unwrap())
+        .sum();
+    let sent = inputs.lock().unwrap().clone();
+    // Every input the server embedded is journaled exactly once, with the server's count.
+    assert_eq!(
+        journaled,
+        sent.len() as u64,
+        "journaled {used:?}, sent {sent:?}"
+    );
+    assert!((cost - tokens as f64 * 100.0 / 1e6).abs() < 1e-9);
+    // The resumed process found the chunks' vectors in the index: each chunk was embedded
+    // once, and only the two queries were sent besides.
+    let mut documents: Vec<&String> = sent
+        .iter()
+        .filter(|t| !t.starts_with("wait before") && !t.starts_with("total per"))
+        .collect();
+    let all = documents.len();
+    documents.sort();
+    documents.dedup();
+    assert_eq!(documents.len(), all, "a chunk was embedded twice: {sent:?}");
+    assert_eq!(sent.len() - all, 2, "{sent:?}");
+    let status = baton_blocking(ws.path(), home.path(), &["status", "--json"]).await;
+    assert_finished(&status);
 }

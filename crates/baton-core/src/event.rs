@@ -148,6 +148,17 @@ pub enum Event {
         task: Option<String>,
         map: String,
     },
+    /// Embedding calls made for the run's code index since the last such event (searches'
+    /// queries, and the background embedding of changed code), summed per embedder model. Their
+    /// cost counts against the run's budget.
+    EmbeddingsUsed {
+        model: String,
+        calls: u32,
+        inputs: u64,
+        input_tokens: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+    },
     /// A budget passed its warning share (once per budget and process).
     BudgetWarning {
         resource: BudgetResource,
@@ -339,6 +350,7 @@ impl Event {
             Event::McpServerFailed { .. } => "mcp_server_failed",
             Event::McpServerStarted { .. } => "mcp_server_started",
             Event::RepoMapRendered { .. } => "repo_map_rendered",
+            Event::EmbeddingsUsed { .. } => "embeddings_used",
             Event::LoopDetected { .. } => "loop_detected",
             Event::NoteAdded { .. } => "note_added",
             Event::TurnFinished { .. } => "turn_finished",

@@ -39,8 +39,8 @@ pub use settings::{
     Thinking, ToolChoice, Verbosity, WireApi,
 };
 pub use state::{
-    HistoryEntry, PendingCompaction, Phase, ReplayError, RunState, SnapshotRecord, UsageTotals,
-    replay, summary_message,
+    EmbeddingTotals, HistoryEntry, PendingCompaction, Phase, ReplayError, RepoMap, RunState,
+    SnapshotRecord, UsageTotals, replay, summary_message,
 };
 
 /// Name of the tool the model calls to end a run. The reducer treats its successful completion

@@ -48,6 +48,9 @@ pub struct RunState {
     pub system_prompt: String,
     pub project_instructions: Option<String>,
     pub tools: Vec<ToolSpec>,
+    /// What the run's code index spent on embeddings (`embeddings_used`).
+    #[serde(default)]
+    pub embeddings: EmbeddingTotals,
     /// The latest repo map (`repo_map_rendered`): shown in the brief of the run or task it was
     /// rendered for.
     pub repo_map: Option<RepoMap>,
@@ -196,6 +199,15 @@ pub struct InFlightTool {
     pub effect: ToolEffect,
 }
 
+/// Sums of the run's `embeddings_used` events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EmbeddingTotals {
+    pub calls: u32,
+    pub inputs: u64,
+    pub input_tokens: u64,
+    pub cost_usd: f64,
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageTotals {
     pub prompt_tokens: u64,
@@ -317,7 +329,8 @@ impl RunState {
             | Event::LoopDetected { .. }
             | Event::McpServerFailed { .. }
             | Event::McpServerStarted { .. }
-            | Event::RepoMapRendered { .. } => self.apply_governance_event(applied),
+            | Event::RepoMapRendered { .. }
+            | Event::EmbeddingsUsed { .. } => self.apply_governance_event(applied),
             Event::PlanSet { .. }
             | Event::TaskStarted { .. }
             | Event::CheckStarted { .. }

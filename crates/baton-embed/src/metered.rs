@@ -47,7 +47,8 @@ pub struct Metered {
     /// Calls stop (with an error) once the cost would pass this.
     max_cost_usd: Option<f64>,
     totals: Mutex<UsageTotals>,
-    sink: Option<Arc<dyn UsageSink>>,
+    /// Set after construction too ([`Metered::set_sink`]): who meters is often built later.
+    sink: Mutex<Option<Arc<dyn UsageSink>>>,
 }
 
 impl std::fmt::Debug for Metered {
@@ -67,7 +68,7 @@ impl Metered {
             price_per_mtok: None,
             max_cost_usd: None,
             totals: Mutex::new(UsageTotals::default()),
-            sink: None,
+            sink: Mutex::new(None),
         }
     }
 
@@ -91,9 +92,16 @@ impl Metered {
         self
     }
 
-    pub fn with_sink(mut self, sink: Arc<dyn UsageSink>) -> Self {
-        self.sink = Some(sink);
+    pub fn with_sink(self, sink: Arc<dyn UsageSink>) -> Self {
+        self.set_sink(sink);
         self
+    }
+
+    /// Reports every later call's usage to `sink` (replacing any earlier one).
+    pub fn set_sink(&self, sink: Arc<dyn UsageSink>) {
+        if let Ok(mut slot) = self.sink.lock() {
+            *slot = Some(sink);
+        }
     }
 
     pub fn model_id(&self) -> String {
@@ -177,7 +185,8 @@ impl Metered {
             totals.input_tokens += call.input_tokens;
             totals.cost_usd += call.cost_usd.unwrap_or(0.0);
         }
-        if let Some(sink) = &self.sink {
+        let sink = self.sink.lock().ok().and_then(|s| s.clone());
+        if let Some(sink) = sink {
             sink.record(call);
         }
     }

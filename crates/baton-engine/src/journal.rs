@@ -160,7 +160,9 @@ impl Durability {
             | Event::NoteAdded { .. }
             | Event::BudgetWarning { .. }
             | Event::McpServerFailed { .. }
-            | Event::McpServerStarted { .. } => Durability::WithNext,
+            | Event::McpServerStarted { .. }
+            | Event::RepoMapRendered { .. }
+            | Event::EmbeddingsUsed { .. } => Durability::WithNext,
             _ => Durability::Now,
         }
     }

@@ -25,7 +25,7 @@ pub use api::{EngineParts, Fanout, RunObserver, RunOutcome, SettingsOverride, St
 pub use error::EngineError;
 pub use journal::record_external;
 pub use persistence::WorkspacePersistence;
-pub use repo_map::RepoMapSource;
+pub use repo_map::{RepoMapSource, SideUsage};
 pub use run_loop::Engine;
 pub use snapshots::Snapshots;
 pub use stop::{StopHandle, StopSignal};

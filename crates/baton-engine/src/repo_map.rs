@@ -17,7 +17,25 @@ pub trait RepoMapSource: Send + Sync {
     async fn render(&self, focus: &str) -> Option<String>;
 }
 
+/// Usage of services the run uses besides the model (the code index's embedder), handed to
+/// the engine to journal: taken at each turn's start, before the budgets are checked.
+pub trait SideUsage: Send + Sync {
+    /// The events for what was used since the last call (`embeddings_used`), in order.
+    fn take(&self) -> Vec<Event>;
+}
+
 impl Engine {
+    /// Journals what [`SideUsage`] reports.
+    pub(crate) async fn record_side_usage(&self, journal: &mut Journal) -> Result<(), EngineError> {
+        let Some(usage) = &self.side_usage else {
+            return Ok(());
+        };
+        for event in usage.take() {
+            journal.record(event).await?;
+        }
+        Ok(())
+    }
+
     /// Renders and journals the map for `task` (`None`: the run's start).
     pub(crate) async fn record_repo_map(
         &self,

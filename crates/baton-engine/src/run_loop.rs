@@ -54,6 +54,8 @@ pub struct Engine {
     pub(crate) mcp_started: Vec<(String, String, Vec<String>)>,
     /// Renders the repo map for briefs ([`Engine::with_repo_map`]).
     pub(crate) repo_map: Option<std::sync::Arc<dyn crate::RepoMapSource>>,
+    /// Other services' usage to journal ([`Engine::with_side_usage`]).
+    pub(crate) side_usage: Option<std::sync::Arc<dyn crate::SideUsage>>,
 }
 
 /// What the engine remembers between requests within one process (not journaled: it only
@@ -81,7 +83,15 @@ impl Engine {
             mcp_failures: Vec::new(),
             mcp_started: Vec::new(),
             repo_map: None,
+            side_usage: None,
         }
+    }
+
+    /// Where usage of other services (the code index's embedder) comes from: journaled at the
+    /// start of each turn, its cost counted against the budget.
+    pub fn with_side_usage(mut self, usage: std::sync::Arc<dyn crate::SideUsage>) -> Engine {
+        self.side_usage = Some(usage);
+        self
     }
 
     /// Where repo maps for briefs come from: one is rendered and journaled when a run without
@@ -387,6 +397,7 @@ impl Engine {
             match action {
                 NextAction::Stop => break,
                 NextAction::StartTurn { turn } => {
+                    self.record_side_usage(journal).await?;
                     if !self.govern_between_turns(journal).await? {
                         journal.record(Event::TurnStarted { turn }).await?
                     }
@@ -741,10 +752,12 @@ impl Engine {
             // interrupted, and what the tool wanted journaled is dropped with it.
             return Ok(());
         };
-        // What the tool changed in the run (an accepted plan) is journaled before its result.
+        // What the tool changed in the run (an accepted plan) is journaled before its result,
+        // and so is what it spent on other services (a search's query embedding).
         for event in outbox.take() {
             journal.record(event).await?;
         }
+        self.record_side_usage(journal).await?;
         result.content = self.redactor.redact(&result.content);
         journal
             .record(Event::ToolCallFinished {

@@ -17,6 +17,8 @@ use baton_index::{CodeIndex, MapRequest, Opened, SearchMode, SearchRequest};
 struct BagOfWords {
     calls: AtomicUsize,
     inputs: AtomicUsize,
+    /// Part of the model id (tests sharing a PostgreSQL cache keep apart by it).
+    name: String,
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -35,7 +37,7 @@ fn words(text: &str) -> Vec<String> {
 #[async_trait]
 impl Embedder for BagOfWords {
     fn model_id(&self) -> String {
-        "test/bag-of-words".into()
+        format!("test/bag-of-words{}", self.name)
     }
     fn max_batch(&self) -> usize {
         16
@@ -369,4 +371,50 @@ async fn a_broken_database_is_rebuilt() {
     drop(index);
     let reopened = open(&root).await;
     assert_eq!(reopened.opened(), &Opened::Existing);
+}
+
+/// Two clones of one repository share vectors through PostgreSQL: the second embeds nothing.
+#[tokio::test]
+async fn a_shared_postgres_cache_embeds_each_chunk_once() {
+    let url = std::env::var("BATON_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let cache = baton_index::PostgresVectorCache::connect(&url)
+        .await
+        .expect("the local PostgreSQL (BATON_TEST_POSTGRES) for the shared cache test");
+    let name = format!(
+        "/{}",
+        std::process::id() as u64 * 1_000_003
+            + std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                % 1_000_003
+    );
+    let (_a, first) = fixture("python");
+    let (_b, second) = fixture("python");
+    let mut counts = Vec::new();
+    for root in [&first, &second] {
+        let index = open(root).await;
+        index.update().await.unwrap();
+        let model = Arc::new(BagOfWords {
+            name: name.clone(),
+            ..BagOfWords::default()
+        });
+        let metered = Metered::new(model.clone());
+        let report = index
+            .embed_missing(&metered, Some(&cache), &|_, _| {})
+            .await
+            .unwrap();
+        let stats = index.stats(Some(&model.model_id())).await.unwrap();
+        assert_eq!(stats.embedded_share(), 1.0);
+        counts.push((model.inputs.load(Ordering::SeqCst), report.from_cache));
+    }
+    let chunks = counts[0].0;
+    assert!(chunks > 0);
+    assert_eq!(counts[0], (chunks, 0), "the first clone embeds every chunk");
+    assert_eq!(
+        counts[1],
+        (0, chunks),
+        "the second finds them all in the cache"
+    );
 }

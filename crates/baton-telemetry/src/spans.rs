@@ -412,6 +412,7 @@ impl SpanBuilder {
             | Event::McpServerFailed { .. }
             | Event::McpServerStarted { .. }
             | Event::RepoMapRendered { .. }
+            | Event::EmbeddingsUsed { .. }
             | Event::NoteAdded { .. }
             | Event::TextEndAccepted { .. }
             | Event::PlanSet { .. }

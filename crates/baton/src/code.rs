@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use baton_context::tokens::Encoding;
 use baton_core::{Event, EventRecord, RunObserver, RunState, ToolEffect, ToolResult};
-use baton_engine::RepoMapSource;
+use baton_embed::{EmbedCall, UsageSink};
+use baton_engine::{RepoMapSource, SideUsage};
 use baton_index::{
     CodeIndex, DEFAULT_MAP_TOKENS, MAX_K, MapRequest, SearchMode, SearchRequest, VectorCache,
 };
@@ -43,6 +44,55 @@ pub struct CodeIntel {
     /// Tokens of the map in briefs; 0: none.
     brief_tokens: usize,
     refresh: Notify,
+    /// Embedding calls not journaled yet (see [`SideUsage`]).
+    pending: Arc<PendingUsage>,
+}
+
+/// Embedding calls as the metered embedder reports them, until the engine takes them.
+#[derive(Default)]
+struct PendingUsage(Mutex<Vec<EmbedCall>>);
+
+impl UsageSink for PendingUsage {
+    fn record(&self, call: &EmbedCall) {
+        if let Ok(mut calls) = self.0.lock() {
+            calls.push(call.clone());
+        }
+    }
+}
+
+/// One `embeddings_used` event per model for the calls since the last turn. A process killed
+/// before the next turn loses those (never journals them twice): the vectors they made are
+/// stored, so they are not paid for again either.
+impl SideUsage for CodeIntel {
+    fn take(&self) -> Vec<Event> {
+        let calls = match self.pending.0.lock() {
+            Ok(mut calls) => std::mem::take(&mut *calls),
+            Err(_) => return Vec::new(),
+        };
+        let mut by_model: std::collections::BTreeMap<String, (u32, u64, u64, Option<f64>)> =
+            Default::default();
+        for call in calls {
+            let entry = by_model.entry(call.model_id).or_default();
+            entry.0 += 1;
+            entry.1 += call.inputs;
+            entry.2 += call.input_tokens;
+            if let Some(cost) = call.cost_usd {
+                entry.3 = Some(entry.3.unwrap_or(0.0) + cost);
+            }
+        }
+        by_model
+            .into_iter()
+            .map(
+                |(model, (calls, inputs, input_tokens, cost_usd))| Event::EmbeddingsUsed {
+                    model,
+                    calls,
+                    inputs,
+                    input_tokens,
+                    cost_usd,
+                },
+            )
+            .collect()
+    }
 }
 
 impl std::fmt::Debug for CodeIntel {
@@ -65,13 +115,15 @@ pub fn run_tools(code: Option<&Arc<CodeIntel>>, mcp: Option<&baton_mcp::McpTools
     crate::mcp::registry(base, mcp)
 }
 
-/// `engine` with the code index's repo maps in briefs.
+/// `engine` with the code index's repo maps in briefs and its embedding usage journaled.
 pub fn with_code(
     engine: baton_engine::Engine,
     code: Option<&Arc<CodeIntel>>,
 ) -> baton_engine::Engine {
     match code {
-        Some(code) => engine.with_repo_map(code.clone()),
+        Some(code) => engine
+            .with_repo_map(code.clone())
+            .with_side_usage(code.clone()),
         None => engine,
     }
 }
@@ -123,12 +175,17 @@ impl CodeIntel {
             .as_ref()
             .and_then(|m| m.tokens)
             .map_or(DEFAULT_MAP_TOKENS, |t| t as usize);
+        let pending = Arc::new(PendingUsage::default());
+        if let Some(e) = &embeddings {
+            e.metered.set_sink(pending.clone());
+        }
         Ok(Arc::new(CodeIntel {
             index,
             embeddings,
             cache,
             brief_tokens,
             refresh: Notify::new(),
+            pending,
         }))
     }
 

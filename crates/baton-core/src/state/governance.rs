@@ -24,6 +24,24 @@ impl RunState {
                     text: map.clone(),
                 });
             }
+            Event::EmbeddingsUsed {
+                calls,
+                inputs,
+                input_tokens,
+                cost_usd,
+                ..
+            } => {
+                require_running(running)?;
+                let e = &mut self.embeddings;
+                e.calls = e.calls.saturating_add(*calls);
+                e.inputs = e.inputs.saturating_add(*inputs);
+                e.input_tokens = e.input_tokens.saturating_add(*input_tokens);
+                if let Some(cost) = cost_usd.filter(|c| c.is_finite() && *c >= 0.0) {
+                    e.cost_usd += cost;
+                    // Budgets are on what the run spent, embeddings included.
+                    self.usage.cost_usd += cost;
+                }
+            }
             Event::BudgetWarning { resource, .. } => {
                 require_running(running)?;
                 if !self.budget_warned.contains(resource) {
