@@ -70,16 +70,26 @@ pub(crate) const TRACE_FLUSH: Duration = Duration::from_secs(3);
 /// The engine of `run` / `resume`: pauses on Ctrl-C, snapshots unless turned off, with the
 /// configured MCP servers' tools (started here, all at once; one that fails is reported on
 /// stderr and left out). The servers' sessions end when the returned handle is dropped.
+/// The store a run is kept in, and its PostgreSQL URL when it is one (the code index's shared
+/// embedding cache may live there).
+struct RunStore<'a> {
+    store: Arc<dyn Store>,
+    postgres_url: Option<&'a str>,
+}
+
 async fn build_engine(
     workspace: &Path,
     settings: &RunSettings,
     layer: &ConfigLayer,
-    store: Arc<dyn Store>,
+    run_store: RunStore<'_>,
     observer: Arc<dyn RunObserver>,
     exec: baton_tools::ExecEnv,
     no_snapshots: bool,
-    store_url: Option<&str>,
 ) -> Result<(Engine, Option<Arc<baton_mcp::McpTools>>), CliError> {
+    let RunStore {
+        store,
+        postgres_url: store_url,
+    } = run_store;
     let snapshots = match layer.snapshots.as_ref().and_then(|s| s.enabled) {
         _ if no_snapshots => Snapshots::Off,
         Some(false) => Snapshots::Off,
@@ -280,11 +290,13 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
         &workspace,
         &settings,
         &layer,
-        store.clone(),
+        RunStore {
+            store: store.clone(),
+            postgres_url: store_url.as_deref(),
+        },
         observer(args.json, trace),
         exec,
         args.no_snapshots,
-        store_url.as_deref(),
     )
     .await?;
     tracing::info!(run_id = %run_id, "starting the run");
@@ -502,11 +514,13 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         &workspace,
         &settings,
         &layer,
-        store.clone(),
+        RunStore {
+            store: store.clone(),
+            postgres_url: store_url.as_deref(),
+        },
         observer(args.json, trace),
         exec,
         args.no_snapshots,
-        store_url.as_deref(),
     )
     .await?;
     if let Some(mcp) = &mcp {

@@ -78,7 +78,40 @@ struct Response {
 #[derive(Deserialize)]
 struct Datum {
     index: usize,
-    embedding: Vec<f32>,
+    embedding: Vector,
+}
+
+/// One vector per input, as OpenAI sends — or one per token, as llama.cpp's Python server
+/// (`llama-cpp-python`) sends for a model without a pooling layer (a chat model such as
+/// SmolLM2): those are mean-pooled here, which is what a pooling layer would do.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Vector {
+    Pooled(Vec<f32>),
+    PerToken(Vec<Vec<f32>>),
+}
+
+impl Vector {
+    fn pooled(self) -> Vec<f32> {
+        match self {
+            Vector::Pooled(v) => v,
+            Vector::PerToken(tokens) => {
+                let Some(width) = tokens.first().map(Vec::len) else {
+                    return Vec::new();
+                };
+                if tokens.iter().any(|t| t.len() != width) {
+                    return Vec::new();
+                }
+                let mut sum = vec![0.0f32; width];
+                for token in &tokens {
+                    sum.iter_mut().zip(token).for_each(|(s, x)| *s += x);
+                }
+                let n = tokens.len() as f32;
+                sum.iter_mut().for_each(|s| *s /= n);
+                sum
+            }
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -202,7 +235,7 @@ fn into_embedded(
                 datum.index
             )));
         };
-        *slot = Some(datum.embedding);
+        *slot = Some(datum.embedding.pooled());
     }
     let mut vectors = Vec::with_capacity(expected);
     let mut length = None;

@@ -137,3 +137,26 @@ async fn auth_failures_are_permanent_and_bad_answers_are_named() {
         "{err}"
     );
 }
+
+/// llama.cpp's Python server answers a model without a pooling layer with one vector per
+/// token (seen against llama-cpp-python 0.3.36 and SmolLM2): they are mean-pooled.
+#[tokio::test]
+async fn per_token_vectors_are_mean_pooled() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "object": "list",
+            "data": [{"object": "embedding", "index": 0, "embedding": [[1.0, 0.0, 3.0], [3.0, 0.0, 5.0]]}],
+            "model": "smollm2",
+            "usage": {"prompt_tokens": 2, "total_tokens": 2}
+        })))
+        .mount(&server)
+        .await;
+    let out = client(&server)
+        .embed(&["hi".into()], Purpose::Document)
+        .await
+        .unwrap();
+    // The mean (2, 0, 4), normalised.
+    let norm = (4.0f32 + 16.0).sqrt();
+    assert_eq!(out.vectors[0], [2.0 / norm, 0.0, 4.0 / norm]);
+}

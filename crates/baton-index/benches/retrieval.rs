@@ -37,8 +37,12 @@ fn main() {
 }
 
 /// Fetches and unpacks an sdist from PyPI (once), returning its directory.
+fn corpus_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-corpus")
+}
+
 fn sdist(name: &str, version: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-corpus");
+    let root = corpus_root();
     let dir = root.join(format!("{name}-{version}"));
     if dir.join("PKG-INFO").is_file() {
         return dir;
@@ -165,8 +169,13 @@ async fn run() {
     let local = LocalEmbedder::load(&model_dir).unwrap();
     let embedder = Metered::new(Arc::new(local));
     let corpus = sdist("requests", "2.32.3").join("src");
-    let work = tempfile::tempdir().unwrap();
-    let index = build(&corpus, &work.path().join("requests.db"), &embedder).await;
+    // The indexes stay beside the corpora: a second run embeds nothing again (incremental).
+    let index = build(
+        &corpus,
+        &corpus_root().join("requests-2.32.3.index.db"),
+        &embedder,
+    )
+    .await;
 
     let queries: Vec<Query> =
         serde_json::from_str(include_str!("retrieval/requests_queries.json")).unwrap();
@@ -262,7 +271,7 @@ async fn run() {
     incremental(&corpus, &index, &embedder).await;
 
     if std::env::var("BATON_RETRIEVAL_LARGE").as_deref() != Ok("0") {
-        large(&embedder, work.path()).await;
+        large(&embedder).await;
     }
 }
 
@@ -307,9 +316,14 @@ async fn incremental(corpus: &Path, index: &CodeIndex, embedder: &Metered) {
 }
 
 /// Query latency on a large index: Django's source.
-async fn large(embedder: &Metered, work: &Path) {
+async fn large(embedder: &Metered) {
     let corpus = sdist("Django", "5.1.4").join("django");
-    let index = build(&corpus, &work.join("django.db"), embedder).await;
+    let index = build(
+        &corpus,
+        &corpus_root().join("Django-5.1.4.index.db"),
+        embedder,
+    )
+    .await;
     let chunks = index.stats(None).await.unwrap().chunks;
     let queries = [
         "build the SQL for a join between two tables",

@@ -97,10 +97,11 @@ impl<'s> Walk<'s> {
             }
         }
         if node.child_count() == 0 {
-            if is_identifier(node.kind()) && !self.is_name_node(node) {
-                if let Some(text) = self.text(node) {
-                    *self.parsed.refs.entry(text.to_owned()).or_insert(0) += 1;
-                }
+            if is_identifier(node.kind())
+                && !self.is_name_node(node)
+                && let Some(text) = self.text(node)
+            {
+                *self.parsed.refs.entry(text.to_owned()).or_insert(0) += 1;
             }
             return;
         }

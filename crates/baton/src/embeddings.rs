@@ -138,6 +138,9 @@ impl std::fmt::Debug for Embeddings {
     }
 }
 
+/// An embedder, its description and its API key.
+type Chosen = (Arc<dyn Embedder>, String, Option<String>);
+
 /// Why there is no embedder, for the one line that says so.
 pub const NO_EMBEDDER: &str = "no embedder configured ([embeddings] in .baton/config.toml, or \
                                BATON_EMBED_MODEL_DIR): code search is keyword-only";
@@ -160,22 +163,21 @@ pub fn resolve(
         None if env_dir.is_some() => EmbeddingProvider::Local,
         None => return Ok(None),
     };
-    let (embedder, description, secret): (Arc<dyn Embedder>, String, Option<String>) =
-        match provider {
-            EmbeddingProvider::None => return Ok(None),
-            EmbeddingProvider::Local => {
-                let dir = config.model_dir.clone().or(env_dir.map(PathBuf::from));
-                let Some(dir) = dir else {
-                    return Err(Error::usage(format!(
-                        "[embeddings] provider = \"local\" needs model_dir (or {MODEL_DIR_ENV}): \
+    let (embedder, description, secret): Chosen = match provider {
+        EmbeddingProvider::None => return Ok(None),
+        EmbeddingProvider::Local => {
+            let dir = config.model_dir.clone().or(env_dir.map(PathBuf::from));
+            let Some(dir) = dir else {
+                return Err(Error::usage(format!(
+                    "[embeddings] provider = \"local\" needs model_dir (or {MODEL_DIR_ENV}): \
                          a directory with config.json, tokenizer.json and model.safetensors"
-                    )));
-                };
-                let (embedder, description) = load_local(&dir)?;
-                (embedder, description, None)
-            }
-            EmbeddingProvider::Openai => openai(config, env)?,
-        };
+                )));
+            };
+            let (embedder, description) = load_local(&dir)?;
+            (embedder, description, None)
+        }
+        EmbeddingProvider::Openai => openai(config, env)?,
+    };
     let mut metered = Metered::new(embedder);
     if let Some(price) = config.price_per_mtok {
         if !(price.is_finite() && price >= 0.0) {
@@ -186,7 +188,7 @@ pub fn resolve(
         metered = metered.with_price_per_mtok(price);
     }
     if let Some(limit) = &config.rate_limit {
-        let limiter = RateLimiter::new(limit.clone())
+        let limiter = RateLimiter::new(*limit)
             .map_err(|e| Error::usage(format!("[embeddings.rate_limit]: {e}")))?;
         metered = metered.with_rate_limiter(limiter);
     }
@@ -215,7 +217,7 @@ pub fn resolve(
 fn openai(
     config: &EmbeddingsConfig,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<(Arc<dyn Embedder>, String, Option<String>), Error> {
+) -> Result<Chosen, Error> {
     let model = config.model.clone().ok_or_else(|| {
         Error::usage("[embeddings] provider = \"openai\" needs model (e.g. text-embedding-3-small)")
     })?;
