@@ -5,11 +5,11 @@
 //! transaction that replaces everything stored for them, so a killed indexer leaves every file
 //! either as it was or as it is now, never half of each; the next update finishes the rest.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use baton_memory::WorkspaceLimits;
 use baton_memory::subwords::subwords;
-use baton_memory::walk::{Content, Stat, read, scan};
+use baton_memory::walk::{Content, Stat, batches, read, removed, scan};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::{Sqlite, Transaction};
@@ -101,19 +101,16 @@ impl CodeIndex {
             .into_iter()
             .map(|(p, s, m, h)| (p, (s, m, h)))
             .collect();
-        let walked_paths: HashSet<&str> = walked.files.iter().map(|f| f.rel.as_str()).collect();
-        let removed: Vec<&String> = known
-            .keys()
-            .filter(|p| !walked_paths.contains(p.as_str()))
+        let removed = removed(known.keys(), &walked.files);
+        let changed: Vec<Stat> = walked
+            .files
+            .into_iter()
+            .filter(|file| {
+                !known
+                    .get(&file.rel)
+                    .is_some_and(|(size, mtime, _)| file.unchanged(*size, *mtime))
+            })
             .collect();
-        let mut changed = Vec::new();
-        for file in walked.files {
-            match known.get(&file.rel) {
-                Some((size, mtime, _))
-                    if i64::try_from(file.size).ok() == Some(*size) && *mtime == file.mtime_ns => {}
-                _ => changed.push(file),
-            }
-        }
         let wrote = !removed.is_empty() || !changed.is_empty();
         if !removed.is_empty() {
             let mut tx = self.pool.begin().await.map_err(db("dropping files"))?;
@@ -125,14 +122,7 @@ impl CodeIndex {
         }
         let known_hashes: HashMap<String, String> =
             known.into_iter().map(|(p, (_, _, h))| (p, h)).collect();
-        let mut rest = changed.into_iter().peekable();
-        while rest.peek().is_some() {
-            let mut batch = Vec::new();
-            let mut bytes = 0;
-            while let Some(file) = rest.next_if(|_| batch.is_empty() || bytes < BATCH_BYTES) {
-                bytes += file.size;
-                batch.push(file);
-            }
+        for batch in batches(changed, BATCH_BYTES) {
             let hashes: Vec<Option<String>> = batch
                 .iter()
                 .map(|f| known_hashes.get(&f.rel).cloned())

@@ -21,6 +21,41 @@ pub struct Stat {
     pub mtime_ns: i64,
 }
 
+impl Stat {
+    /// Whether the file still has the size and modification time an index recorded.
+    pub fn unchanged(&self, size: i64, mtime_ns: i64) -> bool {
+        i64::try_from(self.size).ok() == Some(size) && mtime_ns == self.mtime_ns
+    }
+}
+
+/// The indexed paths (`known`) the walk no longer found.
+pub fn removed<'a>(known: impl Iterator<Item = &'a String>, walked: &[Stat]) -> Vec<&'a String> {
+    let walked: std::collections::HashSet<&str> = walked.iter().map(|f| f.rel.as_str()).collect();
+    known
+        .filter(|path| !walked.contains(path.as_str()))
+        .collect()
+}
+
+/// `files` in batches of about `bytes` each (at least one file per batch), in order: an index
+/// reads and writes one batch per transaction, bounding memory.
+pub fn batches(files: Vec<Stat>, bytes: u64) -> Vec<Vec<Stat>> {
+    let mut out: Vec<Vec<Stat>> = Vec::new();
+    let mut size = 0;
+    for file in files {
+        match out.last_mut() {
+            Some(batch) if size < bytes => {
+                size += file.size;
+                batch.push(file);
+            }
+            _ => {
+                size = file.size;
+                out.push(vec![file]);
+            }
+        }
+    }
+    out
+}
+
 /// The files of a workspace, in walk order (sorted by name, directory by directory).
 #[derive(Debug, Default)]
 pub struct Scan {

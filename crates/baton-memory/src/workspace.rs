@@ -1,13 +1,13 @@
 //! Indexing workspace files.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 
 use sqlx::{Sqlite, Transaction};
 
 use crate::error::db;
 use crate::subwords::subwords;
-use crate::walk::{Content, Stat, read, scan};
+use crate::walk::{Content, Stat, batches, read, removed, scan};
 use crate::{MemoryError, MemoryIndex, SCOPE_FILE};
 
 /// Bounds on what [`MemoryIndex::index_workspace`] reads.
@@ -112,11 +112,7 @@ impl MemoryIndex {
             .map(|(path, size, mtime, binary)| (path, (size, mtime, binary)))
             .collect();
 
-        let walked: HashSet<&str> = scan.files.iter().map(|f| f.rel.as_str()).collect();
-        let removed: Vec<&String> = known
-            .keys()
-            .filter(|path| !walked.contains(path.as_str()))
-            .collect();
+        let removed = removed(known.keys(), &scan.files);
         if !removed.is_empty() {
             let mut tx = self.pool.begin().await.map_err(db("dropping files"))?;
             for path in &removed {
@@ -129,9 +125,7 @@ impl MemoryIndex {
         let mut changed = Vec::new();
         for file in scan.files {
             match known.get(&file.rel) {
-                Some(&(size, mtime, binary))
-                    if i64::try_from(file.size).ok() == Some(size) && mtime == file.mtime_ns =>
-                {
+                Some(&(size, mtime, binary)) if file.unchanged(size, mtime) => {
                     if binary {
                         report.files_binary += 1;
                     } else {
@@ -143,14 +137,7 @@ impl MemoryIndex {
         }
 
         // Read and index in batches of about BATCH_BYTES, one transaction each.
-        let mut rest = changed.into_iter().peekable();
-        while rest.peek().is_some() {
-            let mut batch = Vec::new();
-            let mut bytes = 0;
-            while let Some(file) = rest.next_if(|_| batch.is_empty() || bytes < BATCH_BYTES) {
-                bytes += file.size;
-                batch.push(file);
-            }
+        for batch in batches(changed, BATCH_BYTES) {
             let max_bytes = self.limits.max_file_bytes;
             let read = tokio::task::spawn_blocking(move || {
                 batch
