@@ -97,6 +97,9 @@ async fn build_engine(
     };
     let mcp = baton::mcp::start(workspace, layer, &exec).await?;
     let code = baton::code::CodeIntel::for_run(workspace, layer, store_url).await?;
+    if code.as_ref().is_some_and(|c| c.embeddings().is_none()) {
+        eprintln!("baton: {}", baton::embeddings::NO_EMBEDDER);
+    }
     let tools = baton::code::run_tools(code.as_ref(), mcp.as_deref());
     let engine = build_engine_with(
         settings,
@@ -442,7 +445,8 @@ pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResu
     };
     let (model_ok, report) = crate::doctor::check(&settings, &layer).await?;
     let mcp = crate::mcp_cmd::doctor_report(&workspace, &layer).await;
-    let ok = model_ok && mcp.as_ref().is_none_or(|(mcp_ok, _)| *mcp_ok);
+    let (code_ok, code) = crate::index_cmd::doctor_report(&workspace, &layer).await;
+    let ok = model_ok && code_ok && mcp.as_ref().is_none_or(|(mcp_ok, _)| *mcp_ok);
     let mcp_text = mcp.map(|(_, text)| text).unwrap_or_default();
     if json {
         print_json(&serde_json::json!({
@@ -450,10 +454,12 @@ pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResu
             "model": lines(&report),
             "sandbox": lines(&sandbox),
             "mcp": lines(&mcp_text),
+            "code_index": lines(&code),
         }))?;
     } else {
         outln!("{report}");
         outln!("{sandbox}");
+        outln!("{code}");
         if !mcp_text.is_empty() {
             outln!("{mcp_text}");
         }
