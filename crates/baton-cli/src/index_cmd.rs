@@ -314,7 +314,14 @@ pub async fn doctor_report(workspace: &Path, layer: &baton::config::ConfigLayer)
     })
     .await;
     let (ok, embeddings) = match resolved {
-        Ok(Ok(Some(e))) => (true, format!("embeddings: {} (vectors: {})", e.description, e.metered.model_id())),
+        Ok(Ok(Some(e))) => (
+            true,
+            format!(
+                "embeddings: {} (vectors: {})",
+                e.description,
+                e.metered.model_id()
+            ),
+        ),
         Ok(Ok(None)) => (true, format!("embeddings: none — {NO_EMBEDDER}")),
         Ok(Err(e)) => (false, format!("embeddings: misconfigured: {e}")),
         Err(e) => (false, format!("embeddings: could not be checked: {e}")),

@@ -15,6 +15,10 @@ use crate::{CodeIndex, IndexError};
 
 /// RRF's constant: how much the top ranks dominate (60 in the paper and in common use).
 const RRF_K: f64 = 60.0;
+/// The keyword list's weight in the fusion when the query is prose: its words ("request",
+/// "send", "error") are in every other chunk of a codebase, so a keyword rank says less than a
+/// vector rank. A query naming identifiers weighs both alike.
+const PROSE_KEYWORD_WEIGHT: f64 = 0.5;
 /// Most hits a search returns.
 pub const MAX_K: usize = 50;
 /// Query words used at most.
@@ -260,7 +264,12 @@ impl CodeIndex {
                     .into_iter()
                     .map(|(id, s)| (id, f64::from(s)))
                     .collect();
-                fuse(&[&keyword_hits, &vector])
+                let keyword_weight = if names_identifiers(request.query) {
+                    1.0
+                } else {
+                    PROSE_KEYWORD_WEIGHT
+                };
+                fuse(&[(&keyword_hits, keyword_weight), (&vector, 1.0)])
             }
         };
         let hits = self.hits(&scored, k, &words).await?;
@@ -344,12 +353,25 @@ impl CodeIndex {
     }
 }
 
-/// Reciprocal rank fusion of ranked lists of (id, score), best first in each.
-pub(crate) fn fuse(lists: &[&[(i64, f64)]]) -> Vec<(i64, f64)> {
+/// Whether a query names code (`resolve_redirects`, `HttpClient`, `fs::read`, `cfg.timeout`)
+/// rather than describing it in prose: then its keywords are as telling as its meaning.
+pub(crate) fn names_identifiers(query: &str) -> bool {
+    query.split_whitespace().any(|word| {
+        let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+        word.contains('_')
+            || word.contains("::")
+            || (word.contains('.') && !word.ends_with('.'))
+            || word.chars().skip(1).any(char::is_uppercase) && word.chars().any(char::is_lowercase)
+    })
+}
+
+/// Weighted reciprocal rank fusion of ranked lists of (id, score), best first in each: a hit
+/// scores Σ weight / (60 + rank).
+pub(crate) fn fuse(lists: &[(&[(i64, f64)], f64)]) -> Vec<(i64, f64)> {
     let mut fused: HashMap<i64, f64> = HashMap::new();
-    for list in lists {
+    for (list, weight) in lists {
         for (rank, (id, _)) in list.iter().enumerate() {
-            *fused.entry(*id).or_insert(0.0) += 1.0 / (RRF_K + rank as f64 + 1.0);
+            *fused.entry(*id).or_insert(0.0) += weight / (RRF_K + rank as f64 + 1.0);
         }
     }
     let mut out: Vec<(i64, f64)> = fused.into_iter().collect();
@@ -410,9 +432,42 @@ mod tests {
     fn rrf_rewards_agreement() {
         let keyword = [(1, 9.0), (2, 8.0), (3, 7.0)];
         let vector = [(3, 0.9), (4, 0.8), (1, 0.7)];
-        let fused = fuse(&[&keyword, &vector]);
+        let fused = fuse(&[(&keyword, 1.0), (&vector, 1.0)]);
         let order: Vec<i64> = fused.iter().map(|f| f.0).collect();
         assert_eq!(order, [1, 3, 2, 4]);
+    }
+
+    #[test]
+    fn prose_and_identifier_queries_are_told_apart() {
+        for q in [
+            "resolve_redirects",
+            "HTTPAdapter send",
+            "fs::read",
+            "cfg.timeout",
+            "getUser",
+        ] {
+            assert!(names_identifiers(q), "{q}");
+        }
+        for q in [
+            "follow redirects to the new location",
+            "Parse the JSON body.",
+            "HTTP errors",
+        ] {
+            assert!(!names_identifiers(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn weights_shift_the_fusion() {
+        let keyword = [(1, 9.0), (2, 8.0)];
+        let vector = [(2, 0.9), (1, 0.8)];
+        let even = fuse(&[(&keyword, 1.0), (&vector, 1.0)]);
+        assert_eq!(even[0].0, 1, "a tie broken by id");
+        let prose = fuse(&[(&keyword, 0.5), (&vector, 1.0)]);
+        assert_eq!(
+            prose[0].0, 2,
+            "the vector's first wins when keywords weigh less"
+        );
     }
 
     #[test]
