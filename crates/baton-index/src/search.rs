@@ -1,6 +1,6 @@
 //! `search_code`: BM25 over the chunks' words, exact cosine over their vectors, and the two
-//! fused by reciprocal rank fusion (RRF: a hit scores Σ 1/(60 + rank) over the lists it is in,
-//! Cormack et al. 2009). RRF needs no score calibration between BM25 and cosine, which are on
+//! fused by weighted reciprocal rank fusion (RRF: a hit scores Σ weight/(60 + rank) over the
+//! lists it is in, Cormack et al. 2009; see `PROSE_KEYWORD_WEIGHT`). RRF needs no score calibration between BM25 and cosine, which are on
 //! unrelated scales. Every ordering breaks ties by path and line, so one index gives one answer.
 
 use std::collections::{BTreeSet, HashMap};
