@@ -40,7 +40,7 @@ pub use settings::{
 };
 pub use state::{
     EmbeddingTotals, HistoryEntry, PendingCompaction, Phase, ReplayError, RepoMap, RunState,
-    SnapshotRecord, UsageTotals, replay, summary_message,
+    STATE_FORMAT, SnapshotRecord, UsageTotals, replay, summary_message,
 };
 
 /// Name of the tool the model calls to end a run. The reducer treats its successful completion

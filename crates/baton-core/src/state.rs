@@ -480,6 +480,12 @@ fn check_turn(current: u32, got: u32) -> Result<(), String> {
     }
 }
 
+/// The layout of a serialized [`RunState`] in a state checkpoint. A checkpoint of another
+/// layout is ignored and the journal replayed instead, so this changes whenever the reducer
+/// could fold the same events into a different state: with each baton version, and by hand (the
+/// number) when a change to the reducer or to `RunState` lands between versions.
+pub const STATE_FORMAT: &str = concat!("run-state/1+", env!("CARGO_PKG_VERSION"));
+
 /// Folds a whole journal into a state.
 pub fn replay<'a>(
     records: impl IntoIterator<Item = &'a EventRecord>,

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::EngineError;
 use crate::api::RunObserver;
+use crate::checkpoint::{self, CHECKPOINT_EVERY, LoadFailure};
 
 const APPEND_ATTEMPTS: u32 = 5;
 
@@ -33,6 +34,8 @@ pub(crate) struct Journal {
     heartbeat: Heartbeat,
     /// Applied, not yet durable: written with the next event that must be.
     pending: Vec<EventRecord>,
+    /// The seq of the run's latest state checkpoint (0: none yet).
+    checkpointed: u64,
 }
 
 impl Journal {
@@ -50,7 +53,15 @@ impl Journal {
             observer,
             heartbeat,
             pending: Vec::new(),
+            checkpointed: 0,
         }
+    }
+
+    /// Says that the run's state was loaded from the checkpoint at `seq`: the next one is due
+    /// [`CHECKPOINT_EVERY`] events later.
+    pub(crate) fn with_checkpoint_at(mut self, seq: u64) -> Self {
+        self.checkpointed = seq;
+        self
     }
 
     pub(crate) fn state(&self) -> &RunState {
@@ -91,7 +102,32 @@ impl Journal {
             log_record(&record);
             self.observer.on_event(&record, &self.state);
         }
+        if self.state.next_seq >= self.checkpointed + CHECKPOINT_EVERY {
+            self.checkpoint().await;
+        }
         Ok(())
+    }
+
+    /// Saves the state as the run's checkpoint. Right after a commit, so it holds only durable
+    /// events. A failure costs only speed (the next resume replays more), so it is logged.
+    async fn checkpoint(&mut self) {
+        let saved = match checkpoint::encode(&self.state) {
+            Ok(checkpoint) => self.store.save_checkpoint(&self.lease, &checkpoint).await,
+            Err(e) => {
+                tracing::warn!(
+                    "could not serialize the state of run {}: {e}",
+                    self.lease.run_id
+                );
+                return;
+            }
+        };
+        match saved {
+            Ok(()) => self.checkpointed = self.state.next_seq,
+            Err(e) => tracing::warn!(
+                "could not save a state checkpoint of run {}: {e}",
+                self.lease.run_id
+            ),
+        }
     }
 
     pub(crate) async fn close(mut self) {
@@ -123,13 +159,16 @@ pub async fn record_external(
     lease: &Lease,
     event: Event,
 ) -> Result<Option<EventRecord>, EngineError> {
-    let events = store.load_events(&lease.run_id).await?;
-    let mut state = baton_core::replay(&events).map_err(|e| {
-        EngineError::Internal(format!(
-            "the journal of run {} cannot be replayed: {e}",
-            lease.run_id
-        ))
-    })?;
+    let (mut state, _) = match checkpoint::load_state(store, &lease.run_id).await {
+        Ok(loaded) => loaded,
+        Err(LoadFailure::Store(e)) => return Err(e.into()),
+        Err(LoadFailure::Replay(e)) => {
+            return Err(EngineError::Internal(format!(
+                "the journal of run {} cannot be replayed: {e}",
+                lease.run_id
+            )));
+        }
+    };
     if state.status.is_terminal() {
         return Ok(None);
     }

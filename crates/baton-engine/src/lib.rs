@@ -6,6 +6,7 @@
 //! never repeated.
 
 mod api;
+mod checkpoint;
 mod claimed;
 mod compaction;
 mod error;

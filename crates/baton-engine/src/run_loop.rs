@@ -16,7 +16,6 @@ use baton_core::{
     AssistantMessage, CompactionTrigger, ErrorClass, Event, FINISH_TOOL, LoopResponse, ModelReply,
     ModelRequest, NextAction, PauseReason, Redactor, RequestMetrics, RunId, RunState, RunStatus,
     SUBMIT_PLAN_TOOL, ToolCall, ToolEffect, ToolResult, next_action, offered_while_planning,
-    replay,
 };
 use baton_model::{ModelError, RetrySchedule, StreamDelta, StreamObserver};
 use baton_store::{Holder, NewRun};
@@ -27,6 +26,7 @@ use crate::api::{
     EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun, paused_outcome,
     terminal_outcome,
 };
+use crate::checkpoint::{self, LoadFailure};
 use crate::failure::pause_for_failure;
 use crate::journal::Journal;
 
@@ -290,24 +290,21 @@ impl Engine {
         overrides: &SettingsOverride,
     ) -> Result<RunOutcome, EngineError> {
         let run_id = &lease.run_id.clone();
-        let events = match self.parts.store.load_events(run_id).await {
-            Ok(events) => events,
-            Err(e) => {
-                let _ = self.parts.store.release(&lease).await;
-                return Err(e.into());
-            }
-        };
-        let state = match replay(&events) {
-            Ok(state) if state.run_id.is_some() => state,
+        let loaded = checkpoint::load_state(self.parts.store.as_ref(), run_id).await;
+        let (state, checkpointed) = match loaded {
+            Ok((state, seq)) if state.run_id.is_some() => (state, seq),
             Ok(_) => {
                 let _ = self.parts.store.release(&lease).await;
                 return Err(EngineError::EmptyRun(run_id.clone()));
             }
-            Err(source) => {
+            Err(failure) => {
                 let _ = self.parts.store.release(&lease).await;
-                return Err(EngineError::Replay {
-                    run_id: run_id.clone(),
-                    source,
+                return Err(match failure {
+                    LoadFailure::Store(e) => e.into(),
+                    LoadFailure::Replay(source) => EngineError::Replay {
+                        run_id: run_id.clone(),
+                        source,
+                    },
                 });
             }
         };
@@ -316,7 +313,8 @@ impl Engine {
             lease,
             state,
             self.parts.observer.clone(),
-        );
+        )
+        .with_checkpoint_at(checkpointed);
         let result = self
             .resume_journal(&mut journal, workspace, overrides)
             .await;

@@ -108,6 +108,19 @@ pub struct HolderInfo {
     pub renewed_at: Option<jiff::Timestamp>,
 }
 
+/// A run's state after its first `seq` events, as the engine serialized it: what a resume can
+/// start from instead of folding the whole journal. A cache the engine checks and may ignore —
+/// never the truth, which stays the journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Events folded into `state`: the journal's events `0..seq`.
+    pub seq: u64,
+    /// The layout of `state`, as the engine names it; a reader that does not know it ignores
+    /// the checkpoint.
+    pub format: String,
+    pub state: String,
+}
+
 #[async_trait]
 pub trait Store: Send + Sync {
     /// Creates a run and takes its lease.
@@ -139,6 +152,24 @@ pub trait Store: Send + Sync {
     /// The whole journal of a run.
     async fn load_events(&self, run_id: &RunId) -> Result<Vec<EventRecord>, StoreError> {
         self.read_events(run_id, 0, u64::MAX).await
+    }
+
+    /// Keeps `checkpoint` as the run's state checkpoint, replacing the previous one, if `lease`
+    /// is still the run's lease (else it does nothing). A store without checkpoints ignores it:
+    /// they only make a resume faster.
+    async fn save_checkpoint(
+        &self,
+        lease: &Lease,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        let _ = (lease, checkpoint);
+        Ok(())
+    }
+
+    /// The run's latest state checkpoint, if the store keeps one.
+    async fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
+        let _ = run_id;
+        Ok(None)
     }
 
     async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError>;

@@ -1,6 +1,7 @@
 //! The shared PostgreSQL backend: the SQLite schema and semantics on a server that many
 //! processes, on many machines, use at once.
 
+mod checkpoint;
 mod connect;
 mod rows;
 
@@ -17,7 +18,7 @@ use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, corrupt, from_db_int,
 use crate::process::{holder_is_dead, local_hostname};
 use crate::rows::At;
 use crate::shared::{check_batch, new_token, redact_url, to_db_int, ts_to_text};
-use crate::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
+use crate::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
 /// Settings of a [`PostgresStore`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -411,6 +412,18 @@ impl Store for PostgresStore {
             return Err(corrupt(&self.url, detail));
         }
         Ok(records)
+    }
+
+    async fn save_checkpoint(
+        &self,
+        lease: &Lease,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        self.save_checkpoint_row(lease, checkpoint).await
+    }
+
+    async fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
+        self.load_checkpoint_row(run_id).await
     }
 
     async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {

@@ -1,6 +1,7 @@
 //! The embedded SQLite backend.
 
 mod append;
+mod checkpoint;
 mod open;
 mod rows;
 
@@ -18,7 +19,7 @@ use self::rows::{RUN_COLUMNS, corrupt};
 use crate::process::{holder_is_dead, local_hostname};
 use crate::rows::At;
 use crate::shared::{new_token, to_db_int, ts_to_text};
-use crate::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
+use crate::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
 /// Settings of a [`SqliteStore`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -352,6 +353,18 @@ impl Store for SqliteStore {
             return Err(corrupt(&self.path, detail));
         }
         Ok(records)
+    }
+
+    async fn save_checkpoint(
+        &self,
+        lease: &Lease,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        self.save_checkpoint_row(lease, checkpoint).await
+    }
+
+    async fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
+        self.load_checkpoint_row(run_id).await
     }
 
     async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {

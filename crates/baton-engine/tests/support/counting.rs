@@ -1,6 +1,7 @@
 //! A real store that records every append the engine makes — one append is one durable commit —
 //! with its event kinds and how long the store took: how the group-commit test and the overhead
-//! benchmark count commits. (Nothing else is done in the append path: sizes are measured
+//! benchmark count commits. It also records where reads of the journal start and which state
+//! checkpoints are saved. (Nothing else is done in the append path: sizes are measured
 //! afterwards, from the journal, by [`journal_bytes`].)
 
 use std::sync::{Arc, Mutex};
@@ -8,7 +9,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use baton_core::{Event, EventRecord, RunId};
-use baton_store::{Holder, Lease, NewRun, RunSummary, Store, StoreError};
+use baton_store::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
 /// One append.
 #[derive(Clone, Debug)]
@@ -21,6 +22,10 @@ pub struct Append {
 pub struct CountingStore {
     inner: Arc<dyn Store>,
     appends: Mutex<Vec<Append>>,
+    /// The `from_seq` of every read of events: where a resume started folding.
+    reads: Mutex<Vec<u64>>,
+    /// The seq of every state checkpoint saved.
+    checkpoints: Mutex<Vec<u64>>,
 }
 
 #[allow(dead_code)] // Each target uses a different part.
@@ -29,7 +34,17 @@ impl CountingStore {
         CountingStore {
             inner,
             appends: Mutex::default(),
+            reads: Mutex::default(),
+            checkpoints: Mutex::default(),
         }
+    }
+
+    pub fn reads(&self) -> Vec<u64> {
+        self.reads.lock().unwrap().clone()
+    }
+
+    pub fn checkpoints(&self) -> Vec<u64> {
+        self.checkpoints.lock().unwrap().clone()
     }
 
     pub fn appends(&self) -> Vec<Append> {
@@ -106,7 +121,20 @@ impl Store for CountingStore {
         from_seq: u64,
         limit: u64,
     ) -> Result<Vec<EventRecord>, StoreError> {
+        self.reads.lock().unwrap().push(from_seq);
         self.inner.read_events(run_id, from_seq, limit).await
+    }
+    async fn save_checkpoint(
+        &self,
+        lease: &Lease,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        self.inner.save_checkpoint(lease, checkpoint).await?;
+        self.checkpoints.lock().unwrap().push(checkpoint.seq);
+        Ok(())
+    }
+    async fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
+        self.inner.load_checkpoint(run_id).await
     }
     async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
         self.inner.get_run(run_id).await

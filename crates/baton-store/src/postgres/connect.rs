@@ -28,6 +28,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lease worker and renewal time",
         include_str!("../../migrations/postgres/0003_lease_worker.sql"),
     ),
+    (
+        4,
+        "state checkpoints",
+        include_str!("../../migrations/postgres/0004_state_checkpoints.sql"),
+    ),
 ];
 
 /// SQLSTATEs of a server that answered but will not let us in as configured: wrong password or

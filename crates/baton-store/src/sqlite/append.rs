@@ -1,14 +1,24 @@
-//! Appending a batch of events: fenced, atomic, and in three round trips to the connection's
-//! thread whatever the batch's size — BEGIN, one statement that fences and inserts, COMMIT.
+//! Appending a batch of events: fenced, atomic, and in **one** round trip to the connection's
+//! thread whatever the batch's size — `BEGIN IMMEDIATE`, the statement that fences, the
+//! inserts and `COMMIT` go as one multi-statement query.
 //!
-//! Each statement sqlx runs is a hand-off to the connection's worker thread and back; with one
-//! statement per event a journaled turn spent most of its time in those hand-offs (measured by
-//! `cargo bench -p baton-engine --bench overhead`), not in SQLite or the fsync.
+//! Each statement sqlx runs on its own is a hand-off to the connection's worker thread and
+//! back (~0.1 ms on the 2-core CI machine, about as long as the WAL's fsync); with one statement
+//! per event a journaled turn spent most of its time in those hand-offs (measured by `cargo
+//! bench -p baton-engine --bench overhead`), not in SQLite or the fsync.
+//!
+//! sqlx's `Transaction` cannot be used for this (its BEGIN and COMMIT are hand-offs of their
+//! own), so the transaction is in the SQL text, and two things sqlx would otherwise guarantee
+//! are kept here: a failed statement stops the query with the transaction open, so the error
+//! path rolls it back (and closes the connection if even that fails); and the query runs on a
+//! task of its own, because sqlx's worker stops a multi-statement query when its caller stops
+//! listening — a caller cancelled between BEGIN and COMMIT would otherwise hand an open
+//! transaction back to the pool.
 
 use baton_core::{EventRecord, RunStatus};
 use jiff::Timestamp;
 use sqlx::sqlite::SqliteArguments;
-use sqlx::{AssertSqlSafe, Sqlite, Transaction};
+use sqlx::{AssertSqlSafe, Sqlite};
 
 use super::SqliteStore;
 use super::rows::from_db_int;
@@ -18,7 +28,8 @@ use crate::{Lease, StoreError};
 
 /// The fence, and the end of the journal moved, in one statement: unless the lease token is the
 /// current one and the batch starts where the journal ends, `event_count` becomes NULL, which its
-/// NOT NULL constraint refuses — the statement fails and nothing after it runs.
+/// NOT NULL constraint refuses — the statement fails and nothing after it runs. (A run that
+/// does not exist matches no row; then the inserts fail on the events' foreign key.)
 const FENCE: &str = "UPDATE runs SET \
      event_count = CASE WHEN lease_token = ? AND event_count = ? THEN event_count + ? END, \
      status = COALESCE(?, status), updated_at = ? WHERE id = ?";
@@ -46,6 +57,29 @@ fn insert_sql(rows: usize) -> String {
     sql
 }
 
+/// The whole append of `rows` rows as one query: the transaction, the fence, an INSERT per
+/// [`ROWS_PER_INSERT`] rows, the commit.
+fn batch_sql(rows: usize) -> String {
+    let mut sql = format!("BEGIN IMMEDIATE; {FENCE}; ");
+    let mut left = rows;
+    while left > 0 {
+        let these = left.min(ROWS_PER_INSERT);
+        sql.push_str(&insert_sql(these));
+        sql.push_str("; ");
+        left -= these;
+    }
+    sql.push_str("COMMIT");
+    sql
+}
+
+/// One event's bound values.
+struct Row {
+    seq: i64,
+    kind: &'static str,
+    at: String,
+    payload: String,
+}
+
 impl SqliteStore {
     pub(super) async fn append_batch(
         &self,
@@ -58,73 +92,71 @@ impl SqliteStore {
             return Ok(());
         }
         // Serialize before taking the write lock, which other writers wait on.
-        let payloads = records
+        let rows = records
             .iter()
             .map(|r| {
-                serde_json::to_string(&r.event).map_err(|source| StoreError::Serialization {
-                    run_id: run_id.clone(),
-                    seq: r.seq,
-                    source,
+                let payload = serde_json::to_string(&r.event).map_err(|source| {
+                    StoreError::Serialization {
+                        run_id: run_id.clone(),
+                        seq: r.seq,
+                        source,
+                    }
+                })?;
+                Ok(Row {
+                    seq: to_db_int(r.seq),
+                    kind: r.event.kind(),
+                    at: ts_to_text(r.at),
+                    payload,
                 })
             })
-            .collect::<Result<Vec<String>, StoreError>>()?;
+            .collect::<Result<Vec<Row>, StoreError>>()?;
         let status = records.iter().rev().find_map(|r| r.event.status_change());
-        let count = records.len() as u64;
-        let mut chunks = records
-            .chunks(ROWS_PER_INSERT)
-            .zip(payloads.chunks(ROWS_PER_INSERT));
-
-        let mut tx = self.begin_write("appending events").await?;
-        // The fence and the first rows, in one round trip.
-        let (rows, texts) = chunks.next().unwrap_or_default();
-        let sql = format!("{FENCE}; {}", insert_sql(rows.len()));
-        let query = sqlx::query(AssertSqlSafe(sql))
-            .bind(&lease.token)
+        let mut query = sqlx::query(AssertSqlSafe(batch_sql(rows.len())))
+            .bind(lease.token.clone())
             .bind(to_db_int(first))
-            .bind(to_db_int(count))
+            .bind(to_db_int(records.len() as u64))
             .bind(status.map(RunStatus::as_str))
             .bind(ts_to_text(Timestamp::now()))
-            .bind(run_id.as_str());
-        let done = bind_rows(query, run_id.as_str(), rows, texts)
-            .execute(&mut *tx)
-            .await;
-        match done {
-            Ok(done) if done.rows_affected() == 1 + rows.len() as u64 => {}
-            Ok(_) => return Err(self.refusal(&mut tx, lease, first, None).await),
+            .bind(run_id.as_str().to_owned());
+        for row in rows {
+            query = query
+                .bind(run_id.as_str().to_owned())
+                .bind(row.seq)
+                .bind(row.kind)
+                .bind(row.at)
+                .bind(row.payload);
+        }
+        let pool = self.pool.clone();
+        // On a task of its own: see the module's doc.
+        let outcome = tokio::spawn(async move { run_in_one_hand_off(&pool, query).await })
+            .await
+            .map_err(|e| {
+                let e = sqlx::Error::Protocol(format!("the append's task failed: {e}"));
+                self.db("appending events")(e)
+            })?;
+        match outcome {
+            // With synchronous = FULL the COMMIT returned after the WAL was fsynced.
+            Ok(()) => Ok(()),
             Err(sqlx::Error::Database(db))
                 if sqlite_primary_code(db.as_ref()) == Some(SQLITE_CONSTRAINT) =>
             {
                 let error = sqlx::Error::Database(db);
-                return Err(self.refusal(&mut tx, lease, first, Some(error)).await);
+                Err(self.refusal(lease, first, error).await)
             }
-            Err(e) => return Err(self.db("appending events")(e)),
+            Err(e) => Err(self.db("appending events")(e)),
         }
-        for (rows, texts) in chunks {
-            let query = sqlx::query(AssertSqlSafe(insert_sql(rows.len())));
-            bind_rows(query, run_id.as_str(), rows, texts)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.db("inserting events"))?;
-        }
-        // With synchronous = FULL the commit returns after the WAL is fsynced.
-        tx.commit().await.map_err(self.db("committing events"))
     }
 
     /// Why an append was refused: the run is gone, its lease is someone else's now, or the batch
     /// does not start where the journal ends. `cause` is the database's own error, returned when
-    /// none of these holds (then something else went wrong).
-    async fn refusal(
-        &self,
-        tx: &mut Transaction<'static, Sqlite>,
-        lease: &Lease,
-        first: u64,
-        cause: Option<sqlx::Error>,
-    ) -> StoreError {
+    /// none of these holds (then something else went wrong). Read after the rollback: this is
+    /// the explanation of a refusal that already happened, not a decision.
+    async fn refusal(&self, lease: &Lease, first: u64, cause: sqlx::Error) -> StoreError {
         let run_id = &lease.run_id;
         let row: Result<Option<(Option<String>, i64)>, StoreError> =
             sqlx::query_as("SELECT lease_token, event_count FROM runs WHERE id = ?")
                 .bind(run_id.as_str())
-                .fetch_optional(&mut **tx)
+                .fetch_optional(&self.pool)
                 .await
                 .map_err(self.db("checking why an append was refused"));
         let stored = match row {
@@ -148,34 +180,31 @@ impl SqliteStore {
                 expected,
                 got: first,
             },
-            Ok(_) => match cause {
-                Some(e) => self.db("appending events")(e),
-                None => StoreError::InvalidRecords {
-                    run_id: run_id.clone(),
-                    detail: "the store wrote a different number of rows than the batch has".into(),
-                },
-            },
+            Ok(_) => self.db("appending events")(cause),
         }
     }
 }
 
-type Query<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments>;
+type Query = sqlx::query::Query<'static, Sqlite, SqliteArguments>;
 
-fn bind_rows<'q>(
-    mut query: Query<'q>,
-    run_id: &'q str,
-    rows: &'q [EventRecord],
-    payloads: &'q [String],
-) -> Query<'q> {
-    for (record, payload) in rows.iter().zip(payloads) {
-        query = query
-            .bind(run_id)
-            .bind(to_db_int(record.seq))
-            .bind(record.event.kind())
-            .bind(ts_to_text(record.at))
-            .bind(payload.as_str());
+/// Runs the multi-statement `query` on one connection; when it fails part-way, rolls back what
+/// it began, and closes the connection instead of returning it to the pool if that fails too.
+async fn run_in_one_hand_off(pool: &sqlx::SqlitePool, query: Query) -> Result<(), sqlx::Error> {
+    let mut conn = pool.acquire().await?;
+    let Err(error) = query.execute(&mut *conn).await else {
+        return Ok(());
+    };
+    // "cannot rollback - no transaction is active" when BEGIN itself failed (busy): harmless.
+    let rolled_back = sqlx::raw_sql(AssertSqlSafe("ROLLBACK"))
+        .execute(&mut *conn)
+        .await;
+    if let Err(rollback) = rolled_back
+        && !rollback.to_string().contains("no transaction is active")
+    {
+        // The connection may still be inside the transaction: it must never serve again.
+        conn.close_on_drop();
     }
-    query
+    Err(error)
 }
 
 #[cfg(test)]
@@ -188,5 +217,16 @@ mod tests {
         let sql = insert_sql(3);
         assert_eq!(sql.matches("(?, ?, ?, ?, ?)").count(), 3);
         assert_eq!(sql.matches('?').count(), 15);
+    }
+
+    #[test]
+    fn a_batch_is_one_transaction_with_an_insert_per_thousand_rows() {
+        for rows in [1, 999, 1_000, 1_001, 2_500] {
+            let sql = batch_sql(rows);
+            assert!(sql.starts_with("BEGIN IMMEDIATE; UPDATE runs"));
+            assert!(sql.ends_with("; COMMIT"));
+            assert_eq!(sql.matches(INSERT).count(), rows.div_ceil(ROWS_PER_INSERT));
+            assert_eq!(sql.matches('?').count(), 6 + 5 * rows, "{rows} rows");
+        }
     }
 }

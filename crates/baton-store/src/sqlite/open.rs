@@ -32,6 +32,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "lease worker and renewal time",
         include_str!("../../migrations/sqlite/0003_lease_worker.sql"),
     ),
+    (
+        4,
+        "state checkpoints",
+        include_str!("../../migrations/sqlite/0004_state_checkpoints.sql"),
+    ),
 ];
 
 /// sqlx's bookkeeping table; its presence marks a database as one of ours.
