@@ -489,9 +489,10 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     };
     crate::logging::attach_run(&workspace, &run_id);
     let store = opened.store;
-    let events = store.load_events(&run_id).await.map_err(store_error)?;
-    let state = replay(&events)
-        .map_err(|e| anyhow!("the journal of run {run_id} cannot be replayed: {e}"))?;
+    // From the run's state checkpoint when it has one: a long run's journal is not read whole.
+    let state = baton_engine::run_state(store.as_ref(), &run_id)
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
     if Path::new(&state.workspace) != workspace {
         return Err(CliError::usage(anyhow!(
             "run {run_id} works in {}, not in {}; resume it there (`baton --workspace {} resume`)",
@@ -515,7 +516,14 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     let layer = file_and_env_layers(&workspace)?.overlay(args.model.mcp_layer()?);
     let exec = crate::sandbox_cmd::exec_env(&workspace, &layer, &args.sandbox)?;
     let telemetry = baton_telemetry::Telemetry::from_env();
-    let trace = telemetry.as_ref().map(|t| t.observer(&run_id, &events));
+    // The tracer continues the run's spans, so it reads the journal (only when tracing is on).
+    let trace = match &telemetry {
+        Some(t) => {
+            let events = store.load_events(&run_id).await.map_err(store_error)?;
+            Some(t.observer(&run_id, &events))
+        }
+        None => None,
+    };
     let (engine, mcp) = build_engine(
         &workspace,
         &settings,
@@ -535,7 +543,7 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
             eprintln!("baton: {line}");
         }
     }
-    tracing::info!(run_id = %run_id, events = events.len(), "resuming the run");
+    tracing::info!(run_id = %run_id, events = state.next_seq, "resuming the run");
     let result = engine.resume(&run_id, &overrides).await;
     if let Some(mcp) = &mcp {
         mcp.shutdown().await;

@@ -322,47 +322,6 @@ async fn a_run_gets_the_repo_map_in_its_brief_and_searches_code() {
     }
 }
 
-/// An OpenAI-compatible embeddings server (the wire of OpenAI's API reference): a vector from
-/// the words of each input, usage as the server counts it; it remembers every input.
-struct EmbeddingServer {
-    inputs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl wiremock::Respond for EmbeddingServer {
-    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
-        let body: Value = serde_json::from_slice(&request.body).unwrap();
-        let inputs: Vec<String> = body["input"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_owned())
-            .collect();
-        let data: Vec<Value> = inputs
-            .iter()
-            .enumerate()
-            .map(|(i, text)| {
-                let mut v = vec![0.0f32; 16];
-                for word in text
-                    .split(|c: char| !c.is_alphanumeric())
-                    .filter(|w| !w.is_empty())
-                {
-                    let h = word
-                        .bytes()
-                        .fold(7u32, |h, b| h.wrapping_mul(31) ^ u32::from(b));
-                    v[h as usize % 16] += 1.0;
-                }
-                json!({"object": "embedding", "index": i, "embedding": v})
-            })
-            .collect();
-        let tokens: usize = inputs.iter().map(|t| t.len() / 4 + 1).sum();
-        self.inputs.lock().unwrap().extend(inputs);
-        wiremock::ResponseTemplate::new(200).set_body_json(json!({
-            "object": "list", "data": data, "model": "mock-embed",
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}
-        }))
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn embedding_calls_are_journaled_and_billed_once_across_a_resume() {
     let ws = tempfile::tempdir().unwrap();

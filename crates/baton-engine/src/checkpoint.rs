@@ -12,6 +12,8 @@
 use baton_core::{EventRecord, ReplayError, RunId, RunState, STATE_FORMAT, replay};
 use baton_store::{Checkpoint, Store, StoreError};
 
+use crate::EngineError;
+
 /// Events between checkpoints: the most a resume folds beyond its checkpoint. At ~6 events a
 /// turn, one write of the state (a few hundred KB) every ~170 turns.
 pub(crate) const CHECKPOINT_EVERY: u64 = 1_000;
@@ -37,6 +39,21 @@ pub(crate) async fn load_state(
         .map_err(LoadFailure::Store)?;
     let state = replay(&events).map_err(LoadFailure::Replay)?;
     Ok((state, 0))
+}
+
+/// A run's state, folded from its journal — from its latest state checkpoint when it has a
+/// usable one. For callers outside a running engine that need to know where a run stands (a
+/// resume's checks before it starts the engine).
+pub async fn run_state(store: &dyn Store, run_id: &RunId) -> Result<RunState, EngineError> {
+    match load_state(store, run_id).await {
+        Ok((state, _)) if state.run_id.is_some() => Ok(state),
+        Ok(_) => Err(EngineError::EmptyRun(run_id.clone())),
+        Err(LoadFailure::Store(e)) => Err(e.into()),
+        Err(LoadFailure::Replay(source)) => Err(EngineError::Replay {
+            run_id: run_id.clone(),
+            source,
+        }),
+    }
 }
 
 /// The checkpoint's state with the events after it folded on, or `None` when there is no usable

@@ -23,6 +23,7 @@ mod tasks;
 mod tools;
 
 pub use api::{EngineParts, Fanout, RunObserver, RunOutcome, SettingsOverride, StartRun};
+pub use checkpoint::run_state;
 pub use error::EngineError;
 pub use journal::record_external;
 pub use persistence::WorkspacePersistence;

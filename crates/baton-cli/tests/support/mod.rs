@@ -335,7 +335,6 @@ pub fn baton_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_baton"))
 }
 
-/// A `baton` command with a clean, isolated environment (no user config, no real keys).
 /// Where baton keeps the state of `workspace` when run by [`baton`] with `home` as HOME: the
 /// documented default, `~/.local/state/baton/workspaces/NAME-HASH` (nothing else is set).
 pub fn state_dir(workspace: &Path, home: &Path) -> baton_state::StateDir {
@@ -357,8 +356,6 @@ pub async fn open_journal(workspace: &Path, home: &Path) -> baton_store::SqliteS
         .unwrap()
 }
 
-/// `baton trust` for `workspace` (its `.baton/config.toml` sets keys that need it, or it has a
-/// `.baton/policy.toml`), as the user would after writing them.
 /// Writes the user's `~/.config/baton/config.toml` (the tests' HOME is a temporary directory).
 pub fn write_user_config(home: &Path, toml: &str) {
     let dir = home.join(".config/baton");
@@ -366,6 +363,8 @@ pub fn write_user_config(home: &Path, toml: &str) {
     std::fs::write(dir.join("config.toml"), toml).unwrap();
 }
 
+/// `baton trust` for `workspace` (its `.baton/config.toml` sets keys that need it, or it has a
+/// `.baton/policy.toml`), as the user would after writing them.
 pub fn trust_workspace(workspace: &Path, home: &Path) {
     let out = baton(workspace, home).arg("trust").output().unwrap();
     assert!(
@@ -375,6 +374,7 @@ pub fn trust_workspace(workspace: &Path, home: &Path) {
     );
 }
 
+/// A `baton` command with a clean, isolated environment (no user config, no real keys).
 pub fn baton(workspace: &Path, home: &Path) -> Command {
     let mut cmd = Command::new(baton_bin());
     cmd.env_clear()
@@ -562,5 +562,47 @@ impl Drop for ServeProcess {
         // A failed assertion must not leave the server running.
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// An OpenAI-compatible embeddings server (the wire of OpenAI's API reference) on wiremock: a
+/// vector from the words of each input (hashed into 16 dimensions), usage as the server counts
+/// it (~4 bytes a token); it remembers every input.
+pub struct EmbeddingServer {
+    pub inputs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl wiremock::Respond for EmbeddingServer {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap();
+        let inputs: Vec<String> = body["input"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let mut v = vec![0.0f32; 16];
+                for word in text
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                {
+                    let h = word
+                        .bytes()
+                        .fold(7u32, |h, b| h.wrapping_mul(31) ^ u32::from(b));
+                    v[h as usize % 16] += 1.0;
+                }
+                json!({"object": "embedding", "index": i, "embedding": v})
+            })
+            .collect();
+        let tokens: usize = inputs.iter().map(|t| t.len() / 4 + 1).sum();
+        self.inputs.lock().unwrap().extend(inputs);
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "object": "list", "data": data, "model": "mock-embed",
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}
+        }))
     }
 }
