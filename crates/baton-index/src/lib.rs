@@ -120,7 +120,8 @@ impl CodeIndex {
         &self.root
     }
 
-    /// What the index holds; `embedded` counts vectors of `model`, if given.
+    /// What the index holds; `embedded` counts vectors of `model` (an embedder's model id), if
+    /// given.
     pub async fn stats(&self, model: Option<&str>) -> Result<IndexStats, IndexError> {
         let count = |sql: &'static str| {
             let pool = self.pool.clone();
@@ -144,7 +145,7 @@ impl CodeIndex {
                     "SELECT count(DISTINCT c.hash) FROM chunks c \
                      JOIN vectors v ON v.model = ? AND v.hash = c.hash",
                 )
-                .bind(model)
+                .bind(crate::vectors::vector_key(model))
                 .fetch_one(&self.pool)
                 .await
                 .map_err(db("counting vectors"))?;

