@@ -56,6 +56,9 @@ pub struct CodeIndex {
     write_lock: Mutex<()>,
     embed_lock: Mutex<()>,
     matrix: Mutex<Option<vectors::Matrix>>,
+    /// (generation, model, count) of the last [`CodeIndex::missing_count`]: counting is a scan
+    /// of every chunk (~130 ms on 20,000), and a search asks each time.
+    missing: Mutex<Option<(i64, String, usize)>>,
 }
 
 impl std::fmt::Debug for CodeIndex {
@@ -108,6 +111,7 @@ impl CodeIndex {
             write_lock: Mutex::new(()),
             embed_lock: Mutex::new(()),
             matrix: Mutex::new(None),
+            missing: Mutex::new(None),
         })
     }
 

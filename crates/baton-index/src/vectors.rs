@@ -135,8 +135,23 @@ impl CodeIndex {
         Ok(report)
     }
 
-    /// Distinct chunk texts without a vector of `model` (an embedder's model id).
+    /// Distinct chunk texts without a vector of `model` (an embedder's model id). Counted once
+    /// per index generation.
     pub async fn missing_count(&self, model: &str) -> Result<usize, IndexError> {
+        let generation = self.generation().await?;
+        let mut cached = self.missing.lock().await;
+        if let Some((g, m, n)) = cached.as_ref()
+            && *g == generation
+            && m == model
+        {
+            return Ok(*n);
+        }
+        let n = self.count_missing(model).await?;
+        *cached = Some((generation, model.to_owned(), n));
+        Ok(n)
+    }
+
+    async fn count_missing(&self, model: &str) -> Result<usize, IndexError> {
         let model = vector_key(model);
         let n: i64 = sqlx::query_scalar(
             "SELECT count(DISTINCT c.hash) FROM chunks c WHERE NOT EXISTS \
