@@ -199,4 +199,23 @@ assert hits and all(h["path"].startswith("src/") for h in hits), hits
 print(f"embeddings check: {report['embedded']} chunks embedded by llama.cpp in {report['embedding']['calls']} calls, "
       f"{report['embedding']['input_tokens']} tokens as the server counted them; vector search returned {len(hits)} hits")
 PY
+step "baton run with the code tools: the real model's search_code embedded by llama.cpp, journaled as embeddings_used"
+mkdir -p "$work/ws-search/src"
+cp "$work/ws-index/src/"*.py "$work/ws-search/src/"
+XDG_CONFIG_HOME="$work/config" run_baton search --no-stream --tool-choice search_code
+python3 - "$work/events-search.jsonl" <<'PY'
+import json, sys
+events = [json.loads(l) for l in open(sys.argv[1])]
+calls = {e["call_id"]: e for e in events if e.get("type") == "tool_call_started"}
+searched = [e for e in events if e.get("type") == "tool_call_finished" and calls[e["call_id"]]["name"] == "search_code"]
+assert searched, "the real model made no search_code call"
+used = [e for e in events if e.get("type") == "embeddings_used"]
+assert used, "no embeddings_used in the run's journal"
+assert all(e["model"] == "openai/smollm2-embed" for e in used), used
+inputs = sum(e["inputs"] for e in used)
+tokens = sum(e["input_tokens"] for e in used)
+assert inputs >= 1 and tokens > 0, used
+print(f"run embeddings check: {len(searched)} search_code calls by the real model; {inputs} texts "
+      f"({tokens} tokens as llama.cpp counted them) embedded and journaled in {len(used)} embeddings_used events")
+PY
 echo "real-model e2e: OK"

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use baton::settings::check_budget_is_priced;
-use baton_core::{OnTextReply, ResponseMode, RunSettings, replay};
+use baton_core::{RunSettings, replay};
 use baton_engine::{
     Engine, EngineError, RunObserver, RunOutcome, SettingsOverride, Snapshots, StartRun,
     StopHandle, StopSignal,
@@ -15,7 +15,7 @@ use baton_engine::{
 use baton_store::Store;
 use baton_summary::{RunAggregate, RunView, status_label};
 
-use crate::config::{ConfigLayer, ContextConfig};
+use crate::config::ConfigLayer;
 use crate::output::{self, Human, JsonLines};
 use crate::plan_cmd::{self, PlanRequest};
 use crate::store::{
@@ -147,33 +147,13 @@ pub(crate) fn build_engine_with(
     Ok(engine)
 }
 
-fn flags_layer(flags: &ModelFlags) -> ConfigLayer {
-    ConfigLayer {
-        base_url: flags.base_url.clone(),
-        model: flags.model.clone(),
-        max_turns: flags.max_turns,
-        response_mode: flags.no_stream.then_some(ResponseMode::Whole),
-        tool_choice: flags.tool_choice.clone(),
-        provider: flags.provider.clone(),
-        wire_api: flags.wire_api,
-        thinking: flags.thinking,
-        thinking_budget: flags.thinking_budget,
-        reasoning_effort: flags.reasoning_effort.clone(),
-        verbosity: flags.verbosity,
-        no_tool_turns: flags.no_tool_turns,
-        budget_usd: flags.budget_usd,
-        budget_tokens: flags.budget_tokens,
-        max_time: flags.max_time.clone(),
-        task_budget_usd: flags.task_budget_usd,
-        task_budget_tokens: flags.task_budget_tokens,
-        task_max_turns: flags.task_max_turns,
-        task_max_time: flags.task_max_time.clone(),
-        context: flags.context_window.map(|window| ContextConfig {
-            window: Some(window),
-            ..ContextConfig::default()
-        }),
-        ..ConfigLayer::default()
-    }
+/// The flags as a configuration layer: [`ModelFlags`] serialized, each flag into the key of
+/// its name. A flag that is not a key is refused by the layer's `deny_unknown_fields`; the unit
+/// test `every_flag_is_a_config_key` sets them all, so that cannot ship.
+fn flags_layer(flags: &ModelFlags) -> Result<ConfigLayer, CliError> {
+    serde_json::to_value(flags)
+        .and_then(serde_json::from_value)
+        .map_err(|e| CliError::from(anyhow!("the flags are not a configuration layer: {e}")))
 }
 
 /// The output stream (JSONL or human) and, when the environment asks for it, the trace.
@@ -223,19 +203,7 @@ pub(crate) fn on_signals(handle: StopHandle, first: &'static str) {
     });
 }
 
-/// Parses `--on-text-reply`.
-fn on_text_reply(text: Option<&str>) -> Result<Option<OnTextReply>, CliError> {
-    text.map(|text| {
-        OnTextReply::parse(text).ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "--on-text-reply {text}: use finish, nudge or pause"
-            ))
-        })
-    })
-    .transpose()
-}
-
-/// The flags' layer, with `--on-text-reply` checked, over the layer a supervisor passed.
+/// The flags' layer over the layer a supervisor passed.
 pub(crate) fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, CliError> {
     let passed = match &flags.settings_layer {
         Some(json) => serde_json::from_str::<ConfigLayer>(json)
@@ -243,10 +211,7 @@ pub(crate) fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, Cli
         None => ConfigLayer::default(),
     };
     Ok(passed
-        .overlay(ConfigLayer {
-            on_text_reply: on_text_reply(flags.on_text_reply.as_deref())?,
-            ..flags_layer(flags)
-        })
+        .overlay(flags_layer(flags)?)
         .overlay(flags.mcp.layer()?))
 }
 
@@ -505,11 +470,13 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         .settings
         .clone()
         .ok_or_else(|| anyhow!("run {run_id} has no recorded settings; it never started"))?;
+    // The flags' keys replace the recorded values from now on; the rest stays as journaled.
+    let settings = baton::settings::apply(&flags_layer_checked(&args.model)?, recorded)?;
     let overrides = SettingsOverride {
+        settings: Some(settings.clone()),
         plan: args.plan.as_deref().map(plan_cmd::load_plan).transpose()?,
-        ..baton::settings::resume_overrides(&flags_layer_checked(&args.model)?, &recorded)?
+        ..SettingsOverride::default()
     };
-    let settings = overrides.apply(recorded);
     // The run's recorded settings decide the model; files and environment still set the
     // client's timeouts and retry budget, which are not part of the run.
     // `--mcp`, `--mcp-config` and `--no-mcp` count here too: servers are this process's.

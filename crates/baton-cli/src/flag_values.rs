@@ -47,6 +47,31 @@ pub fn verbosity(text: &str) -> Result<baton_core::Verbosity, String> {
     }
 }
 
+/// `--on-text-reply`: `finish`, `nudge` or `pause`.
+pub fn on_text_reply(text: &str) -> Result<baton_core::OnTextReply, String> {
+    baton_core::OnTextReply::parse(text)
+        .ok_or_else(|| format!("use finish, nudge or pause, not {text:?}"))
+}
+
+/// `--no-stream` as the config key it sets: `response_mode = "whole"` (unset without it).
+pub fn whole_responses<S: serde::Serializer>(no_stream: &bool, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    no_stream
+        .then_some(baton_core::ResponseMode::Whole)
+        .serialize(s)
+}
+
+/// `--context-window N` as the config key it sets: `[context] window = N`.
+pub fn context_window<S: serde::Serializer>(window: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    window
+        .map(|window| baton::config::ContextConfig {
+            window: Some(window),
+            ..Default::default()
+        })
+        .serialize(s)
+}
+
 /// A non-negative decimal: an amount of USD (`--budget-usd 2.50`) or of seconds.
 pub fn amount(text: &str) -> Result<f64, String> {
     let value = text

@@ -267,7 +267,11 @@ pub struct WorkerArgs {
     worker_id: Option<String>,
 }
 
-#[derive(Args, Clone, Default)]
+/// The run-shaping flags. Each one *is* the configuration key of its name: the flags' layer is
+/// this struct serialized into a [`config::ConfigLayer`] (`commands::flags_layer`), whose
+/// `deny_unknown_fields` refuses a flag that is not a key (a unit test sets them all). So a new
+/// setting's flag is one field here, its key one field in `ConfigLayer`, and nothing in between.
+#[derive(Args, Clone, Default, serde::Serialize)]
 pub struct ModelFlags {
     /// Provider preset: openai, anthropic, deepseek, qwen, moonshot, glm, zhipu, qwen-cn,
     /// doubao, siliconflow, minimax, openrouter, ollama, vllm, llamacpp (API flavour, base URL
@@ -285,6 +289,10 @@ pub struct ModelFlags {
     max_turns: Option<u32>,
     /// Ask for whole responses instead of streamed ones.
     #[arg(long)]
+    #[serde(
+        rename = "response_mode",
+        serialize_with = "flag_values::whole_responses"
+    )]
     no_stream: bool,
     /// Whether the model must call a tool: `auto` (default), `required`, or a tool name.
     #[arg(long, value_name = "MODE")]
@@ -292,8 +300,8 @@ pub struct ModelFlags {
     /// What a reply without a tool call means after its one nudge: `finish` (default: the
     /// reply is the summary, as if the model called `finish`), `nudge` (keep nudging, bounded by
     /// --no-tool-turns) or `pause` (pause for a person, reason text_reply).
-    #[arg(long, value_name = "finish|nudge|pause")]
-    on_text_reply: Option<String>,
+    #[arg(long, value_name = "finish|nudge|pause", value_parser = crate::flag_values::on_text_reply)]
+    on_text_reply: Option<baton_core::OnTextReply>,
     /// The OpenAI wire: `chat` (Chat Completions) or `responses`; default: `responses` for the
     /// models OpenAI serves only there (the `*-codex` family, `*-pro`), else `chat`.
     #[arg(long, value_name = "chat|responses", value_parser = crate::flag_values::wire_api)]
@@ -318,6 +326,7 @@ pub struct ModelFlags {
     no_tool_turns: Option<u32>,
     /// The model's context window in tokens (default: from the model's profile).
     #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u64>)]
+    #[serde(rename = "context", serialize_with = "flag_values::context_window")]
     context_window: Option<u64>,
     /// Pause the run when its cost reaches this many USD (a call that could pass it is not sent).
     #[arg(long, value_name = "USD", value_parser = crate::flag_values::amount)]
@@ -343,8 +352,10 @@ pub struct ModelFlags {
     /// Set by a supervisor for its agent processes: its own flags as one configuration layer
     /// (JSON), under this process's flags — the settings passed as data, not re-spelled.
     #[arg(long, hide = true, value_name = "JSON")]
+    #[serde(skip)]
     settings_layer: Option<String>,
     #[command(flatten)]
+    #[serde(skip)]
     mcp: mcp_cmd::McpFlags,
 }
 

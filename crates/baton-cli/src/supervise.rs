@@ -579,6 +579,62 @@ mod tests {
         );
     }
 
+    /// Every run-shaping flag is the config key of its name: set them all at once and each
+    /// lands in the layer (a flag with no key, or one that sets nothing, fails here).
+    #[test]
+    fn every_flag_is_a_config_key() {
+        use clap::{CommandFactory, Parser};
+        #[derive(Parser)]
+        struct Only {
+            #[command(flatten)]
+            model: ModelFlags,
+        }
+        let mut given: Vec<String> = vec!["baton".into()];
+        let mut flags = 0;
+        for arg in Only::command().get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            // `--mcp*` make their own layer (`McpFlags::layer`), which reads files.
+            if arg.is_hide_set() || long.contains("mcp") || long == "help" {
+                continue;
+            }
+            given.push(format!("--{long}"));
+            flags += 1;
+            if !arg.get_action().takes_values() {
+                continue;
+            }
+            let value = match arg.get_value_names().and_then(|v| v.first()) {
+                None => continue,
+                Some(name) => match name.as_str() {
+                    "N" => "7",
+                    "USD" => "1.5",
+                    "DURATION" => "5m",
+                    "URL" => "http://h/v1",
+                    "NAME" if long == "provider" => "openai",
+                    "NAME" => "m",
+                    "MODE" => "required",
+                    "WORD" => "high",
+                    choices => choices.split('|').next().unwrap(),
+                },
+            };
+            given.push(value.into());
+        }
+        let layer = commands::flags_layer_checked(&Only::parse_from(&given).model).unwrap();
+        let value = serde_json::to_value(&layer).unwrap();
+        let set: Vec<&String> = value
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, _)| k)
+            .collect();
+        assert!(flags >= 20, "{given:?}");
+        assert_eq!(
+            set.len(),
+            flags,
+            "each flag sets its key: {given:?} gave {set:?}"
+        );
+    }
+
     #[test]
     fn causes_name_the_signal_or_the_panic() {
         let killed = ExitStatus::from_raw(9);

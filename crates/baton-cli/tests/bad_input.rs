@@ -386,6 +386,45 @@ fn an_unknown_tool_choice_is_a_usage_error() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_tool_choice_on_resume_is_a_usage_error_and_the_run_is_untouched() {
+    let server = ScriptedServer::start(vec![turn(&[("finish", json!({"summary": "ok"}))])]).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let url = server.base_url();
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &[
+            "run",
+            "--base-url",
+            &url,
+            "--model",
+            "m",
+            "--max-turns",
+            "0",
+            "x",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(3), "paused at max turns: {out:?}");
+    let before = journal(ws.path(), home.path());
+    let out = baton_blocking(
+        ws.path(),
+        home.path(),
+        &["resume", "--last", "--tool-choice", "launch_rockets"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("launch_rockets") && stderr.contains("write_file"),
+        "{stderr}"
+    );
+    assert_eq!(journal(ws.path(), home.path()), before, "nothing journaled");
+    assert!(server.received().is_empty(), "nothing sent to the model");
+}
+
 #[test]
 fn an_unknown_provider_is_a_usage_error_naming_the_known_ones() {
     let ws = tempfile::tempdir().unwrap();

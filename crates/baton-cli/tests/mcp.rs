@@ -520,3 +520,54 @@ async fn a_secret_a_failing_server_echoes_is_redacted_everywhere() {
     );
     assert!(!serde_json::to_string(&events).unwrap().contains(secret));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_choice_may_name_an_mcp_tool_and_an_unknown_one_is_refused_before_the_run() {
+    let server = ScriptedServer::start(script()).await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mcp = format!("ev=node {} stdio", everything_js());
+    // Not among the standard tools: only the engine, with the server's tools, knows it.
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &[
+            "--mcp",
+            &mcp,
+            "--tool-choice",
+            "mcp__ev__echo",
+            "use the server",
+        ],
+    )
+    .await;
+    assert_finished(&out);
+    let first = &server.received()[0].body;
+    assert_eq!(
+        first["tool_choice"]["function"]["name"], "mcp__ev__echo",
+        "{first}"
+    );
+
+    let sent = server.received().len();
+    let out = run_against(
+        &server,
+        ws.path(),
+        home.path(),
+        &["--mcp", &mcp, "--tool-choice", "mcp__ev__launch", "again"],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mcp__ev__launch") && stderr.contains("mcp__ev__get-sum"),
+        "the refusal names the choice and the tools there are: {stderr}"
+    );
+    assert_eq!(
+        server.received().len(),
+        sent,
+        "nothing was sent to the model"
+    );
+    let store = open_journal(ws.path(), home.path()).await;
+    let runs = baton_store::Store::list_runs(&store).await.unwrap();
+    assert_eq!(runs.len(), 1, "no second run was created: {runs:?}");
+}

@@ -23,6 +23,16 @@ impl Budget {
     pub fn is_unlimited(&self) -> bool {
         *self == Budget::default()
     }
+
+    /// This budget over `below`: each ceiling set here replaces the one there (a resume's
+    /// `--budget-usd` raises the cost ceiling and keeps the recorded token ceiling).
+    pub fn over(self, below: Budget) -> Budget {
+        Budget {
+            usd: self.usd.or(below.usd),
+            tokens: self.tokens.or(below.tokens),
+            wall_time_secs: self.wall_time_secs.or(below.wall_time_secs),
+        }
+    }
 }
 
 /// Share of a budget at which the run warns once.

@@ -52,6 +52,10 @@ pub struct StartRun {
 /// Settings a `resume` may change; `None` keeps the recorded value.
 #[derive(Clone, Debug, Default)]
 pub struct SettingsOverride {
+    /// The run's settings from now on, whole, instead of the recorded ones (the CLI applies its
+    /// flags' configuration layer to the recorded settings: `baton::settings::apply`); the
+    /// fields below apply over them.
+    pub settings: Option<RunSettings>,
     pub provider: Option<baton_core::ProviderKind>,
     pub base_url: Option<String>,
     pub model: Option<String>,
@@ -81,7 +85,8 @@ pub struct SettingsOverride {
 }
 
 impl SettingsOverride {
-    pub fn apply(&self, mut settings: RunSettings) -> RunSettings {
+    pub fn apply(&self, recorded: RunSettings) -> RunSettings {
+        let mut settings = self.settings.clone().unwrap_or(recorded);
         if let Some(v) = self.provider {
             settings.model.provider = v;
         }
@@ -92,16 +97,10 @@ impl SettingsOverride {
             settings.model.model = v.clone();
         }
         if let Some(budget) = self.budget {
-            settings.budget.usd = budget.usd.or(settings.budget.usd);
-            settings.budget.tokens = budget.tokens.or(settings.budget.tokens);
-            settings.budget.wall_time_secs =
-                budget.wall_time_secs.or(settings.budget.wall_time_secs);
+            settings.budget = budget.over(settings.budget);
         }
         if let Some(budget) = self.task_budget {
-            let current = &mut settings.tasks.budget;
-            current.usd = budget.usd.or(current.usd);
-            current.tokens = budget.tokens.or(current.tokens);
-            current.wall_time_secs = budget.wall_time_secs.or(current.wall_time_secs);
+            settings.tasks.budget = budget.over(settings.tasks.budget);
         }
         if let Some(v) = self.task_max_turns {
             settings.tasks.max_turns = Some(v);

@@ -30,6 +30,21 @@ use crate::checkpoint::{self, LoadFailure};
 use crate::failure::pause_for_failure;
 use crate::journal::Journal;
 
+/// A tool choice that names a tool must name one the run offers: the standard tools, the code
+/// index's, an MCP server's, a program's own. Checked by the engine, which knows them all,
+/// rather than by configuration, which sees only the standard set.
+fn check_tool_choice(choice: &baton_core::ToolChoice, offered: &[&str]) -> Result<(), EngineError> {
+    match choice {
+        baton_core::ToolChoice::Function(name) if !offered.contains(&name.as_str()) => {
+            Err(EngineError::Usage(format!(
+                "tool choice '{name}' is neither auto, required nor a tool this run has ({})",
+                offered.join(", ")
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Where a started run's lease comes from.
 enum StartAs {
     /// A new run under this id.
@@ -166,6 +181,8 @@ impl Engine {
     }
 
     async fn start_as(&self, start: StartAs, request: StartRun) -> Result<RunOutcome, EngineError> {
+        let names = self.tools.names();
+        check_tool_choice(&request.settings.model.tool_choice, &names)?;
         let workspace = Workspace::new(&request.workspace).map_err(|e| EngineError::Workspace {
             path: request.workspace.display().to_string(),
             detail: e.to_string(),
@@ -355,10 +372,14 @@ impl Engine {
                     .into(),
             ));
         }
+        let resumed = overrides.apply(settings.clone());
+        // A resumed run offers the tools it journaled when it started.
+        if resumed.model.tool_choice != settings.model.tool_choice {
+            let names: Vec<&str> = state.tools.iter().map(|t| t.name.as_str()).collect();
+            check_tool_choice(&resumed.model.tool_choice, &names)?;
+        }
         journal
-            .record(Event::RunResumed {
-                settings: overrides.apply(settings),
-            })
+            .record(Event::RunResumed { settings: resumed })
             .await?;
         if let Some(plan) = plan {
             journal

@@ -45,7 +45,7 @@ impl Error {
     /// ```
     pub fn is_usage(&self) -> bool {
         match self {
-            Error::Usage(_) => true,
+            Error::Usage(_) | Error::Engine(EngineError::Usage(_)) => true,
             Error::Store(e) | Error::Engine(EngineError::Store(e)) => store_is_usage(e),
             Error::Engine(_) | Error::Failed(_) => false,
         }

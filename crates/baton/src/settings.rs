@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use baton_context::profile::profile_for;
 use baton_core::governance::Budget;
 use baton_core::{Limits, ModelSettings, ProviderKind, RunSettings, ToolChoice};
-use baton_tools::ToolRegistry;
 
 use crate::config::{self, ConfigLayer};
 use crate::{Error, providers};
@@ -72,21 +71,10 @@ fn budget_of(
     })
 }
 
-/// Parses `--tool-choice` / `tool_choice`; a tool name must be one the agent has.
-fn tool_choice(text: Option<&str>) -> Result<Option<ToolChoice>, Error> {
-    let Some(choice) = text.map(ToolChoice::parse) else {
-        return Ok(None);
-    };
-    if let ToolChoice::Function(name) = &choice {
-        let tools = ToolRegistry::standard();
-        if tools.effect_of(name).is_none() {
-            return Err(Error::usage(format!(
-                "tool choice '{name}' is neither auto, required nor a tool name ({})",
-                tools.names().join(", ")
-            )));
-        }
-    }
-    Ok(Some(choice))
+/// Parses `--tool-choice` / `tool_choice`. Whether a named tool exists is the engine's check
+/// (`Engine::start` / `resume`): only it knows the run's whole registry (code index, MCP).
+fn tool_choice(text: Option<&str>) -> Option<ToolChoice> {
+    text.map(ToolChoice::parse)
 }
 
 /// The user file, the project file and the environment, in that order of precedence.
@@ -157,15 +145,41 @@ pub fn settings_of(layer: ConfigLayer) -> Result<(RunSettings, ConfigLayer), Err
             user_file.as_deref(),
         )));
     };
-    let defaults = Limits::default();
     let profile = profile_for(&model);
-    let context_layer = layer.context.clone().unwrap_or_default();
-    let mut context = context_layer.apply(profile.context.clone())?;
-    let budget = budget_from(&layer)?;
-    let wire_api = layer
-        .wire_api
-        .unwrap_or_else(|| default_wire_api(&base_url, &model));
     let provider_kind = preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind);
+    // The model's defaults, under everything the layer sets.
+    let defaults = RunSettings {
+        model: ModelSettings {
+            provider: provider_kind,
+            wire_api: default_wire_api(&base_url, &model),
+            base_url,
+            model,
+            response_mode: Default::default(),
+            tool_choice: ToolChoice::default(),
+            reasoning: baton_core::ReasoningSettings {
+                history: profile.reasoning.history,
+                effort: None,
+                // The profile's thinking switch is for the model's own wire; through a
+                // gateway (OpenRouter, a proxy) the field may mean something else.
+                thinking: profile
+                    .reasoning
+                    .thinking
+                    .filter(|_| provider_kind == ProviderKind::Anthropic),
+                thinking_budget: None,
+                verbosity: None,
+            },
+        },
+        limits: Limits::default(),
+        budget: Budget::default(),
+        loop_detection: Default::default(),
+        // Normalized as a `[context]` table would leave it (masking values filled in).
+        context: config::ContextConfig::default().apply(profile.context.clone())?,
+        tasks: Default::default(),
+        endings: Default::default(),
+    };
+    let mut settings = apply(&layer, defaults)?;
+    let context_layer = layer.context.clone().unwrap_or_default();
+    let wire_api = settings.model.wire_api;
     let provider_can_compact =
         provider_kind == ProviderKind::Anthropic || wire_api == baton_core::WireApi::Responses;
     // The profile's choice of compaction holds where the wire can compact and configuration
@@ -175,9 +189,9 @@ pub fn settings_of(layer: ConfigLayer) -> Result<(RunSettings, ConfigLayer), Err
         && context_layer.compaction.is_none()
         && context_layer.summary.is_none()
     {
-        context.compaction = baton_core::Compaction::Provider;
+        settings.context.compaction = baton_core::Compaction::Provider;
     }
-    if context.compaction == baton_core::Compaction::Provider
+    if settings.context.compaction == baton_core::Compaction::Provider
         && provider_kind == ProviderKind::OpenAiCompatible
         && wire_api != baton_core::WireApi::Responses
     {
@@ -186,57 +200,78 @@ pub fn settings_of(layer: ConfigLayer) -> Result<(RunSettings, ConfigLayer), Err
              or Anthropic: Chat Completions servers do not compact; use \"baton\" here",
         ));
     }
+    Ok((settings, layer))
+}
+
+/// The keys `layer` sets, applied onto `settings`: each set key replaces its value there, unset
+/// keys keep it; every value is held to the rules of the configuration (a bad one is a usage
+/// error naming its key). The one place a configuration key becomes a run setting: a new run
+/// applies its merged layer onto its model's defaults ([`settings_of`]), a resume applies its
+/// flags onto the settings the run recorded. A new setting is one line here.
+///
+/// ```
+/// use baton::config::ConfigLayer;
+/// let layer = ConfigLayer {
+///     base_url: Some("http://127.0.0.1:8080/v1".into()),
+///     model: Some("m".into()),
+///     ..ConfigLayer::default()
+/// };
+/// let (recorded, _) = baton::settings::settings_of(layer).unwrap();
+/// let resumed = ConfigLayer { task_max_turns: Some(9), ..ConfigLayer::default() };
+/// let settings = baton::settings::apply(&resumed, recorded.clone()).unwrap();
+/// assert_eq!(settings.tasks.max_turns, Some(9));
+/// assert_eq!(settings.model, recorded.model, "unset keys keep their value");
+/// ```
+pub fn apply(layer: &ConfigLayer, mut s: RunSettings) -> Result<RunSettings, Error> {
+    // A preset switches flavour and, unless a base URL is given, endpoint.
+    if let Some(preset) = preset_named(layer.provider.as_deref())? {
+        s.model.provider = preset.kind;
+        s.model.base_url = preset.base_url.to_string();
+    }
+    set(&mut s.model.base_url, layer.base_url.clone());
+    set(&mut s.model.model, layer.model.clone());
+    set(&mut s.model.response_mode, layer.response_mode);
+    set(
+        &mut s.model.tool_choice,
+        tool_choice(layer.tool_choice.as_deref()),
+    );
+    set(&mut s.model.wire_api, layer.wire_api);
+    let reasoning = &mut s.model.reasoning;
+    set(&mut reasoning.history, layer.reasoning_history);
     if let Some(b) = layer.thinking_budget.filter(|b| *b < 1024) {
         return Err(Error::usage(format!(
             "thinking_budget = {b} is too small: Anthropic's minimum is 1024 tokens"
         )));
     }
-    let settings = RunSettings {
-        tasks: baton_core::TaskSettings {
-            budget: task_budget_from(&layer)?,
-            max_turns: layer.task_max_turns,
-            ..Default::default()
-        },
-        model: ModelSettings {
-            provider: preset.map_or(ProviderKind::OpenAiCompatible, |p| p.kind),
-            base_url,
-            model,
-            response_mode: layer.response_mode.unwrap_or_default(),
-            tool_choice: tool_choice(layer.tool_choice.as_deref())?.unwrap_or_default(),
-            reasoning: baton_core::ReasoningSettings {
-                history: layer.reasoning_history.unwrap_or(profile.reasoning.history),
-                effort: layer.reasoning_effort.clone(),
-                // The profile's thinking switch is for the model's own wire; through a
-                // gateway (OpenRouter, a proxy) the field may mean something else.
-                thinking: layer.thinking.or(profile
-                    .reasoning
-                    .thinking
-                    .filter(|_| provider_kind == ProviderKind::Anthropic)),
-                thinking_budget: layer.thinking_budget,
-                verbosity: layer.verbosity,
-            },
-            wire_api,
-        },
-        limits: Limits {
-            max_turns: layer.max_turns.unwrap_or(defaults.max_turns),
-            shell_timeout_secs: layer
-                .shell_timeout_secs
-                .unwrap_or(defaults.shell_timeout_secs),
-        },
-        context,
-        budget,
-        loop_detection: baton_core::governance::LoopPolicy {
-            no_tool_turns: layer
-                .no_tool_turns
-                .unwrap_or(baton_core::governance::LoopPolicy::default().no_tool_turns),
-            ..Default::default()
-        },
-        endings: baton_core::EndingPolicy {
-            on_text_reply: layer.on_text_reply.unwrap_or_default(),
-            ..Default::default()
-        },
-    };
-    Ok((settings, layer))
+    set_some(&mut reasoning.thinking, layer.thinking);
+    set_some(&mut reasoning.thinking_budget, layer.thinking_budget);
+    set_some(&mut reasoning.effort, layer.reasoning_effort.clone());
+    set_some(&mut reasoning.verbosity, layer.verbosity);
+    set(&mut s.limits.max_turns, layer.max_turns);
+    set(&mut s.limits.shell_timeout_secs, layer.shell_timeout_secs);
+    if let Some(context) = &layer.context {
+        s.context = context.apply(s.context)?;
+    }
+    s.budget = budget_from(layer)?.over(s.budget);
+    s.tasks.budget = task_budget_from(layer)?.over(s.tasks.budget);
+    set_some(&mut s.tasks.max_turns, layer.task_max_turns);
+    set(&mut s.loop_detection.no_tool_turns, layer.no_tool_turns);
+    set(&mut s.endings.on_text_reply, layer.on_text_reply);
+    Ok(s)
+}
+
+/// A key set in a layer replaces the setting.
+fn set<T>(setting: &mut T, key: Option<T>) {
+    if let Some(value) = key {
+        *setting = value;
+    }
+}
+
+/// A key set in a layer replaces an optional setting.
+fn set_some<T>(setting: &mut Option<T>, key: Option<T>) {
+    if key.is_some() {
+        *setting = key;
+    }
 }
 
 /// The OpenAI wire a run speaks unless `wire_api` says: the Responses API for the models
@@ -255,50 +290,6 @@ fn default_wire_api(base_url: &str, model: &str) -> baton_core::WireApi {
     } else {
         baton_core::WireApi::Chat
     }
-}
-
-/// What a resume given `layer` (the CLI's flags) changes in a run `recorded` with: every key
-/// set replaces the recorded value from now on; the rest stays as journaled. A provider preset
-/// switches flavour and, unless a base URL is given, endpoint. Values are held to the rules of
-/// a new run's configuration.
-pub fn resume_overrides(
-    layer: &ConfigLayer,
-    recorded: &RunSettings,
-) -> Result<baton_engine::SettingsOverride, Error> {
-    let preset = preset_named(layer.provider.as_deref())?;
-    let context_window = layer.context.as_ref().and_then(|c| c.window);
-    if let Some(window) = context_window {
-        config::ContextConfig {
-            window: Some(window),
-            ..config::ContextConfig::default()
-        }
-        .apply(recorded.context.clone())?;
-    }
-    let budget = budget_from(layer)?;
-    let task_budget = task_budget_from(layer)?;
-    Ok(baton_engine::SettingsOverride {
-        provider: preset.map(|p| p.kind),
-        base_url: layer
-            .base_url
-            .clone()
-            .or_else(|| preset.map(|p| p.base_url.to_string())),
-        model: layer.model.clone(),
-        max_turns: layer.max_turns,
-        response_mode: layer.response_mode,
-        tool_choice: tool_choice(layer.tool_choice.as_deref())?,
-        context_window,
-        budget: (!budget.is_unlimited()).then_some(budget),
-        plan: None,
-        task_budget: (!task_budget.is_unlimited()).then_some(task_budget),
-        task_max_turns: layer.task_max_turns,
-        on_text_reply: layer.on_text_reply,
-        no_tool_turns: layer.no_tool_turns,
-        wire_api: layer.wire_api,
-        thinking: layer.thinking,
-        thinking_budget: layer.thinking_budget,
-        reasoning_effort: layer.reasoning_effort.clone(),
-        verbosity: layer.verbosity,
-    })
 }
 
 /// The preset a `--provider` / `provider =` names; an unknown name is a usage error.
