@@ -8,7 +8,6 @@ mod doctor;
 mod flag_values;
 mod goal;
 mod index_cmd;
-mod logging;
 mod mcp_cmd;
 mod mcp_server;
 mod output;
@@ -22,6 +21,7 @@ mod transcript;
 mod worker;
 
 use baton::{client, config, store, trust};
+use baton_telemetry::logs as logging;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -457,7 +457,7 @@ fn main() -> ExitCode {
         Command::Resume(_) | Command::Worker(_) => logging::FileLog::Deferred,
         _ => logging::FileLog::Off,
     };
-    logging::init(cli.verbose, file_log);
+    logging::init(cli.verbose, file_log, &baton::settings::secret_values(None));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

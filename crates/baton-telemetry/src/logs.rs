@@ -43,6 +43,8 @@ enum State {
 
 struct Sink {
     state: Mutex<State>,
+    /// Every secret given so far ([`init`], [`redact_also`]): the redactor is rebuilt from them.
+    secrets: Mutex<Vec<String>>,
     redactor: Mutex<Redactor>,
 }
 
@@ -51,7 +53,8 @@ static SINK: OnceLock<Sink> = OnceLock::new();
 fn sink() -> &'static Sink {
     SINK.get_or_init(|| Sink {
         state: Mutex::new(State::Pending(Vec::new())),
-        redactor: Mutex::new(redactor(secrets_in_env())),
+        secrets: Mutex::new(Vec::new()),
+        redactor: Mutex::new(redactor(Vec::new())),
     })
 }
 
@@ -67,11 +70,6 @@ fn redactor(secrets: Vec<String>) -> Redactor {
     Redactor::new(secrets.into_iter().chain(escaped))
 }
 
-/// Values of environment variables named like credentials (the API key among them).
-fn secrets_in_env() -> Vec<String> {
-    baton::settings::secret_values(None)
-}
-
 /// `text` with every secret the logs scrub scrubbed: for lines printed directly (an MCP
 /// server's stderr in its failure, say), which may echo a token.
 pub fn redacted(text: &str) -> String {
@@ -81,14 +79,15 @@ pub fn redacted(text: &str) -> String {
     }
 }
 
-/// Also scrub these values (secrets known only once the configuration is read).
+/// Also scrub these values (secrets known only once the configuration is read), beside every
+/// one given before.
 pub fn redact_also(secrets: &[String]) {
-    let Ok(mut redactor) = sink().redactor.lock() else {
+    let sink = sink();
+    let (Ok(mut known), Ok(mut redactor)) = (sink.secrets.lock(), sink.redactor.lock()) else {
         return;
     };
-    let mut all = secrets_in_env();
-    all.extend(secrets.iter().cloned());
-    *redactor = self::redactor(all);
+    known.extend(secrets.iter().cloned());
+    *redactor = self::redactor(known.clone());
 }
 
 impl Sink {
@@ -234,8 +233,11 @@ fn filter(default: &str) -> EnvFilter {
     EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default))
 }
 
-/// Installs the subscriber: stderr always, the JSON file when `file` says so.
-pub fn init(verbose: u8, file: FileLog) {
+/// Installs the subscriber: stderr always, the JSON file when `file` says so. `secrets` (the
+/// values of credential-named environment variables) are scrubbed from every line from the
+/// start; [`redact_also`] adds the ones known later.
+pub fn init(verbose: u8, file: FileLog, secrets: &[String]) {
+    redact_also(secrets);
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_filter(filter(level_for(verbose)));
@@ -270,6 +272,7 @@ mod tests {
     fn lines_are_redacted_before_they_are_written() {
         let sink = Sink {
             state: Mutex::new(State::Pending(Vec::new())),
+            secrets: Mutex::new(Vec::new()),
             redactor: Mutex::new(redactor(vec![
                 "sk-very-secret-1234".to_string(),
                 "pass\"word\\42".to_string(),
