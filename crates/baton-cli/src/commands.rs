@@ -9,8 +9,8 @@ use anyhow::anyhow;
 use baton::settings::check_budget_is_priced;
 use baton_core::{RunSettings, replay};
 use baton_engine::{
-    Engine, EngineError, RunObserver, RunOutcome, SettingsOverride, Snapshots, StartRun,
-    StopHandle, StopSignal,
+    Engine, EngineError, RunObserver, RunOutcome, SettingsOverride, Snapshots, StopHandle,
+    StopSignal,
 };
 use baton_store::Store;
 use baton_summary::{RunAggregate, RunView, status_label};
@@ -67,59 +67,35 @@ pub(crate) fn resolve_settings(
 /// How long a run's end may wait for the trace receiver.
 pub(crate) const TRACE_FLUSH: Duration = Duration::from_secs(3);
 
-/// The engine of `run` / `resume`: pauses on Ctrl-C, snapshots unless turned off, with the
-/// configured MCP servers' tools (started here, all at once; one that fails is reported on
-/// stderr and left out). The servers' sessions end when the returned handle is dropped.
-/// The store a run is kept in, and its PostgreSQL URL when it is one (the code index's shared
-/// embedding cache may live there).
-struct RunStore<'a> {
-    store: Arc<dyn Store>,
-    postgres_url: Option<&'a str>,
-}
-
-async fn build_engine(
+/// The runtime of `run` / `resume`: pauses on Ctrl-C, snapshots unless turned off, with the
+/// configured MCP servers' tools (a server that fails to start is reported on stderr and left
+/// out). The servers' sessions end with [`baton::Runtime::shutdown`] or when it is dropped.
+async fn runtime(
     workspace: &Path,
-    settings: &RunSettings,
-    layer: &ConfigLayer,
-    run_store: RunStore<'_>,
+    (settings, layer): (RunSettings, ConfigLayer),
+    opened: baton::store::Opened,
     observer: Arc<dyn RunObserver>,
     exec: baton_tools::ExecEnv,
     no_snapshots: bool,
-) -> Result<(Engine, Option<Arc<baton_mcp::McpTools>>), CliError> {
-    let RunStore {
-        store,
-        postgres_url: store_url,
-    } = run_store;
-    let snapshots = match layer.snapshots.as_ref().and_then(|s| s.enabled) {
-        _ if no_snapshots => Snapshots::Off,
-        Some(false) => Snapshots::Off,
-        _ => Snapshots::On,
-    };
-    let mcp = baton::mcp::start(workspace, layer, &exec).await?;
-    let code = baton::code::CodeIntel::for_run(workspace, layer, store_url).await?;
-    if code.as_ref().is_some_and(|c| c.embeddings().is_none()) {
-        eprintln!("baton: {}", baton::embeddings::NO_EMBEDDER);
+) -> Result<baton::Runtime, CliError> {
+    let mut builder = baton::Runtime::builder()
+        .workspace(workspace)
+        .resolved(settings, layer)
+        .opened_store(opened)
+        .observer(observer)
+        .stop_signal(stop_on_signals())
+        .exec(exec);
+    if no_snapshots {
+        builder = builder.snapshots(Snapshots::Off);
     }
-    let tools = baton::code::run_tools(code.as_ref(), mcp.as_deref());
-    let engine = build_engine_with(
-        settings,
-        layer,
-        store,
-        exec,
-        baton::code::observing(observer, code.as_ref()),
-        stop_on_signals(),
-        tools,
-    )?;
-    let engine = baton::code::with_code(engine, code.as_ref())
-        .with_snapshots(snapshots)
-        .with_mcp_started(mcp.as_deref().map(baton::mcp::started).unwrap_or_default())
-        .with_mcp_failures(mcp.as_deref().map(baton::mcp::failures).unwrap_or_default());
-    // After the engine is built: its secrets (the servers' own among them) are known to the
-    // redactor, and a server's stderr in its failure may echo one.
-    for line in mcp.as_deref().map(baton::mcp::describe).unwrap_or_default() {
-        eprintln!("baton: {}", crate::logging::redacted(&line));
+    let runtime = builder.build().await?;
+    crate::logging::redact_also(runtime.secrets());
+    // After the build: its secrets (the servers' own among them) are known to the redactor,
+    // and a server's stderr in its failure may echo one.
+    for line in runtime.notices() {
+        eprintln!("baton: {}", crate::logging::redacted(line));
     }
-    Ok((engine, mcp))
+    Ok(runtime)
 }
 
 /// An engine for `settings` with `tools`, reporting to `observer` and pausing on `stop` (a
@@ -250,44 +226,28 @@ pub async fn run(workspace: &Path, store: Option<&str>, args: RunArgs) -> CliRes
     crate::logging::attach_run(&workspace, &run_id);
     let opened = open_store_for_run(&workspace, store).await?;
     keep_state_out_of_git(&workspace);
-    let store_url = opened.postgres_url().map(str::to_owned);
-    let store = opened.store;
     let telemetry = baton_telemetry::Telemetry::from_env();
     let trace = telemetry.as_ref().map(|t| t.observer(&run_id, &[]));
-    let (engine, mcp) = build_engine(
+    let runtime = runtime(
         &workspace,
-        &settings,
-        &layer,
-        RunStore {
-            store: store.clone(),
-            postgres_url: store_url.as_deref(),
-        },
+        (settings, layer),
+        opened,
         observer(args.json, trace),
         exec,
         args.no_snapshots,
     )
     .await?;
     tracing::info!(run_id = %run_id, "starting the run");
-    let result = engine
-        .start_with_id(
-            run_id,
-            StartRun {
-                plan,
-                goal: args.goal().to_string(),
-                workspace: workspace.clone(),
-                settings,
-            },
-        )
-        .await;
-    if let Some(mcp) = &mcp {
-        mcp.shutdown().await;
-    }
+    let request = runtime.request(args.goal().to_string(), plan);
+    let result = runtime.start_with_id(run_id, request).await;
+    runtime.shutdown().await;
     if let Some(telemetry) = &telemetry {
         telemetry.flush(TRACE_FLUSH).await;
     }
     // Closing checkpoints the WAL into the main file; committed events are durable either way.
-    let outcome = result.map_err(engine_error)?;
-    let code = after_run(&workspace, &*store, &outcome).await;
+    let outcome = result?;
+    let store = runtime.store();
+    let code = after_run(&workspace, store.as_ref(), &outcome).await;
     store.close().await;
     write_last_message(args.output_last_message.as_deref(), &outcome)?;
     Ok(code.unwrap_or_else(|| report(&outcome, args.json)))
@@ -447,13 +407,12 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     crate::sandbox_cmd::warm_up();
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
-    let store_url = opened.postgres_url().map(str::to_owned);
     let run_id = match &args.run {
         Some(prefix) => resolve_run(&opened, prefix).await?,
         None => latest_resumable_run(&opened).await?.id,
     };
     crate::logging::attach_run(&workspace, &run_id);
-    let store = opened.store;
+    let store = opened.store.clone();
     // From the run's state checkpoint when it has one: a long run's journal is not read whole.
     let state = baton_engine::run_state(store.as_ref(), &run_id)
         .await
@@ -491,35 +450,29 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
         }
         None => None,
     };
-    let (engine, mcp) = build_engine(
+    let runtime = runtime(
         &workspace,
-        &settings,
-        &layer,
-        RunStore {
-            store: store.clone(),
-            postgres_url: store_url.as_deref(),
-        },
+        (settings, layer),
+        opened,
         observer(args.json, trace),
         exec,
         args.no_snapshots,
     )
     .await?;
-    if let Some(mcp) = &mcp {
+    if let Some(mcp) = runtime.mcp() {
         let offered: Vec<_> = mcp.tools.iter().map(|t| t.spec()).collect();
         for line in baton::mcp::tool_changes(&state.tools, &offered) {
             eprintln!("baton: {line}");
         }
     }
     tracing::info!(run_id = %run_id, events = state.next_seq, "resuming the run");
-    let result = engine.resume(&run_id, &overrides).await;
-    if let Some(mcp) = &mcp {
-        mcp.shutdown().await;
-    }
+    let result = runtime.resume(&run_id, &overrides).await;
+    runtime.shutdown().await;
     if let Some(telemetry) = &telemetry {
         telemetry.flush(TRACE_FLUSH).await;
     }
     store.close().await;
-    Ok(report(&result.map_err(engine_error)?, args.json))
+    Ok(report(&result?, args.json))
 }
 
 /// Prints the final line (unless streaming JSON) and maps the outcome to the exit code.

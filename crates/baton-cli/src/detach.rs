@@ -1,15 +1,16 @@
 //! Background runs: `--detach` starts the supervisor in a session of its own with its output in
-//! `logs/RUN.log` in the workspace's state directory; `baton attach` follows a run's journal live; `baton stop` pauses a run
-//! cleanly by sending SIGTERM to its supervisor (found by its pidfile in the state directory's `supervisors/`)
-//! or, for an unsupervised run, to the lease holder.
+//! `logs/RUN.log` in the workspace's state directory; `baton attach` follows a run's journal
+//! live; `baton stop` pauses a run cleanly by sending SIGTERM to its supervisor (found by its
+//! pidfile, [`baton::supervisor::PidFile`]) or, for an unsupervised run, to the lease holder.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
+use baton::supervisor::{new_session, working_on};
 use baton_core::{RunId, RunState, RunStatus};
-use baton_store::{Holder, RunSummary, Store};
+use baton_store::{Holder, Store};
 use rustix::process::{Pid, Signal};
 
 use crate::commands::{keep_state_out_of_git, workspace_dir};
@@ -35,98 +36,6 @@ macro_rules! outln {
     ($($arg:tt)*) => {{
         let _ = writeln!(std::io::stdout(), $($arg)*);
     }};
-}
-
-/// `supervisors/RUN.pid` in the workspace's state directory: the supervisor of a run, as "pid start-time host". Removed when
-/// the supervisor ends; one left by a killed supervisor names a dead process and is ignored.
-pub(crate) struct PidFile {
-    path: PathBuf,
-}
-
-fn pidfile_path(workspace: &Path, run_id: &RunId) -> PathBuf {
-    baton_state::StateDir::for_workspace(workspace)
-        .supervisors()
-        .join(format!("{run_id}.pid"))
-}
-
-impl PidFile {
-    /// Fails (exit 2, like a run held by another process) while another supervisor of the run
-    /// lives: its pidfile is what `baton stop` needs.
-    pub(crate) fn create(workspace: &Path, run_id: &RunId) -> Result<PidFile, CliError> {
-        if let Some(other) = live_supervisor(workspace, run_id) {
-            return Err(CliError::usage(anyhow!(
-                "run {run_id} is already supervised by {}; `baton stop {}` pauses it",
-                other.describe(),
-                run_id.short()
-            )));
-        }
-        let path = pidfile_path(workspace, run_id);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| anyhow!("cannot create {}: {e}", dir.display()))?;
-        }
-        keep_state_out_of_git(workspace);
-        let me = Holder::this_process();
-        std::fs::write(
-            &path,
-            format!(
-                "{} {} {}\n",
-                me.pid,
-                me.pid_start.map_or("-".to_string(), |s| s.to_string()),
-                me.host
-            ),
-        )
-        .map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
-        Ok(PidFile { path })
-    }
-
-    pub(crate) fn move_to(&mut self, run_id: &RunId) -> Result<(), CliError> {
-        let workspace = self
-            .path
-            .parent()
-            .and_then(Path::parent)
-            .and_then(Path::parent)
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let _ = std::fs::remove_file(&self.path);
-        *self = PidFile::create(&workspace, run_id)?;
-        Ok(())
-    }
-}
-
-impl Drop for PidFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-        // Leave no empty directory behind (it fails, as it should, while other runs' supervisors
-        // keep theirs there).
-        if let Some(dir) = self.path.parent() {
-            let _ = std::fs::remove_dir(dir);
-        }
-    }
-}
-
-/// The live supervisor of a run, if its pidfile names one.
-pub(crate) fn live_supervisor(workspace: &Path, run_id: &RunId) -> Option<Holder> {
-    let text = std::fs::read_to_string(pidfile_path(workspace, run_id)).ok()?;
-    let mut fields = text.split_whitespace();
-    let holder = Holder {
-        pid: fields.next()?.parse().ok()?,
-        pid_start: fields.next()?.parse().ok(),
-        host: fields.next()?.to_string(),
-        worker_id: None,
-    };
-    (!holder.is_known_dead()).then_some(holder)
-}
-
-/// The process working on a run right now: its supervisor, else a live lease holder.
-fn worker_of(workspace: &Path, summary: &RunSummary) -> Option<Holder> {
-    live_supervisor(workspace, &summary.id).or_else(|| {
-        summary
-            .holder
-            .as_ref()
-            .filter(|h| h.alive && !h.holder.is_known_dead())
-            .map(|h| h.holder.clone())
-    })
 }
 
 fn log_path(workspace: &Path, run_id: &RunId) -> PathBuf {
@@ -222,21 +131,6 @@ pub(crate) async fn start(globals: Globals<'_>, run_id: &RunId, args: Vec<String
     Ok(exit::FINISHED)
 }
 
-/// The detached supervisor gets a session of its own: closing the terminal (SIGHUP) or a Ctrl-C
-/// there must not reach it.
-#[allow(unsafe_code)]
-fn new_session(command: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child before exec and only makes the setsid
-    // syscall, which is async-signal-safe; it touches no locks or shared state of the parent.
-    unsafe {
-        command.pre_exec(|| {
-            rustix::process::setsid()?;
-            Ok(())
-        });
-    }
-}
-
 /// The exit code a run's status stands for.
 fn code_of(status: RunStatus) -> u8 {
     match status {
@@ -277,7 +171,7 @@ pub async fn attach(
             .await
             .map_err(store_error)?
             .ok_or_else(|| anyhow!("run {run_id} disappeared"))?;
-        if worker_of(&workspace, &summary).is_some() {
+        if working_on(&workspace, &summary).is_some() {
             orphaned_since = None;
         } else if orphaned_since.get_or_insert_with(Instant::now).elapsed() > ORPHAN_GRACE {
             // Read once more: the process may have journaled its end just before leaving.
@@ -341,7 +235,7 @@ pub async fn stop(workspace: &Path, store: Option<&str>, run: Option<&str>) -> C
         opened.store.close().await;
         return Ok(exit::FINISHED);
     }
-    let Some(target) = worker_of(&workspace, &summary) else {
+    let Some(target) = working_on(&workspace, &summary) else {
         outln!(
             "run {run_id} is interrupted: no process is working on it; `baton resume {}` \
              continues it",

@@ -256,7 +256,7 @@ pub async fn rollback(workspace: &Path, store: Option<&str>, run: &str, to: &str
     // Nobody may work on the run while its workspace is restored: not its supervisor (even
     // between two agent processes) and not a lease holder; holding the lease keeps a `resume`
     // out until the restore is done.
-    if let Some(supervisor) = crate::detach::live_supervisor(&workspace, &run.id) {
+    if let Some(supervisor) = baton::supervisor::live_supervisor(&workspace, &run.id) {
         return Err(CliError::usage(anyhow!(
             "run {} is being run by {}; `baton stop {}` pauses it, then roll back",
             run.id,

@@ -1,36 +1,25 @@
 //! Supervised runs: `baton run` / `resume` keep the agent in a child `baton` process (the same
-//! binary with `--no-supervise`) and restart it, with backoff and up to a limit, when it dies
-//! of anything other than a verdict — a signal (SIGKILL, an OOM kill, SIGSEGV), a panic, an
-//! unexpected exit code. The next child resumes by replay; each restart is journaled as a
-//! `supervisor_restarted` event. The child's stdout and stderr are the supervisor's own, so a
-//! `--json` stream stays one JSONL stream across restarts.
+//! binary with `--no-supervise`) under [`baton::supervisor`], which restarts it when it dies of
+//! anything other than a verdict. This module turns the command line into the children's
+//! arguments, shows the supervisor's events, and turns its ending into an exit code.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitStatus;
-use std::time::Duration;
 
-use anyhow::anyhow;
-use baton_core::{Event, EventRecord, PauseReason, RunId, RunStatus};
-use baton_store::{Holder, RunSummary};
-use rustix::process::{Pid, Signal};
+use baton::supervisor::{
+    ChildCommand, ChildRole, DEFAULT_MAX_RESTARTS, SUPERVISED_ENV, Supervised, SupervisionReport,
+    Supervisor,
+};
+use baton_core::{Event, EventRecord, RunId, RunStatus};
 use tokio::process::Command;
 
 use crate::commands::{self, check_run, file_and_env_layers, workspace_dir};
-use crate::detach::{self, PidFile};
+use crate::detach;
 use crate::output::{json_line, progress_line};
 use crate::store::{latest_resumable_run, open_existing_store, resolve_run};
-use crate::store_error;
 use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, SuperviseFlags, exit};
 
 type CliResult = Result<u8, CliError>;
 
-/// The first restart waits this long; each restart without progress doubles it.
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
-const DEFAULT_MAX_RESTARTS: u32 = 5;
-
-/// Set in a supervised child's environment (the supervisor's pid).
-pub(crate) const SUPERVISED_ENV: &str = "BATON_SUPERVISED_BY";
 /// Test hook: a supervised child with this set aborts at once, so that the restart limit can be
 /// tested with a child that always crashes. Ignored unless the process is a supervised child.
 const ABORT_HOOK_ENV: &str = "BATON_TEST_AGENT_ABORT";
@@ -117,25 +106,26 @@ pub async fn run(globals: Globals<'_>, mut args: RunArgs) -> CliResult {
         detached.extend(rest);
         return detach::start(globals, &run_id, detached).await;
     }
-    Supervisor {
+    // The settings are journaled with the run; the output format and the sandbox are the
+    // process's.
+    let mut resume_flags = sandbox_flags;
+    if args.json {
+        resume_flags.push("--json".into());
+    }
+    let child = BatonChild {
         workspace: workspace.clone(),
-        store: globals.store.map(str::to_owned),
         verbose: globals.verbose,
-        json: args.json,
+        new_run: rest,
+        resume_flags,
+    };
+    supervise_child(
+        globals,
+        args.json,
         max_restarts,
         run_id,
-        new_run: Some(rest),
-        // The settings are journaled with the run; the output format and the sandbox are the
-        // process's.
-        resume_flags: {
-            let mut flags = sandbox_flags;
-            if args.json {
-                flags.push("--json".into());
-            }
-            flags
-        },
-    }
-    .supervise()
+        ChildRole::NewRun,
+        child,
+    )
     .await
 }
 
@@ -179,17 +169,20 @@ pub async fn resume(globals: Globals<'_>, args: ResumeArgs) -> CliResult {
         detached.extend(flags);
         return detach::start(globals, &run_id, detached).await;
     }
-    Supervisor {
+    let child = BatonChild {
         workspace: workspace.clone(),
-        store: globals.store.map(str::to_owned),
         verbose: globals.verbose,
-        json: args.json,
+        new_run: Vec::new(),
+        resume_flags: flags,
+    };
+    supervise_child(
+        globals,
+        args.json,
         max_restarts,
         run_id,
-        new_run: None,
-        resume_flags: flags,
-    }
-    .supervise()
+        ChildRole::Resume,
+        child,
+    )
     .await
 }
 
@@ -221,199 +214,51 @@ pub(crate) fn global_args(globals: Globals<'_>) -> Vec<String> {
     args
 }
 
-struct Supervisor {
+/// A child: this binary again, with the global options and `--no-supervise`.
+struct BatonChild {
     workspace: PathBuf,
-    store: Option<String>,
     verbose: u8,
-    json: bool,
-    max_restarts: u32,
-    run_id: RunId,
-    /// `run` arguments after `--run-id ID` while the run has not been created; `None` for a
-    /// `resume`.
-    new_run: Option<Vec<String>>,
+    /// `run` arguments after `--run-id ID`, for a child that creates the run.
+    new_run: Vec<String>,
     /// Flags every `resume` child gets (a `baton resume`'s overrides; none after a `run`, whose
     /// settings are journaled).
     resume_flags: Vec<String>,
 }
 
-/// What became of a child.
-enum Verdict {
-    /// Exit 0/1/2/3: the child's own answer, passed through.
-    Final(u8),
-    /// The supervisor was asked to stop and the child is gone.
-    Stopped(u8),
-    Crashed(String),
+impl ChildCommand for BatonChild {
+    fn command(&self, run_id: &RunId, role: ChildRole) -> Result<Command, baton::Error> {
+        let exe = std::env::current_exe().map_err(|e| {
+            baton::Error::failed(format!(
+                "cannot find the baton executable to start the agent: {e}"
+            ))
+        })?;
+        let mut command = Command::new(exe);
+        command.args(global_args(Globals {
+            workspace: &self.workspace,
+            store: None,
+            verbose: self.verbose,
+        }));
+        match role {
+            ChildRole::NewRun => {
+                command.args(["run", "--no-supervise", "--run-id", run_id.as_str()]);
+                command.args(&self.new_run);
+            }
+            ChildRole::Resume => {
+                command.args(["resume", run_id.as_str(), "--no-supervise"]);
+                command.args(&self.resume_flags);
+            }
+        }
+        Ok(command)
+    }
 }
 
-impl Supervisor {
-    async fn supervise(mut self) -> CliResult {
-        let mut pidfile = PidFile::create(&self.workspace, &self.run_id)?;
-        let mut signals = Signals::new()?;
-        let mut restarts = 0u32;
-        let mut backoff = FIRST_BACKOFF;
-        loop {
-            let before = self.summary().await?.map(|s| s.event_count);
-            let grew_since = |after: &RunSummary| Some(after.event_count) > before.map(|b| b + 1);
-            let verdict = self.run_child(&mut signals).await?;
-            let cause = match verdict {
-                Verdict::Final(code) | Verdict::Stopped(code) => return Ok(code),
-                Verdict::Crashed(cause) => cause,
-            };
-            let after = self.summary().await?;
-            match after.as_ref().map(|s| (s.status, s.event_count)) {
-                // The child died after the run ended: its verdict is in the journal.
-                Some((RunStatus::Finished, _)) => return Ok(exit::FINISHED),
-                Some((RunStatus::Failed, _)) => return Ok(exit::FAILED),
-                // Paused by this child. (A paused run whose child died before journaling
-                // anything is still paused from before: that child is restarted.)
-                Some((RunStatus::Paused, _)) if after.as_ref().is_some_and(grew_since) => {
-                    return Ok(exit::PAUSED);
-                }
-                Some((_, count)) if count > 0 => self.new_run = None,
-                Some(_) if self.new_run.is_some() => {
-                    // Killed between creating the run and journaling its start: that id is
-                    // taken by an empty run (`resume --last` skips those), so start afresh.
-                    self.run_id = RunId::new();
-                    pidfile.move_to(&self.run_id)?;
-                }
-                _ => {}
-            }
-            restarts += 1;
-            if restarts > self.max_restarts {
-                eprintln!(
-                    "error: the agent process of run {} {cause}; it was restarted {} times, the \
-                     limit (--max-restarts); `baton resume {}` continues the run",
-                    self.run_id,
-                    self.max_restarts,
-                    self.run_id.short()
-                );
-                return Ok(exit::FAILED);
-            }
-            // The child's own start event is not progress; anything beyond it is.
-            if after.as_ref().is_some_and(grew_since) {
-                backoff = FIRST_BACKOFF;
-            }
-            let event = Event::SupervisorRestarted {
-                attempt: restarts,
-                cause: cause.clone(),
-                backoff_ms: u64::try_from(backoff.as_millis()).unwrap_or(u64::MAX),
-            };
-            if self.new_run.is_none() {
-                self.journal(event).await?;
-            } else if let Some(line) = progress_line(&event, &baton_core::RunState::default()) {
-                // No run to journal into yet: say it on stderr only (the JSONL stream carries
-                // journaled events and nothing else).
-                eprintln!("{line}");
-            }
-            tokio::select! {
-                _ = tokio::time::sleep(backoff) => {}
-                _ = signals.recv() => return self.pause_between_children().await,
-            }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-    }
+/// The supervisor's own events, in the format of the children's.
+struct Shown {
+    json: bool,
+}
 
-    fn child_args(&self) -> Vec<String> {
-        let mut args = global_args(Globals {
-            workspace: &self.workspace,
-            store: self.store.as_deref(),
-            verbose: self.verbose,
-        });
-        match &self.new_run {
-            Some(rest) => {
-                args.extend(["run".into(), "--no-supervise".into(), "--run-id".into()]);
-                args.push(self.run_id.to_string());
-                args.extend(rest.iter().cloned());
-            }
-            None => {
-                args.extend(["resume".into(), self.run_id.to_string()]);
-                args.push("--no-supervise".into());
-                args.extend(self.resume_flags.iter().cloned());
-            }
-        }
-        args
-    }
-
-    /// Runs one child to its end, forwarding SIGINT/SIGTERM to it.
-    async fn run_child(&self, signals: &mut Signals) -> Result<Verdict, CliError> {
-        let exe = std::env::current_exe()
-            .map_err(|e| anyhow!("cannot find the baton executable to start the agent: {e}"))?;
-        let mut command = Command::new(exe);
-        command
-            .args(self.child_args())
-            .env(SUPERVISED_ENV, std::process::id().to_string())
-            .stdin(std::process::Stdio::null())
-            // Its own process group: a Ctrl-C at the terminal reaches only the supervisor, which
-            // forwards it once (two would make the child quit at once instead of pausing).
-            .process_group(0);
-        if let Some(store) = &self.store {
-            command.env("BATON_STORE", store);
-        }
-        die_with_parent(&mut command);
-        let mut child = command
-            .spawn()
-            .map_err(|e| anyhow!("cannot start the agent process: {e}"))?;
-        let pid = child.id().and_then(|p| Pid::from_raw(p as i32));
-        let mut stops = 0u32;
-        let status = loop {
-            tokio::select! {
-                status = child.wait() => break status.map_err(|e| anyhow!("waiting for the agent process: {e}"))?,
-                _ = signals.recv() => {
-                    stops += 1;
-                    // The child pauses cleanly on the first, quits on the second, as baton
-                    // without a supervisor does.
-                    if let Some(pid) = pid {
-                        let _ = rustix::process::kill_process(pid, Signal::TERM);
-                    }
-                }
-            }
-        };
-        Ok(match (status.code(), stops) {
-            (Some(code @ 0..=3), 0) => Verdict::Final(code as u8),
-            (code, 0) => Verdict::Crashed(describe(status, code)),
-            (Some(code), _) => Verdict::Stopped(u8::try_from(code).unwrap_or(exit::FAILED)),
-            (None, _) => Verdict::Stopped(130),
-        })
-    }
-
-    async fn summary(&self) -> Result<Option<RunSummary>, CliError> {
-        let opened = match open_existing_store(&self.workspace, self.store.as_deref()).await {
-            Ok(opened) => opened,
-            // No store file yet: the first child died before creating it.
-            Err(e) if e.is_usage() => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        let summary = opened
-            .store
-            .get_run(&self.run_id)
-            .await
-            .map_err(store_error)?;
-        opened.store.close().await;
-        Ok(summary)
-    }
-
-    /// Appends one event under the run's lease: the dead child's lease is taken over at once
-    /// (its pid is gone), and released again for the next child.
-    async fn journal(&self, event: Event) -> Result<(), CliError> {
-        let opened = open_existing_store(&self.workspace, self.store.as_deref()).await?;
-        let store = opened.store;
-        let lease = store
-            .acquire(&self.run_id, &Holder::this_process())
-            .await
-            .map_err(store_error)?;
-        let appended = baton_engine::record_external(store.as_ref(), &lease, event)
-            .await
-            .map_err(crate::commands::engine_error);
-        let _ = store.release(&lease).await;
-        store.close().await;
-        // A run that ended meanwhile has a closed journal: nothing to record or show.
-        if let Some(record) = appended? {
-            self.show(&record);
-        }
-        Ok(())
-    }
-
-    fn show(&self, record: &EventRecord) {
+impl SupervisionReport for Shown {
+    fn journaled(&self, record: &EventRecord) {
         use std::io::Write;
         if self.json {
             let _ = writeln!(std::io::stdout(), "{}", json_line(record));
@@ -422,111 +267,60 @@ impl Supervisor {
         }
     }
 
-    /// A stop while waiting to restart: no child is running, so the supervisor journals the
-    /// pause itself.
-    async fn pause_between_children(&self) -> CliResult {
-        if self.new_run.is_none() {
-            self.journal(Event::RunPaused {
-                reason: PauseReason::Interrupted,
-                detail: "stopped while the supervisor waited to restart the agent process; \
-                         `baton resume` continues it"
-                    .into(),
-            })
-            .await?;
+    fn not_journaled(&self, event: &Event) {
+        // The JSONL stream carries journaled events and nothing else: stderr only.
+        if let Some(line) = progress_line(event, &baton_core::RunState::default()) {
+            eprintln!("{line}");
         }
-        if !self.json {
-            println!(
-                "run {} paused\nresume it with `baton resume {}`",
-                self.run_id,
-                self.run_id.short()
+    }
+}
+
+/// Supervises `run_id` with children made by `child`; the exit code.
+async fn supervise_child(
+    globals: Globals<'_>,
+    json: bool,
+    max_restarts: u32,
+    run_id: RunId,
+    role: ChildRole,
+    child: BatonChild,
+) -> CliResult {
+    let supervisor = Supervisor {
+        workspace: globals.workspace.to_path_buf(),
+        store: globals.store.map(str::to_owned),
+        run_id,
+        role,
+        max_restarts,
+        child: Box::new(child),
+        report: Box::new(Shown { json }),
+    };
+    let (run_id, ending) = supervisor.supervise().await?;
+    Ok(match ending {
+        Supervised::Exited(code) => code,
+        Supervised::Ended(RunStatus::Finished) => exit::FINISHED,
+        Supervised::Ended(RunStatus::Failed) => exit::FAILED,
+        Supervised::Ended(_) => exit::PAUSED,
+        Supervised::GaveUp { cause, restarts } => {
+            eprintln!(
+                "error: the agent process of run {run_id} {cause}; it was restarted {restarts} \
+                 times, the limit (--max-restarts); `baton resume {}` continues the run",
+                run_id.short()
             );
+            exit::FAILED
         }
-        Ok(exit::PAUSED)
-    }
-}
-
-/// "killed by signal 9 (SIGKILL)", "exited with code 101 (a panic)", …
-fn describe(status: ExitStatus, code: Option<i32>) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    if let Some(signal) = status.signal() {
-        let name = match signal {
-            4 => " (SIGILL)",
-            6 => " (SIGABRT)",
-            7 => " (SIGBUS)",
-            9 => " (SIGKILL)",
-            11 => " (SIGSEGV)",
-            15 => " (SIGTERM)",
-            _ => "",
-        };
-        let core = if status.core_dumped() {
-            ", core dumped"
-        } else {
-            ""
-        };
-        return format!("was killed by signal {signal}{name}{core}");
-    }
-    match code {
-        Some(101) => "exited with code 101 (a panic)".into(),
-        Some(code) => format!("exited with unexpected code {code}"),
-        None => "ended without an exit status".into(),
-    }
-}
-
-/// SIGINT and SIGTERM, as one stream.
-struct Signals {
-    int: tokio::signal::unix::Signal,
-    term: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    fn new() -> Result<Signals, CliError> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let listen =
-            |kind| signal(kind).map_err(|e| CliError::from(anyhow!("cannot handle signals: {e}")));
-        Ok(Signals {
-            int: listen(SignalKind::interrupt())?,
-            term: listen(SignalKind::terminate())?,
-        })
-    }
-
-    async fn recv(&mut self) {
-        tokio::select! {
-            _ = self.int.recv() => {}
-            _ = self.term.recv() => {}
-        }
-    }
-}
-
-/// The child dies with the supervisor: `PR_SET_PDEATHSIG` has the kernel SIGKILL it when the
-/// spawning thread exits — a SIGKILLed supervisor must not leave an orphan holding the run.
-/// The supervisor spawns from the thread running `block_on` (the main thread), which lives as
-/// long as the process.
-#[cfg(target_os = "linux")]
-#[allow(unsafe_code)]
-fn die_with_parent(command: &mut Command) {
-    let parent = rustix::process::getpid();
-    // SAFETY: the closure runs in the forked child before exec. It only makes raw syscalls
-    // (prctl, getppid) and builds an io::Error from an errno without allocating, all of which
-    // are async-signal-safe; it touches no locks or shared state of the parent.
-    unsafe {
-        command.pre_exec(move || {
-            rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
-            // The parent may have died between fork and prctl; then no signal will come.
-            if rustix::process::getppid() != Some(parent) {
-                return Err(rustix::io::Errno::SRCH.into());
+        Supervised::PausedWhileWaiting => {
+            if !json {
+                println!(
+                    "run {run_id} paused\nresume it with `baton resume {}`",
+                    run_id.short()
+                );
             }
-            Ok(())
-        });
-    }
+            exit::PAUSED
+        }
+    })
 }
-
-#[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut Command) {}
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::process::ExitStatusExt;
-
     use clap::Parser;
 
     use super::*;
@@ -633,21 +427,5 @@ mod tests {
             flags,
             "each flag sets its key: {given:?} gave {set:?}"
         );
-    }
-
-    #[test]
-    fn causes_name_the_signal_or_the_panic() {
-        let killed = ExitStatus::from_raw(9);
-        assert_eq!(
-            describe(killed, killed.code()),
-            "was killed by signal 9 (SIGKILL)"
-        );
-        let panicked = ExitStatus::from_raw(101 << 8);
-        assert_eq!(
-            describe(panicked, panicked.code()),
-            "exited with code 101 (a panic)"
-        );
-        let odd = ExitStatus::from_raw(42 << 8);
-        assert_eq!(describe(odd, odd.code()), "exited with unexpected code 42");
     }
 }

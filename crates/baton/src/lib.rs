@@ -49,6 +49,7 @@ pub mod providers;
 mod runtime;
 pub mod settings;
 pub mod store;
+pub mod supervisor;
 pub mod trust;
 
 pub use error::{Error, Result};

@@ -42,6 +42,7 @@ pub struct Runtime {
     secrets: Vec<String>,
     /// The configured MCP servers (their sessions end when the runtime is dropped).
     mcp: Option<Arc<baton_mcp::McpTools>>,
+    notices: Vec<String>,
 }
 
 impl Runtime {
@@ -133,6 +134,20 @@ impl Runtime {
     pub fn mcp(&self) -> Option<&baton_mcp::McpTools> {
         self.mcp.as_deref()
     }
+
+    /// What the build found worth telling the user, one line each: each MCP server's start (a
+    /// failed one is left out of the run), "no embedder configured" for the code index. Also
+    /// logged at `info`; may echo a secret from a server's stderr, so redact before printing.
+    pub fn notices(&self) -> &[String] {
+        &self.notices
+    }
+
+    /// Ends the MCP servers' sessions now (dropping the runtime ends them too, without waiting).
+    pub async fn shutdown(&self) {
+        if let Some(mcp) = &self.mcp {
+            mcp.shutdown().await;
+        }
+    }
 }
 
 /// Assembles a [`Runtime`]; see [`Runtime::builder`]. Only the workspace is required.
@@ -141,7 +156,9 @@ pub struct RuntimeBuilder {
     workspace: Option<PathBuf>,
     settings: Option<RunSettings>,
     config: Option<ConfigLayer>,
-    store: Option<Arc<dyn Store>>,
+    resolved: Option<(RunSettings, ConfigLayer)>,
+    /// The store and its PostgreSQL URL when it is one (for the shared embedding cache).
+    store: Option<(Arc<dyn Store>, Option<String>)>,
     provider: Option<Arc<dyn ModelProvider>>,
     tools: Option<ToolRegistry>,
     observers: Vec<Arc<dyn RunObserver>>,
@@ -171,9 +188,25 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The settings of new runs and the whole configuration, both already resolved by the
+    /// caller (the CLI layers its flags itself): used as given, no file is read again. Takes the
+    /// place of [`Self::settings`] and [`Self::config`].
+    pub fn resolved(mut self, settings: RunSettings, layer: ConfigLayer) -> Self {
+        self.resolved = Some((settings, layer));
+        self
+    }
+
     /// Where runs are journaled. Default: the workspace's SQLite journal (or `BATON_STORE`).
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
-        self.store = Some(store);
+        self.store = Some((store, None));
+        self
+    }
+
+    /// A store opened by [`store::open_store_for_run`]: a PostgreSQL one also keeps the code
+    /// index's embeddings when `[embeddings] cache = "postgres"`.
+    pub fn opened_store(mut self, opened: store::Opened) -> Self {
+        let url = opened.postgres_url().map(str::to_owned);
+        self.store = Some((opened.store, url));
         self
     }
 
@@ -226,14 +259,15 @@ impl RuntimeBuilder {
             .ok_or_else(|| Error::usage("Runtime::builder() needs a workspace"))?;
         let workspace = settings::workspace_dir(dir)?;
         let overrides = self.config.unwrap_or_default();
-        let (run_settings, layer) = match self.settings {
-            Some(given) => {
+        let (run_settings, layer) = match (self.resolved, self.settings) {
+            (Some(resolved), _) => resolved,
+            (None, Some(given)) => {
                 let layer = settings::file_and_env_layers(&workspace)?.overlay(overrides);
                 (given, layer)
             }
             // An in-process provider needs no endpoint: its description names the model in
             // the journal unless the configuration says otherwise.
-            None => {
+            (None, None) => {
                 let defaults = match &self.provider {
                     Some(provider) => ConfigLayer {
                         base_url: Some(IN_PROCESS.into()),
@@ -246,7 +280,7 @@ impl RuntimeBuilder {
             }
         };
         let (store, store_url) = match self.store {
-            Some(store) => (store, None),
+            Some(given) => given,
             // As the CLI's `--store`, which falls back to `BATON_STORE` the same way.
             None => {
                 let url = std::env::var("BATON_STORE")
@@ -268,9 +302,7 @@ impl RuntimeBuilder {
                     _ => Snapshots::On,
                 });
         let mcp = crate::mcp::start(&workspace, &layer, &exec).await?;
-        for line in mcp.as_deref().map(crate::mcp::describe).unwrap_or_default() {
-            tracing::info!("{line}");
-        }
+        let mut notices = mcp.as_deref().map(crate::mcp::describe).unwrap_or_default();
         // A program that brings its own tools gets exactly those (and the MCP servers').
         let code = match &self.tools {
             Some(_) => None,
@@ -278,6 +310,12 @@ impl RuntimeBuilder {
                 crate::code::CodeIntel::for_run(&workspace, &layer, store_url.as_deref()).await?
             }
         };
+        if code.as_ref().is_some_and(|c| c.embeddings().is_none()) {
+            notices.push(crate::embeddings::NO_EMBEDDER.to_string());
+        }
+        for line in &notices {
+            tracing::info!("{line}");
+        }
         let tools = match self.tools {
             Some(tools) => crate::mcp::registry(tools, mcp.as_deref()),
             None => crate::code::run_tools(code.as_ref(), mcp.as_deref()),
@@ -304,6 +342,7 @@ impl RuntimeBuilder {
             store,
             secrets,
             mcp,
+            notices,
         })
     }
 }
