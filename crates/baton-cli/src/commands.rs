@@ -9,8 +9,7 @@ use anyhow::anyhow;
 use baton::settings::check_budget_is_priced;
 use baton_core::{RunSettings, replay};
 use baton_engine::{
-    Engine, EngineError, RunObserver, RunOutcome, SettingsOverride, Snapshots, StopHandle,
-    StopSignal,
+    Engine, RunObserver, RunOutcome, SettingsOverride, Snapshots, StopHandle, StopSignal,
 };
 use baton_store::Store;
 use baton_summary::{RunAggregate, RunView, status_label};
@@ -45,10 +44,6 @@ pub(crate) fn env_var(name: &str) -> Option<String> {
 
 pub(crate) fn workspace_dir(path: &Path) -> Result<PathBuf, CliError> {
     Ok(baton::settings::workspace_dir(path)?)
-}
-
-pub(crate) fn engine_error(e: EngineError) -> CliError {
-    CliError::from(baton::Error::from(e))
 }
 
 pub(crate) use baton::settings::{file_and_env_layers, keep_state_out_of_git};

@@ -48,6 +48,7 @@ pub mod mcp;
 pub mod providers;
 mod runtime;
 pub mod settings;
+pub mod snapshots;
 pub mod store;
 pub mod supervisor;
 pub mod trust;
