@@ -23,6 +23,7 @@
 //! # }
 //! ```
 
+mod background;
 mod pidfile;
 mod process;
 
@@ -36,6 +37,10 @@ use rustix::process::{Pid, Signal};
 use crate::Error;
 use process::{Signals, die_with_parent};
 
+pub use background::{
+    BackgroundStart, START_TIMEOUT, STOP_TIMEOUT, StopRequest, log_path, signal_stop,
+    start_in_background, wait_stopped,
+};
 pub use pidfile::{PidFile, live_supervisor, working_on};
 pub use process::new_session;
 
