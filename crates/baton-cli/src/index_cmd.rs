@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::anyhow;
@@ -60,18 +61,8 @@ pub struct MapArgs {
     tokens: Option<usize>,
 }
 
-async fn open(
-    workspace: &Path,
-    store: Option<&str>,
-) -> Result<std::sync::Arc<CodeIntel>, CliError> {
-    let layer = baton::settings::file_and_env_layers(workspace)?;
-    let store_url = match store {
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            Some(url)
-        }
-        _ => None,
-    };
-    Ok(CodeIntel::open(workspace, &layer, store_url).await?)
+async fn open(workspace: &Path, store: Option<&str>) -> Result<Arc<CodeIntel>, CliError> {
+    Ok(CodeIntel::for_command(workspace, store).await?)
 }
 
 /// Updates files, then vectors, printing progress on stderr when it takes a while.
@@ -79,52 +70,22 @@ async fn bring_up_to_date(
     intel: &CodeIntel,
     quiet: bool,
 ) -> Result<(baton_index::UpdateReport, baton_index::EmbedReport), CliError> {
-    let update = intel
-        .index()
-        .update()
-        .await
-        .map_err(|e| anyhow!("indexing {}: {e}", intel.index().root().display()))?;
-    let mut embed = baton_index::EmbedReport::default();
-    if let Some(embeddings) = intel.embeddings() {
-        let started = Instant::now();
-        let progress = |done: usize, total: usize| {
-            if !quiet
-                && total > 0
-                && (done == 0 || done == total || started.elapsed().as_secs() >= 1)
-            {
-                eprint!("\rbaton: embedding chunks {done}/{total}");
-                if done == total {
-                    eprintln!();
-                }
+    let started = Instant::now();
+    let progress = |done: usize, total: usize| {
+        if !quiet && total > 0 && (done == 0 || done == total || started.elapsed().as_secs() >= 1) {
+            eprint!("\rbaton: embedding chunks {done}/{total}");
+            if done == total {
+                eprintln!();
             }
-        };
-        embed = intel
-            .index()
-            .embed_missing(&embeddings.metered, intel.cache(), &progress)
-            .await
-            .map_err(|e| anyhow!("embedding with {}: {e}", embeddings.description))?;
-    }
-    Ok((update, embed))
+        }
+    };
+    Ok(intel.bring_up_to_date(&progress).await?)
 }
 
 pub async fn index(workspace: &Path, store: Option<&str>, args: IndexArgs) -> CliResult {
     let workspace = workspace_dir(workspace)?;
     if args.rebuild {
-        let dir = baton_state::StateDir::for_workspace(&workspace)
-            .code_index()
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        match std::fs::remove_dir_all(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(CliError::from(anyhow!(
-                    "cannot delete {}: {e}",
-                    dir.display()
-                )));
-            }
-        }
+        baton::code::delete_index(&workspace)?;
     }
     let started = Instant::now();
     let intel = open(&workspace, store).await?;

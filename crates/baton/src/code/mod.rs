@@ -8,21 +8,19 @@
 //! files are re-read first, which costs a directory walk), and chunks not embedded yet are
 //! found by their keywords.
 
+mod tools;
+
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use baton_context::tokens::Encoding;
-use baton_core::{Event, EventRecord, RunObserver, RunState, ToolEffect, ToolResult};
+use baton_core::{Event, EventRecord, RunObserver, RunState, ToolEffect};
 use baton_embed::{EmbedCall, UsageSink};
 use baton_engine::{RepoMapSource, SideUsage};
-use baton_index::{
-    CodeIndex, DEFAULT_MAP_TOKENS, MAX_K, MapRequest, SearchMode, SearchRequest, VectorCache,
-};
-use baton_tools::{Tool, ToolContext, ToolRegistry, TypedTool};
-use schemars::JsonSchema;
-use serde::Deserialize;
+use baton_index::{CodeIndex, DEFAULT_MAP_TOKENS, MapRequest, VectorCache};
+use baton_tools::{Tool, ToolRegistry};
 use tokio::sync::Notify;
 
 use crate::Error;
@@ -189,6 +187,42 @@ impl CodeIntel {
         }))
     }
 
+    /// The index for a command that is not a run (`baton index`, `search`, `map`): the
+    /// workspace's configuration, and the store's URL when it is PostgreSQL (the shared
+    /// embedding cache may live there).
+    pub async fn for_command(
+        workspace: &Path,
+        store: Option<&str>,
+    ) -> Result<Arc<CodeIntel>, Error> {
+        let layer = crate::settings::file_and_env_layers(workspace)?;
+        let postgres =
+            store.filter(|url| url.starts_with("postgres://") || url.starts_with("postgresql://"));
+        CodeIntel::open(workspace, &layer, postgres).await
+    }
+
+    /// Brings the index up to date now — files, then the vectors of chunks without one —
+    /// calling `progress(done, total)` while it embeds.
+    pub async fn bring_up_to_date(
+        &self,
+        progress: baton_index::Progress<'_>,
+    ) -> Result<(baton_index::UpdateReport, baton_index::EmbedReport), Error> {
+        let index = self.index();
+        let update = index
+            .update()
+            .await
+            .map_err(|e| Error::failed(format!("indexing {}: {e}", index.root().display())))?;
+        let mut embed = baton_index::EmbedReport::default();
+        if let Some(embeddings) = self.embeddings() {
+            embed = index
+                .embed_missing(&embeddings.metered, self.cache(), progress)
+                .await
+                .map_err(|e| {
+                    Error::failed(format!("embedding with {}: {e}", embeddings.description))
+                })?;
+        }
+        Ok((update, embed))
+    }
+
     /// Opens the index for a run and starts its background refresher. A misconfigured
     /// embedder is an error (the user asked for it); an index that cannot be opened (a
     /// read-only workspace) is logged and the run goes on without the code tools.
@@ -227,8 +261,8 @@ impl CodeIntel {
 
     /// `base` with `search_code` and `repo_map` after its own tools.
     pub fn registry(self: &Arc<Self>, base: ToolRegistry) -> ToolRegistry {
-        let search: Arc<dyn Tool> = Arc::new(SearchCode(self.clone()));
-        let map: Arc<dyn Tool> = Arc::new(RepoMapTool(self.clone()));
+        let search: Arc<dyn Tool> = Arc::new(tools::SearchCode(self.clone()));
+        let map: Arc<dyn Tool> = Arc::new(tools::RepoMapTool(self.clone()));
         base.with(search).with(map)
     }
 
@@ -334,141 +368,18 @@ impl RunObserver for RefreshOnChange {
     }
 }
 
-struct SearchCode(Arc<CodeIntel>);
-
-/// The arguments of `search_code`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct SearchCodeArgs {
-    /// What to find, in words or identifiers: "where are retries scheduled", "parse_config".
-    query: String,
-    /// How many hits to return (default 10).
-    #[schemars(range(min = 1, max = 50))]
-    k: Option<usize>,
-    /// Only files whose workspace-relative path starts with this (a directory, a file).
-    path_prefix: Option<String>,
-}
-
-#[async_trait]
-impl TypedTool for SearchCode {
-    type Args = SearchCodeArgs;
-    const NAME: &'static str = SEARCH_CODE_TOOL;
-    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
-
-    fn description(&self) -> String {
-        "Search the workspace's code by meaning and by keywords (hybrid: BM25 and embeddings, \
-         fused). Each hit is `path:first-last`, the definition it is in, and a short snippet; \
-         read_file the lines for the rest."
-            .into()
-    }
-
-    async fn run(&self, _ctx: &ToolContext<'_>, args: SearchCodeArgs) -> ToolResult {
-        let intel = &self.0;
-        if let Err(e) = intel.index.update().await {
-            return ToolResult::error(format!("cannot update the code index: {e}"));
-        }
-        let request = SearchRequest {
-            query: &args.query,
-            k: args.k.unwrap_or(10).clamp(1, MAX_K),
-            mode: SearchMode::Hybrid,
-            path_prefix: args.path_prefix.as_deref().filter(|p| !p.is_empty()),
-        };
-        let metered = intel.embeddings.as_ref().map(|e| e.metered.as_ref());
-        let results = match intel.index.search(&request, metered).await {
-            Ok(results) => results,
-            // The embedder failing must not take search away: keywords still work.
-            Err(baton_index::IndexError::Embed(e)) => {
-                let keyword = SearchRequest {
-                    mode: SearchMode::Keyword,
-                    ..request.clone()
-                };
-                match intel.index.search(&keyword, None).await {
-                    Ok(mut results) => {
-                        results.notes =
-                            vec![format!("the embedder failed ({e}): keyword search only")];
-                        results
-                    }
-                    Err(e) => return ToolResult::error(format!("search failed: {e}")),
-                }
-            }
-            Err(e) => return ToolResult::error(format!("search failed: {e}")),
-        };
-        if results.hits.is_empty() {
-            return ToolResult::success(format!("no code matches \"{}\"", args.query));
-        }
-        let mut out = String::new();
-        for hit in &results.hits {
-            out.push_str(&format!(
-                "{}:{}-{}{}\n",
-                hit.path,
-                hit.start_line,
-                hit.end_line,
-                hit.symbol
-                    .as_deref()
-                    .map(|s| format!(" ({s})"))
-                    .unwrap_or_default()
-            ));
-            for line in hit.snippet.lines() {
-                out.push_str("    ");
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        for note in &results.notes {
-            out.push_str(&format!("(note: {note})\n"));
-        }
-        ToolResult::success(out.trim_end().to_owned())
-    }
-}
-
-struct RepoMapTool(Arc<CodeIntel>);
-
-/// The arguments of `repo_map`.
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct RepoMapArgs {
-    /// Only files under this workspace-relative directory or path prefix.
-    path: Option<String>,
-    /// The map's size in tokens (default 1000, at most 8000).
-    #[schemars(range(min = 1, max = 8000))]
-    tokens: Option<usize>,
-}
-
-#[async_trait]
-impl TypedTool for RepoMapTool {
-    type Args = RepoMapArgs;
-    const NAME: &'static str = REPO_MAP_TOOL;
-    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
-
-    fn description(&self) -> String {
-        "The repository's most used definitions by file (line and signature), ranked by how \
-         much of the code uses them. For a subdirectory, or with a larger token budget than \
-         the map in your brief."
-            .into()
-    }
-
-    async fn run(&self, ctx: &ToolContext<'_>, args: RepoMapArgs) -> ToolResult {
-        let tokens = args
-            .tokens
-            .unwrap_or(DEFAULT_MAP_TOKENS)
-            .clamp(1, MAX_MAP_TOKENS);
-        let prefix = args
-            .path
-            .as_deref()
-            .map(|p| p.trim_start_matches("./").trim_end_matches('/'))
-            .filter(|p| !p.is_empty() && *p != ".");
-        let focus = ctx
-            .run
-            .as_ref()
-            .map(|r| r.state.goal.clone())
-            .unwrap_or_default();
-        match self.0.map(&focus, prefix, tokens).await {
-            Ok(map) if map.is_empty() => ToolResult::success(match prefix {
-                Some(p) => format!("no definitions under {p}"),
-                None => "no definitions found in the workspace".to_owned(),
-            }),
-            Ok(map) => ToolResult::success(map),
-            Err(e) => ToolResult::error(e.to_string()),
-        }
+/// Deletes the workspace's code index (`baton index --rebuild`); the next open builds it anew.
+pub fn delete_index(workspace: &Path) -> Result<(), Error> {
+    let db = baton_state::StateDir::for_workspace(workspace).code_index();
+    let Some(dir) = db.parent() else {
+        return Ok(());
+    };
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::failed(format!(
+            "cannot delete {}: {e}",
+            dir.display()
+        ))),
     }
 }
