@@ -12,6 +12,7 @@ mod rows;
 mod select;
 mod shared;
 mod sqlite;
+mod statements;
 #[cfg(feature = "test-support")]
 pub mod testing;
 

@@ -1,7 +1,6 @@
 //! The shared PostgreSQL backend: the SQLite schema and semantics on a server that many
 //! processes, on many machines, use at once.
 
-mod checkpoint;
 mod connect;
 mod rows;
 
@@ -14,10 +13,11 @@ use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{Postgres, Transaction};
 
 use self::connect::classify;
-use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, corrupt, from_db_int, ts_from_micros};
+use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, from_db_int, ts_from_micros};
 use crate::process::{holder_is_dead, local_hostname};
 use crate::rows::At;
 use crate::shared::{check_batch, new_token, redact_url, to_db_int, ts_to_text};
+use crate::statements::Shared;
 use crate::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
 /// Settings of a [`PostgresStore`].
@@ -119,6 +119,14 @@ impl PostgresStore {
         move |e| classify(&self.url, &context, e)
     }
 
+    /// The statements this store runs as the other backend does.
+    fn shared(&self) -> Shared<'_, sqlx::Postgres, &str> {
+        Shared {
+            pool: &self.pool,
+            origin: self.url.as_str(),
+        }
+    }
+
     fn expiry(&self, now: Timestamp) -> Timestamp {
         now.checked_add(self.lease_ttl).unwrap_or(Timestamp::MAX)
     }
@@ -146,12 +154,7 @@ impl PostgresStore {
     }
 
     async fn run_exists(&self, run_id: &RunId) -> Result<bool, StoreError> {
-        let found: Option<i32> = sqlx::query_scalar("SELECT 1 FROM runs WHERE id = $1")
-            .bind(run_id.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(self.db("looking up a run"))?;
-        Ok(found.is_some())
+        self.shared().run_exists(run_id).await
     }
 
     /// Why a fenced update matched no row: the run is gone, or its lease changed hands.
@@ -389,29 +392,7 @@ impl Store for PostgresStore {
         from_seq: u64,
         limit: u64,
     ) -> Result<Vec<EventRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT seq, at, payload FROM events WHERE run_id = $1 AND seq >= $2 \
-             ORDER BY seq LIMIT $3",
-        )
-        .bind(run_id.as_str())
-        .bind(to_db_int(from_seq))
-        .bind(to_db_int(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.db("reading events"))?;
-        if rows.is_empty() && !self.run_exists(run_id).await? {
-            return Err(StoreError::NotFound {
-                run_id: run_id.clone(),
-            });
-        }
-        let records = rows
-            .iter()
-            .map(|row| At(row, self.url.as_str()).record(run_id))
-            .collect::<Result<Vec<_>, _>>()?;
-        if let Some(detail) = crate::shared::journal_gap(run_id, &records, from_seq) {
-            return Err(corrupt(&self.url, detail));
-        }
-        Ok(records)
+        self.shared().read_events(run_id, from_seq, limit).await
     }
 
     async fn save_checkpoint(
@@ -419,11 +400,11 @@ impl Store for PostgresStore {
         lease: &Lease,
         checkpoint: &Checkpoint,
     ) -> Result<(), StoreError> {
-        self.save_checkpoint_row(lease, checkpoint).await
+        self.shared().save_checkpoint(lease, checkpoint).await
     }
 
     async fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
-        self.load_checkpoint_row(run_id).await
+        self.shared().load_checkpoint(run_id).await
     }
 
     async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {

@@ -19,8 +19,12 @@ pub(crate) const RUN_COLUMNS: &str = "id, goal, workspace, status, created_at, u
 pub(crate) trait Origin {
     /// A value this crate could not have written.
     fn corrupt(&self, detail: String) -> StoreError;
+    /// A statement failed in the driver while doing `context`.
+    fn failed(&self, context: &str, error: sqlx::Error) -> StoreError;
     /// Reading `column` failed in the driver.
-    fn unreadable(&self, column: &str, error: sqlx::Error) -> StoreError;
+    fn unreadable(&self, column: &str, error: sqlx::Error) -> StoreError {
+        self.failed(&format!("reading column {column}"), error)
+    }
 }
 
 /// One row and its origin.

@@ -1,7 +1,6 @@
 //! The embedded SQLite backend.
 
 mod append;
-mod checkpoint;
 mod open;
 mod rows;
 
@@ -15,10 +14,11 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Sqlite, Transaction};
 
 use self::open::classify;
-use self::rows::{RUN_COLUMNS, corrupt};
+use self::rows::RUN_COLUMNS;
 use crate::process::{holder_is_dead, local_hostname};
 use crate::rows::At;
 use crate::shared::{new_token, to_db_int, ts_to_text};
+use crate::statements::Shared;
 use crate::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
 /// Settings of a [`SqliteStore`].
@@ -140,6 +140,14 @@ impl SqliteStore {
         move |e| classify(&self.path, &context, e)
     }
 
+    /// The statements this store runs as the other backend does.
+    fn shared(&self) -> Shared<'_, sqlx::Sqlite, &Path> {
+        Shared {
+            pool: &self.pool,
+            origin: self.path.as_path(),
+        }
+    }
+
     fn expiry(&self, now: Timestamp) -> Timestamp {
         now.checked_add(self.lease_ttl).unwrap_or(Timestamp::MAX)
     }
@@ -185,12 +193,7 @@ impl SqliteStore {
     }
 
     async fn run_exists(&self, run_id: &RunId) -> Result<bool, StoreError> {
-        let found: Option<i64> = sqlx::query_scalar("SELECT 1 FROM runs WHERE id = ?")
-            .bind(run_id.as_str())
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(self.db("looking up a run"))?;
-        Ok(found.is_some())
+        self.shared().run_exists(run_id).await
     }
 
     /// Why a fenced update matched no row: the run is gone, or its lease changed hands.
@@ -331,28 +334,7 @@ impl Store for SqliteStore {
         from_seq: u64,
         limit: u64,
     ) -> Result<Vec<EventRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT seq, at, payload FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?",
-        )
-        .bind(run_id.as_str())
-        .bind(to_db_int(from_seq))
-        .bind(to_db_int(limit))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.db("reading events"))?;
-        if rows.is_empty() && !self.run_exists(run_id).await? {
-            return Err(StoreError::NotFound {
-                run_id: run_id.clone(),
-            });
-        }
-        let records = rows
-            .iter()
-            .map(|row| At(row, self.path.as_path()).record(run_id))
-            .collect::<Result<Vec<_>, _>>()?;
-        if let Some(detail) = crate::shared::journal_gap(run_id, &records, from_seq) {
-            return Err(corrupt(&self.path, detail));
-        }
-        Ok(records)
+        self.shared().read_events(run_id, from_seq, limit).await
     }
 
     async fn save_checkpoint(
@@ -360,11 +342,11 @@ impl Store for SqliteStore {
         lease: &Lease,
         checkpoint: &Checkpoint,
     ) -> Result<(), StoreError> {
-        self.save_checkpoint_row(lease, checkpoint).await
+        self.shared().save_checkpoint(lease, checkpoint).await
     }
 
     async fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
-        self.load_checkpoint_row(run_id).await
+        self.shared().load_checkpoint(run_id).await
     }
 
     async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {

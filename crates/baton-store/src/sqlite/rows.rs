@@ -15,8 +15,8 @@ impl Origin for &Path {
         corrupt(self, detail)
     }
 
-    fn unreadable(&self, column: &str, error: sqlx::Error) -> StoreError {
-        classify(self, &format!("reading column {column}"), error)
+    fn failed(&self, context: &str, error: sqlx::Error) -> StoreError {
+        classify(self, context, error)
     }
 }
 

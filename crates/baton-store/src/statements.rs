@@ -1,0 +1,147 @@
+//! The statements both backends run alike, once, generic over the sqlx database: state
+//! checkpoints, reading a run's events, whether a run exists. Only the SQL's placeholder syntax
+//! differs ([`Dialect`]); where an error points is the rows' [`Origin`].
+
+use baton_core::{EventRecord, RunId};
+
+use crate::rows::{At, Origin};
+use crate::shared::to_db_int;
+use crate::{Checkpoint, Lease, StoreError};
+
+/// The shared statements in one database's SQL.
+pub(crate) trait Dialect: sqlx::Database {
+    /// Written only while the lease is held (so only by the run's one writer, whose state is the
+    /// latest), replacing the run's previous checkpoint; one statement, so one commit.
+    const SAVE_CHECKPOINT: &'static str;
+    const LOAD_CHECKPOINT: &'static str;
+    const READ_EVENTS: &'static str;
+    const RUN_EXISTS: &'static str;
+}
+
+impl Dialect for sqlx::Sqlite {
+    // The SELECT's WHERE is what lets SQLite parse the upsert.
+    const SAVE_CHECKPOINT: &'static str = "INSERT INTO checkpoints (run_id, seq, format, state) \
+         SELECT id, ?, ?, ? FROM runs WHERE id = ? AND lease_token = ? \
+         ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, format = excluded.format, \
+         state = excluded.state";
+    const LOAD_CHECKPOINT: &'static str =
+        "SELECT seq, format, state FROM checkpoints WHERE run_id = ?";
+    const READ_EVENTS: &'static str =
+        "SELECT seq, at, payload FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?";
+    const RUN_EXISTS: &'static str = "SELECT id FROM runs WHERE id = ?";
+}
+
+impl Dialect for sqlx::Postgres {
+    const SAVE_CHECKPOINT: &'static str = "INSERT INTO checkpoints (run_id, seq, format, state) \
+         SELECT id, $1, $2, $3 FROM runs WHERE id = $4 AND lease_token = $5 \
+         ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, format = excluded.format, \
+         state = excluded.state";
+    const LOAD_CHECKPOINT: &'static str =
+        "SELECT seq, format, state FROM checkpoints WHERE run_id = $1";
+    const READ_EVENTS: &'static str = "SELECT seq, at, payload FROM events \
+         WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3";
+    const RUN_EXISTS: &'static str = "SELECT id FROM runs WHERE id = $1";
+}
+
+/// A backend's pool and what its errors name.
+pub(crate) struct Shared<'a, DB: sqlx::Database, O> {
+    pub pool: &'a sqlx::Pool<DB>,
+    pub origin: O,
+}
+
+impl<DB, O> Shared<'_, DB, O>
+where
+    DB: Dialect,
+    O: Origin + Copy,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'t> String: sqlx::Encode<'t, DB>,
+    for<'t> i64: sqlx::Encode<'t, DB>,
+    for<'r> (i64, String, String): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
+    for<'c> &'c str: sqlx::ColumnIndex<DB::Row>,
+    for<'r> String: sqlx::Decode<'r, DB>,
+    String: sqlx::Type<DB>,
+    for<'r> i64: sqlx::Decode<'r, DB>,
+    i64: sqlx::Type<DB>,
+    for<'r> bool: sqlx::Decode<'r, DB>,
+    bool: sqlx::Type<DB>,
+{
+    fn db(&self, context: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
+        move |e| self.origin.failed(context, e)
+    }
+
+    pub(crate) async fn save_checkpoint(
+        &self,
+        lease: &Lease,
+        checkpoint: &Checkpoint,
+    ) -> Result<(), StoreError> {
+        sqlx::query(DB::SAVE_CHECKPOINT)
+            .bind(to_db_int(checkpoint.seq))
+            .bind(checkpoint.format.clone())
+            .bind(checkpoint.state.clone())
+            .bind(lease.run_id.as_str().to_owned())
+            .bind(lease.token.clone())
+            .execute(self.pool)
+            .await
+            .map_err(self.db("saving a state checkpoint"))?;
+        Ok(())
+    }
+
+    pub(crate) async fn load_checkpoint(
+        &self,
+        run_id: &RunId,
+    ) -> Result<Option<Checkpoint>, StoreError> {
+        let row: Option<(i64, String, String)> = sqlx::query_as(DB::LOAD_CHECKPOINT)
+            .bind(run_id.as_str().to_owned())
+            .fetch_optional(self.pool)
+            .await
+            .map_err(self.db("reading a state checkpoint"))?;
+        row.map(|(seq, format, state)| {
+            let seq = u64::try_from(seq).map_err(|_| {
+                self.origin
+                    .corrupt(format!("checkpoint seq is negative ({seq})"))
+            })?;
+            Ok(Checkpoint { seq, format, state })
+        })
+        .transpose()
+    }
+
+    pub(crate) async fn run_exists(&self, run_id: &RunId) -> Result<bool, StoreError> {
+        let found: Option<(String,)> = sqlx::query_as(DB::RUN_EXISTS)
+            .bind(run_id.as_str().to_owned())
+            .fetch_optional(self.pool)
+            .await
+            .map_err(self.db("looking up a run"))?;
+        Ok(found.is_some())
+    }
+
+    /// Up to `limit` events of `run_id` from `from_seq` on, checked to be gap-free.
+    pub(crate) async fn read_events(
+        &self,
+        run_id: &RunId,
+        from_seq: u64,
+        limit: u64,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let rows = sqlx::query(DB::READ_EVENTS)
+            .bind(run_id.as_str().to_owned())
+            .bind(to_db_int(from_seq))
+            .bind(to_db_int(limit))
+            .fetch_all(self.pool)
+            .await
+            .map_err(self.db("reading events"))?;
+        if rows.is_empty() && !self.run_exists(run_id).await? {
+            return Err(StoreError::NotFound {
+                run_id: run_id.clone(),
+            });
+        }
+        let records = rows
+            .iter()
+            .map(|row| At(row, self.origin).record(run_id))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(detail) = crate::shared::journal_gap(run_id, &records, from_seq) {
+            return Err(self.origin.corrupt(detail));
+        }
+        Ok(records)
+    }
+}
