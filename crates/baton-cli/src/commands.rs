@@ -288,7 +288,7 @@ async fn after_run(
             Some(exit::PAUSED)
         }
         Err(e) => {
-            eprintln!("error: {:#}", e.error);
+            eprintln!("error: {e}");
             None
         }
     }

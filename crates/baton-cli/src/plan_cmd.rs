@@ -1,6 +1,6 @@
 //! Task-graph flags of `run` / `resume`, plan files, and `baton plan`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::anyhow;
 use baton_core::board::TaskStatus;
@@ -130,12 +130,16 @@ impl TaskFlags {
             .plan
             .as_deref()
             .filter(|p| *p != "auto" && self.plan_only)?;
-        Some(load_plan(Path::new(path)).map(|mut plan| {
-            if let Some(check) = &self.check {
-                plan.final_check = Some(check.clone());
-            }
-            plan
-        }))
+        Some(
+            load_plan(Path::new(path))
+                .map(|mut plan| {
+                    if let Some(check) = &self.check {
+                        plan.final_check = Some(check.clone());
+                    }
+                    plan
+                })
+                .map_err(CliError::from),
+        )
     }
 
     /// The flags as given, for a supervised child (the plan path made absolute: the child
@@ -186,47 +190,7 @@ fn positive(n: u32, flag: &str) -> Result<u32, CliError> {
     }
 }
 
-/// Reads a plan file (TOML; `.json` files as JSON) and validates it.
-pub fn load_plan(path: &Path) -> Result<Plan, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::usage(anyhow!("cannot read plan file {}: {e}", path.display())))?;
-    let parsed = if path.extension().is_some_and(|e| e == "json") {
-        PlanFile::from_json(&text)
-    } else {
-        PlanFile::from_toml(&text)
-    };
-    parsed
-        .and_then(PlanFile::validate)
-        .map_err(|e| CliError::usage(anyhow!("plan file {}: {e}", path.display())))
-}
-
-/// Where `--plan-only` writes a run's plan for review.
-pub fn review_path(workspace: &Path, run: &str) -> PathBuf {
-    workspace
-        .join(baton_tools::STATE_DIR)
-        .join("plans")
-        .join(format!("{run}.toml"))
-}
-
-/// Writes the run's plan as an editable plan file; returns its path.
-pub fn write_review_file(workspace: &Path, state: &RunState) -> Result<PathBuf, CliError> {
-    let (Some(board), Some(run)) = (&state.board, &state.run_id) else {
-        return Err(CliError::from(anyhow!("the run has no plan to write")));
-    };
-    let plan = Plan {
-        tasks: board.tasks.iter().map(|t| t.spec.clone()).collect(),
-        final_check: board.final_check.clone(),
-    };
-    let path = review_path(workspace, run.as_str());
-    let write = || -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(&path, PlanFile::from_plan(&plan).to_toml())
-    };
-    write().map_err(|e| anyhow!("cannot write the plan to {}: {e}", path.display()))?;
-    Ok(path)
-}
+pub use baton::plans::{load_plan, write_review_file};
 
 /// `baton plan [RUN]`: the run's task graph with each task's state, as a table, then the plan
 /// file form.

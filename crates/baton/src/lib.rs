@@ -45,6 +45,7 @@ pub mod events;
 pub mod exec;
 mod layered;
 pub mod mcp;
+pub mod plans;
 pub mod providers;
 mod runtime;
 pub mod settings;
