@@ -3,13 +3,13 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use baton::config::{self, ConfigLayer, SandboxLayer};
-use baton_sandbox::policy::{Action, AskBehaviour, Policy};
-use baton_sandbox::{Output, Sandbox};
+use baton::config::{ConfigLayer, SandboxLayer};
+use baton::exec::CommandEnd;
+use baton_sandbox::Sandbox;
+use baton_sandbox::policy::{AskBehaviour, Policy};
 use baton_tools::ExecEnv;
 use clap::Args;
 
@@ -136,64 +136,24 @@ pub fn run_one(
     args: SandboxArgs,
     secrets: Vec<String>,
 ) -> Result<u8, CliError> {
-    let (sandbox, policy, _) = build(workspace, layer, &args.flags)?;
-    let words: Vec<String> = args
-        .command
-        .iter()
-        .map(|w| w.to_string_lossy().into_owned())
-        .collect();
-    let line =
-        shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "));
-    let decision = policy.decide(&line);
-    match decision.action {
-        Action::Forbid | Action::Ask => {
-            eprintln!("baton: refused: {}", decision.explain(&line));
-            return Ok(REFUSED);
+    let note = |text: &str| eprintln!("baton: note: {text}");
+    let timeout = args.timeout.map(Duration::from_secs);
+    let layer = with_flags(layer, &args.flags)?;
+    let end = baton::exec::run_command(workspace, &layer, &args.command, timeout, secrets, &note)?;
+    Ok(match end {
+        CommandEnd::Refused(why) => {
+            eprintln!("baton: refused: {why}");
+            REFUSED
         }
-        Action::Allow if decision.risky => {
-            eprintln!("baton: note: {}", decision.explain(&line));
+        CommandEnd::TimedOut(after) => {
+            eprintln!(
+                "baton: timed out: the command and everything it started were killed after {} s",
+                after.as_secs()
+            );
+            TIMED_OUT
         }
-        Action::Allow => {}
-    }
-    let timeout = Duration::from_secs(
-        args.timeout
-            .or(layer.shell_timeout_secs)
-            .unwrap_or(baton_core::Limits::default().shell_timeout_secs)
-            .max(1),
-    );
-    let names: Vec<String> = config::SECRET_ENV_VARS
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let env = baton_tools::without_secrets(std::env::vars_os().collect(), &names);
-    let prepared = sandbox
-        .prepare(workspace, &args.command, env)
-        .map_err(CliError::usage)?;
-    let redactor = Arc::new(baton_core::Redactor::new(secrets));
-    let output = Output::Filter(Arc::new(Redacting(redactor)));
-    let finished = baton_sandbox::run(prepared, timeout, output)
-        .map_err(|e| anyhow!("could not start the sandboxed command: {e}"))?;
-    if finished.timed_out {
-        eprintln!(
-            "baton: timed out: the command and everything it started were killed after {} s",
-            timeout.as_secs()
-        );
-        return Ok(TIMED_OUT);
-    }
-    Ok(u8::try_from(finished.code()).unwrap_or(exit::FAILED))
-}
-
-/// `baton sandbox`'s output filter: secrets redacted, also across the pieces of a long line.
-struct Redacting(Arc<baton_core::Redactor>);
-
-impl baton_sandbox::StreamFilter for Redacting {
-    fn filter(&self, text: &str) -> String {
-        self.0.redact(text)
-    }
-
-    fn hold_back(&self, text: &str) -> usize {
-        self.0.hold_back(text)
-    }
+        CommandEnd::Exited(code) => u8::try_from(code).unwrap_or(exit::FAILED),
+    })
 }
 
 /// The sandbox lines of `baton doctor`.
