@@ -9,8 +9,8 @@
 //! and the whole journal is replayed, as before. The journal writes one after a commit once
 //! [`CHECKPOINT_EVERY`] events have been made durable since the last.
 
-use baton_core::{EventRecord, ReplayError, RunId, RunState, STATE_FORMAT, replay};
-use baton_store::{Checkpoint, Store, StoreError};
+use baton_core::{EventRecord, RunId, RunState, STATE_FORMAT, replay};
+use baton_store::{Checkpoint, Store};
 
 use crate::EngineError;
 
@@ -18,26 +18,19 @@ use crate::EngineError;
 /// turn, one write of the state (a few hundred KB) every ~170 turns.
 pub(crate) const CHECKPOINT_EVERY: u64 = 1_000;
 
-/// Why a run's state could not be loaded.
-#[derive(Debug)]
-pub(crate) enum LoadFailure {
-    Store(StoreError),
-    Replay(ReplayError),
-}
-
 /// A run's state as its journal says, with the seq of the checkpoint it started from (0: none).
 pub(crate) async fn load_state(
     store: &dyn Store,
     run_id: &RunId,
-) -> Result<(RunState, u64), LoadFailure> {
+) -> Result<(RunState, u64), EngineError> {
     if let Some(loaded) = from_checkpoint(store, run_id).await {
         return Ok(loaded);
     }
-    let events = store
-        .load_events(run_id)
-        .await
-        .map_err(LoadFailure::Store)?;
-    let state = replay(&events).map_err(LoadFailure::Replay)?;
+    let events = store.load_events(run_id).await?;
+    let state = replay(&events).map_err(|source| EngineError::Replay {
+        run_id: run_id.clone(),
+        source,
+    })?;
     Ok((state, 0))
 }
 
@@ -45,14 +38,9 @@ pub(crate) async fn load_state(
 /// usable one. For callers outside a running engine that need to know where a run stands (a
 /// resume's checks before it starts the engine).
 pub async fn run_state(store: &dyn Store, run_id: &RunId) -> Result<RunState, EngineError> {
-    match load_state(store, run_id).await {
-        Ok((state, _)) if state.run_id.is_some() => Ok(state),
-        Ok(_) => Err(EngineError::EmptyRun(run_id.clone())),
-        Err(LoadFailure::Store(e)) => Err(e.into()),
-        Err(LoadFailure::Replay(source)) => Err(EngineError::Replay {
-            run_id: run_id.clone(),
-            source,
-        }),
+    match load_state(store, run_id).await? {
+        (state, _) if state.run_id.is_some() => Ok(state),
+        _ => Err(EngineError::EmptyRun(run_id.clone())),
     }
 }
 

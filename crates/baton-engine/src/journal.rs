@@ -22,7 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::EngineError;
 use crate::api::RunObserver;
-use crate::checkpoint::{self, CHECKPOINT_EVERY, LoadFailure};
+use crate::checkpoint::{self, CHECKPOINT_EVERY};
 
 const APPEND_ATTEMPTS: u32 = 5;
 
@@ -159,16 +159,7 @@ pub async fn record_external(
     lease: &Lease,
     event: Event,
 ) -> Result<Option<EventRecord>, EngineError> {
-    let (mut state, _) = match checkpoint::load_state(store, &lease.run_id).await {
-        Ok(loaded) => loaded,
-        Err(LoadFailure::Store(e)) => return Err(e.into()),
-        Err(LoadFailure::Replay(e)) => {
-            return Err(EngineError::Internal(format!(
-                "the journal of run {} cannot be replayed: {e}",
-                lease.run_id
-            )));
-        }
-    };
+    let (mut state, _) = checkpoint::load_state(store, &lease.run_id).await?;
     if state.status.is_terminal() {
         return Ok(None);
     }

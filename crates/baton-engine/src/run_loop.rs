@@ -26,7 +26,7 @@ use crate::api::{
     EngineParts, RunObserver, RunOutcome, SettingsOverride, StartRun, paused_outcome,
     terminal_outcome,
 };
-use crate::checkpoint::{self, LoadFailure};
+use crate::checkpoint;
 use crate::failure::pause_for_failure;
 use crate::journal::Journal;
 
@@ -316,13 +316,7 @@ impl Engine {
             }
             Err(failure) => {
                 let _ = self.parts.store.release(&lease).await;
-                return Err(match failure {
-                    LoadFailure::Store(e) => e.into(),
-                    LoadFailure::Replay(source) => EngineError::Replay {
-                        run_id: run_id.clone(),
-                        source,
-                    },
-                });
+                return Err(failure);
             }
         };
         let mut journal = Journal::new(
