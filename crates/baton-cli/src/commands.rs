@@ -331,6 +331,7 @@ pub async fn cost(
         print_json(&serde_json::json!({
             "run": summary.id.to_string(),
             "calls": agg.calls,
+            "embeddings": agg.embeddings,
             "tokens": view.tokens,
             "cost": view.cost,
         }))?;

@@ -46,9 +46,26 @@ pub fn render(agg: &RunAggregate) -> String {
             usd(row.cost_usd)
         ));
     }
+    for row in &agg.embeddings {
+        out.push_str(&format!(
+            "embeddings: {} — {} call{}, {} texts, {} tokens, {}\n",
+            row.model,
+            row.calls,
+            if row.calls == 1 { "" } else { "s" },
+            row.inputs,
+            row.input_tokens,
+            row.cost_usd
+                .map_or_else(|| "no price".to_string(), |c| format!("${c:.4}"))
+        ));
+    }
     let t = &agg.tokens;
+    let embeddings = if agg.embeddings.is_empty() {
+        ""
+    } else {
+        " (embeddings included)"
+    };
     out.push_str(&format!(
-        "total: {} model calls, {} input + {} output tokens, ",
+        "total{embeddings}: {} model calls, {} input + {} output tokens, ",
         agg.model_calls(),
         t.input,
         t.output
@@ -98,6 +115,50 @@ mod tests {
             })
             .collect();
         RunAggregate::from_events(&records)
+    }
+
+    #[test]
+    fn embeddings_are_listed_and_their_price_is_in_the_total() {
+        let usage = Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 100,
+            ..Default::default()
+        };
+        let text = render(&aggregate(vec![
+            finished(1, Some(usage), Some(0.0035)),
+            Event::EmbeddingsUsed {
+                model: "openai/text-embedding-3-small".into(),
+                calls: 2,
+                inputs: 7,
+                input_tokens: 300,
+                cost_usd: Some(0.0015),
+            },
+            Event::EmbeddingsUsed {
+                model: "local/all-MiniLM-L6-v2".into(),
+                calls: 1,
+                inputs: 1,
+                input_tokens: 9,
+                cost_usd: None,
+            },
+        ]));
+        assert!(
+            text.contains(
+                "embeddings: openai/text-embedding-3-small — 2 calls, 7 texts, 300 tokens, $0.0015\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "embeddings: local/all-MiniLM-L6-v2 — 1 call, 1 texts, 9 tokens, no price"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "total (embeddings included): 1 model calls, 1000 input + 100 output tokens, $0.0050\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

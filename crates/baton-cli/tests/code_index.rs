@@ -411,4 +411,20 @@ async fn embedding_calls_are_journaled_and_billed_once_across_a_resume() {
     assert_eq!(sent.len() - all, 2, "{sent:?}");
     let status = baton_blocking(ws.path(), home.path(), &["status", "--json"]).await;
     assert_finished(&status);
+    // `baton cost` bills the same embeddings, once, and counts their price in the total.
+    let cost_out = baton_blocking(ws.path(), home.path(), &["cost", "--json"]).await;
+    assert_finished(&cost_out);
+    let billed: Value = serde_json::from_slice(&cost_out.stdout).unwrap();
+    let rows = billed["embeddings"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{billed}");
+    assert_eq!(rows[0]["input_tokens"].as_u64(), Some(tokens), "{billed}");
+    assert_eq!(rows[0]["inputs"].as_u64(), Some(journaled), "{billed}");
+    assert!((rows[0]["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-9);
+    assert!(billed["cost"]["usd"].as_f64().unwrap() >= cost - 1e-12, "{billed}");
+    let text = baton_blocking(ws.path(), home.path(), &["cost"]).await;
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("texts, {tokens} tokens, ${cost:.4}")),
+        "{text}"
+    );
 }

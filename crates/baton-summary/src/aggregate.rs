@@ -97,6 +97,18 @@ impl Cost {
     }
 }
 
+/// The code index's embedding calls for one embedding model (`embeddings_used` events).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EmbeddingRow {
+    pub model: String,
+    pub calls: u32,
+    /// Texts embedded.
+    pub inputs: u64,
+    pub input_tokens: u64,
+    /// `None`: no price for the model (a local embedder, an unpriced endpoint).
+    pub cost_usd: Option<f64>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Pause {
     pub reason: PauseReason,
@@ -127,8 +139,11 @@ pub struct RunAggregate {
     /// MCP servers that did not start for the run's current process: `(server, why)`.
     pub mcp_failures: Vec<(String, String)>,
     pub tokens: Tokens,
+    /// Model calls' cost plus the priced embeddings' (as budgets count it).
     pub cost: Cost,
     pub calls: Vec<ModelCallRow>,
+    /// Embedding calls by embedding model, in the order first used.
+    pub embeddings: Vec<EmbeddingRow>,
     pub tools: Vec<ToolCallRow>,
     pub turns: Vec<TurnRow>,
     /// Failed model call attempts (each is retried or ends in a pause) by error class.
@@ -201,6 +216,13 @@ impl RunAggregate {
                 self.mcp_failures.push((server.clone(), error.clone()));
             }
             Event::SupervisorRestarted { .. } => self.restarts += 1,
+            Event::EmbeddingsUsed {
+                model,
+                calls,
+                inputs,
+                input_tokens,
+                cost_usd,
+            } => self.add_embeddings(model, *calls, *inputs, *input_tokens, *cost_usd),
             Event::TurnStarted { turn } => {
                 self.turns_started = self.turns_started.max(*turn);
                 self.turns.push(TurnRow {
@@ -342,6 +364,40 @@ impl RunAggregate {
         }
     }
 
+    /// As the reducer counts them: a priced call's cost joins the run's; an unpriced one
+    /// costs nothing known (it is not a model call of unknown cost).
+    fn add_embeddings(
+        &mut self,
+        model: &str,
+        calls: u32,
+        inputs: u64,
+        input_tokens: u64,
+        cost_usd: Option<f64>,
+    ) {
+        let cost_usd = cost_usd.filter(|c| c.is_finite() && *c >= 0.0);
+        let i = match self.embeddings.iter().position(|row| row.model == model) {
+            Some(i) => i,
+            None => {
+                self.embeddings.push(EmbeddingRow {
+                    model: model.to_owned(),
+                    calls: 0,
+                    inputs: 0,
+                    input_tokens: 0,
+                    cost_usd: None,
+                });
+                self.embeddings.len() - 1
+            }
+        };
+        let row = &mut self.embeddings[i];
+        row.calls = row.calls.saturating_add(calls);
+        row.inputs = row.inputs.saturating_add(inputs);
+        row.input_tokens = row.input_tokens.saturating_add(input_tokens);
+        if let Some(cost) = cost_usd {
+            row.cost_usd = Some(row.cost_usd.unwrap_or(0.0) + cost);
+            self.cost.usd += cost;
+        }
+    }
+
     fn settings(&mut self, settings: &baton_core::RunSettings) {
         self.model = Some(settings.model.model.clone());
         self.base_url = Some(settings.model.base_url.clone());
@@ -440,6 +496,40 @@ mod tests {
             served_model: Some("gpt-4o".into()),
             duration_ms: 1500,
         }
+    }
+
+    #[test]
+    fn embeddings_are_summed_per_model_and_priced_ones_join_the_cost() {
+        let used = |model: &str, calls, tokens, cost_usd| Event::EmbeddingsUsed {
+            model: model.into(),
+            calls,
+            inputs: u64::from(calls) * 3,
+            input_tokens: tokens,
+            cost_usd,
+        };
+        let agg = RunAggregate::from_events(&records(vec![
+            used("openai/text-embedding-3-small", 2, 100, Some(0.002)),
+            used("local/all-MiniLM-L6-v2", 1, 40, None),
+            used("openai/text-embedding-3-small", 1, 50, Some(0.001)),
+            used("openai/text-embedding-3-small", 1, 5, Some(f64::NAN)),
+        ]));
+        assert_eq!(agg.embeddings.len(), 2, "{:?}", agg.embeddings);
+        let priced = &agg.embeddings[0];
+        assert_eq!(
+            (
+                priced.model.as_str(),
+                priced.calls,
+                priced.inputs,
+                priced.input_tokens
+            ),
+            ("openai/text-embedding-3-small", 4, 12, 155)
+        );
+        assert!((priced.cost_usd.unwrap() - 0.003).abs() < 1e-12);
+        assert_eq!(agg.embeddings[1].cost_usd, None);
+        assert!((agg.cost.usd - 0.003).abs() < 1e-12);
+        // Embeddings are not model calls: no call of unknown cost, no tokens of the model's.
+        assert_eq!((agg.cost.unknown_calls, agg.model_calls()), (0, 0));
+        assert_eq!(agg.tokens, Tokens::default());
     }
 
     #[test]

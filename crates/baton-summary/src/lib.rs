@@ -11,6 +11,8 @@ pub mod aggregate;
 pub mod tasks;
 pub mod view;
 
-pub use aggregate::{CallKind, Cost, ModelCallRow, RunAggregate, Tokens, ToolCallRow, TurnRow};
+pub use aggregate::{
+    CallKind, Cost, EmbeddingRow, ModelCallRow, RunAggregate, Tokens, ToolCallRow, TurnRow,
+};
 pub use tasks::{TaskGraph, TaskSource, TaskState, TaskView};
 pub use view::{RunDetail, RunView, group_families, status_label};
