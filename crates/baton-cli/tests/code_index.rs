@@ -420,7 +420,10 @@ async fn embedding_calls_are_journaled_and_billed_once_across_a_resume() {
     assert_eq!(rows[0]["input_tokens"].as_u64(), Some(tokens), "{billed}");
     assert_eq!(rows[0]["inputs"].as_u64(), Some(journaled), "{billed}");
     assert!((rows[0]["cost_usd"].as_f64().unwrap() - cost).abs() < 1e-9);
-    assert!(billed["cost"]["usd"].as_f64().unwrap() >= cost - 1e-12, "{billed}");
+    assert!(
+        billed["cost"]["usd"].as_f64().unwrap() >= cost - 1e-12,
+        "{billed}"
+    );
     let text = baton_blocking(ws.path(), home.path(), &["cost"]).await;
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
