@@ -431,3 +431,75 @@ async fn embedding_calls_are_journaled_and_billed_once_across_a_resume() {
         "{text}"
     );
 }
+
+/// The embedding server, answering each request after `delay`.
+struct SlowEmbeddings {
+    inner: EmbeddingServer,
+    delay: Duration,
+}
+
+impl wiremock::Respond for SlowEmbeddings {
+    fn respond(&self, request: &wiremock::Request) -> wiremock::ResponseTemplate {
+        self.inner.respond(request).set_delay(self.delay)
+    }
+}
+
+/// The refresh after the run's last change embeds in the background while the model gives its
+/// final answer; the run's end waits for it, so those embeddings are journaled (and billed) with
+/// the run instead of being spent after it ended, or cut off when the process exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn embeddings_of_the_last_change_are_journaled_before_the_run_ends() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    small_repo(ws.path());
+    let embed = wiremock::MockServer::start().await;
+    let inputs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    wiremock::Mock::given(wiremock::matchers::path("/v1/embeddings"))
+        .respond_with(SlowEmbeddings {
+            inner: EmbeddingServer {
+                inputs: inputs.clone(),
+            },
+            delay: Duration::from_millis(700),
+        })
+        .mount(&embed)
+        .await;
+    write_user_config(
+        home.path(),
+        &format!(
+            "[embeddings]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\nprice_per_mtok = 100.0\n",
+            embed.uri()
+        ),
+    );
+    let server = ScriptedServer::start(vec![
+        turn(&[(
+            "write_file",
+            json!({
+                "path": "src/invoice.rs",
+                "content": "/// The total of an invoice in cents.\npub fn invoice_total_cents(lines: &[u64]) -> u64 {\n    lines.iter().sum()\n}\n",
+            }),
+        )]),
+        turn(&[("finish", json!({"summary": "added invoice_total_cents"}))]),
+    ])
+    .await;
+    let out = run_against(&server, ws.path(), home.path(), &["add an invoice total"]).await;
+    assert_finished(&out);
+
+    let sent = inputs.lock().unwrap().clone();
+    assert!(
+        sent.iter().any(|t| t.contains("invoice_total_cents")),
+        "the new function was never embedded before the run ended: {sent:?}"
+    );
+    let events = journal(ws.path(), home.path());
+    let used = of_type(&events, "embeddings_used");
+    let journaled: u64 = used.iter().map(|e| e["inputs"].as_u64().unwrap()).sum();
+    assert_eq!(
+        journaled,
+        sent.len() as u64,
+        "every text the server embedded is journaled: {used:?}, sent {sent:?}"
+    );
+    // … before the run's end, which closes its journal.
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let last_used = kinds.iter().rposition(|k| *k == "embeddings_used").unwrap();
+    let finished = kinds.iter().position(|k| *k == "run_finished").unwrap();
+    assert!(last_used < finished, "{kinds:?}");
+}

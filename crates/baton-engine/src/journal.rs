@@ -15,14 +15,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::{Event, EventRecord, RunId, RunState};
+use baton_core::{Event, EventRecord, PauseReason, RunId, RunState, RunStatus};
 use baton_store::{Lease, Store, StoreError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::EngineError;
 use crate::api::RunObserver;
 use crate::checkpoint::{self, CHECKPOINT_EVERY};
+use crate::{EngineError, SideUsage};
 
 const APPEND_ATTEMPTS: u32 = 5;
 
@@ -36,7 +36,13 @@ pub(crate) struct Journal {
     pending: Vec<EventRecord>,
     /// The seq of the run's latest state checkpoint (0: none yet).
     checkpointed: u64,
+    /// Usage of other services, settled and journaled before the run's ending.
+    side_usage: Option<Arc<dyn SideUsage>>,
 }
+
+/// How long the run's ending waits for the background work it caused (a refresh of the code
+/// index after its last change) before it is journaled without what that work still spends.
+const SETTLE_WITHIN: Duration = Duration::from_secs(10);
 
 impl Journal {
     pub(crate) fn new(
@@ -54,7 +60,14 @@ impl Journal {
             heartbeat,
             pending: Vec::new(),
             checkpointed: 0,
+            side_usage: None,
         }
+    }
+
+    /// Settles and journals `usage` before the run's ending (see [`Journal::record`]).
+    pub(crate) fn with_side_usage(mut self, usage: Option<Arc<dyn SideUsage>>) -> Self {
+        self.side_usage = usage;
+        self
     }
 
     /// Says that the run's state was loaded from the checkpoint at `seq`: the next one is due
@@ -75,7 +88,42 @@ impl Journal {
     /// Validates and applies one event, and makes it durable — at once, or with the next event
     /// that must be (see the module's doc). On Err the run must stop: the store and this process
     /// no longer agree, or the lease is gone.
+    /// Journals `event` (see the module's documentation). Before an event that ends or pauses
+    /// the run, the side usage is settled and journaled: the reducer takes usage only from a
+    /// running run, and a process that ends with the run would lose it.
     pub(crate) async fn record(&mut self, event: Event) -> Result<(), EngineError> {
+        let ends_running = event
+            .status_change()
+            .is_some_and(|status| status != RunStatus::Running);
+        if ends_running
+            && self.state.status == RunStatus::Running
+            && let Some(usage) = self.side_usage.clone()
+        {
+            // Durable first: the observers of the last tool calls (the code index's refresher
+            // is poked by them) see them before the wait.
+            self.commit().await?;
+            let interrupted = matches!(
+                &event,
+                Event::RunPaused {
+                    reason: PauseReason::Interrupted,
+                    ..
+                }
+            );
+            // A person who stopped the run does not wait for the index.
+            let within = if interrupted {
+                Duration::ZERO
+            } else {
+                SETTLE_WITHIN
+            };
+            usage.settle(within).await;
+            for used in usage.take() {
+                self.append(used).await?;
+            }
+        }
+        self.append(event).await
+    }
+
+    async fn append(&mut self, event: Event) -> Result<(), EngineError> {
         if let Some(lost) = self.heartbeat.lost() {
             return Err(EngineError::Store(lost));
         }

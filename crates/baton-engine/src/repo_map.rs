@@ -18,10 +18,17 @@ pub trait RepoMapSource: Send + Sync {
 }
 
 /// Usage of services the run uses besides the model (the code index's embedder), handed to
-/// the engine to journal: taken at each turn's start, before the budgets are checked.
+/// the engine to journal: taken at each turn's start (before the budgets are checked), after
+/// each tool call, and before the run finishes, fails or pauses.
+#[async_trait]
 pub trait SideUsage: Send + Sync {
     /// The events for what was used since the last call (`embeddings_used`), in order.
     fn take(&self) -> Vec<Event>;
+
+    /// Called before the run's ending is journaled: lets background work the run asked for
+    /// (the refresh after its last change) finish, for at most `within`, so that what it spends
+    /// is journaled with the run. Default: nothing to wait for.
+    async fn settle(&self, _within: std::time::Duration) {}
 }
 
 impl Engine {

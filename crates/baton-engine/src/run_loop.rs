@@ -240,7 +240,8 @@ impl Engine {
             lease,
             RunState::default(),
             self.parts.observer.clone(),
-        );
+        )
+        .with_side_usage(self.side_usage.clone());
         let started = Event::RunStarted {
             goal: request.goal,
             workspace: root,
@@ -325,7 +326,8 @@ impl Engine {
             state,
             self.parts.observer.clone(),
         )
-        .with_checkpoint_at(checkpointed);
+        .with_checkpoint_at(checkpointed)
+        .with_side_usage(self.side_usage.clone());
         let result = self
             .resume_journal(&mut journal, workspace, overrides)
             .await;

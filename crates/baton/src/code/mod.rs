@@ -12,6 +12,7 @@ mod tools;
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
@@ -21,7 +22,7 @@ use baton_embed::{EmbedCall, UsageSink};
 use baton_engine::{RepoMapSource, SideUsage};
 use baton_index::{CodeIndex, DEFAULT_MAP_TOKENS, MapRequest, VectorCache};
 use baton_tools::{Tool, ToolRegistry};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 
 use crate::Error;
 use crate::config::ConfigLayer;
@@ -42,6 +43,10 @@ pub struct CodeIntel {
     /// Tokens of the map in briefs; 0: none.
     brief_tokens: usize,
     refresh: Notify,
+    /// Refreshes asked for so far (the start and each poke) …
+    requested: AtomicU64,
+    /// … and the number of the latest one the background task has finished.
+    completed: watch::Sender<u64>,
     /// Embedding calls not journaled yet (see [`SideUsage`]).
     pending: Arc<PendingUsage>,
 }
@@ -61,7 +66,16 @@ impl UsageSink for PendingUsage {
 /// One `embeddings_used` event per model for the calls since the last turn. A process killed
 /// before the next turn loses those (never journals them twice): the vectors they made are
 /// stored, so they are not paid for again either.
+#[async_trait]
 impl SideUsage for CodeIntel {
+    /// Waits until the refresh asked for by the run's last change is done: its embeddings are
+    /// then journaled with the run rather than spent after it ended.
+    async fn settle(&self, within: std::time::Duration) {
+        let asked = self.requested.load(Ordering::SeqCst);
+        let mut done = self.completed.subscribe();
+        let _ = tokio::time::timeout(within, done.wait_for(|n| *n >= asked)).await;
+    }
+
     fn take(&self) -> Vec<Event> {
         let calls = match self.pending.0.lock() {
             Ok(mut calls) => std::mem::take(&mut *calls),
@@ -183,6 +197,8 @@ impl CodeIntel {
             cache,
             brief_tokens,
             refresh: Notify::new(),
+            requested: AtomicU64::new(0),
+            completed: watch::Sender::new(0),
             pending,
         }))
     }
@@ -285,10 +301,16 @@ impl CodeIntel {
     /// Starts the background task that refreshes the index now and after each
     /// [`CodeIntel::poke`]. It ends with the runtime.
     pub fn spawn_refresher(self: &Arc<Self>) {
+        // The first refresh is a request too: a run that ends at once waits for it (bounded).
+        self.requested.fetch_add(1, Ordering::SeqCst);
         let this = self.clone();
         tokio::spawn(async move {
             loop {
+                // What this refresh covers: every request up to now (a poke during it is
+                // another request, served by the next round).
+                let serving = this.requested.load(Ordering::SeqCst);
                 this.refresh_now().await;
+                this.completed.send_replace(serving);
                 this.refresh.notified().await;
             }
         });
@@ -296,6 +318,7 @@ impl CodeIntel {
 
     /// Asks the background task for a refresh (several pokes during one refresh make one more).
     pub fn poke(&self) {
+        self.requested.fetch_add(1, Ordering::SeqCst);
         self.refresh.notify_one();
     }
 
