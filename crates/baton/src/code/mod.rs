@@ -6,7 +6,9 @@
 //! brings it up to date — files first, then the vectors of new chunks — at start and after
 //! every mutating tool call, never inside a turn: a search uses the index as it is (stale
 //! files are re-read first, which costs a directory walk), and chunks not embedded yet are
-//! found by their keywords.
+//! found by their keywords. The run's end waits (up to 10 s) for the refresh its last change
+//! asked for, so that what the refresh spends on embeddings is journaled with the run
+//! ([`SideUsage::settle`]).
 
 mod tools;
 
