@@ -327,21 +327,7 @@ async fn embedding_calls_are_journaled_and_billed_once_across_a_resume() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     small_repo(ws.path());
-    let embed = wiremock::MockServer::start().await;
-    let inputs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    wiremock::Mock::given(wiremock::matchers::path("/v1/embeddings"))
-        .respond_with(EmbeddingServer {
-            inputs: inputs.clone(),
-        })
-        .mount(&embed)
-        .await;
-    write_user_config(
-        home.path(),
-        &format!(
-            "[embeddings]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\nprice_per_mtok = 100.0\n",
-            embed.uri()
-        ),
-    );
+    let (_embed, inputs) = priced_embeddings(home.path(), Duration::ZERO).await;
     // Two turns, then the turn limit pauses the run; the resumed run searches once more.
     let server = ScriptedServer::start(vec![
         turn(&[(
@@ -444,6 +430,36 @@ impl wiremock::Respond for SlowEmbeddings {
     }
 }
 
+/// An OpenAI-compatible embedding server (answering after `delay`), configured in `home` as
+/// the priced embedder; the texts it was sent.
+async fn priced_embeddings(
+    home: &Path,
+    delay: Duration,
+) -> (
+    wiremock::MockServer,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    let embed = wiremock::MockServer::start().await;
+    let inputs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    wiremock::Mock::given(wiremock::matchers::path("/v1/embeddings"))
+        .respond_with(SlowEmbeddings {
+            inner: EmbeddingServer {
+                inputs: inputs.clone(),
+            },
+            delay,
+        })
+        .mount(&embed)
+        .await;
+    write_user_config(
+        home,
+        &format!(
+            "[embeddings]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\nprice_per_mtok = 100.0\n",
+            embed.uri()
+        ),
+    );
+    (embed, inputs)
+}
+
 /// The refresh after the run's last change embeds in the background while the model gives its
 /// final answer; the run's end waits for it, so those embeddings are journaled (and billed) with
 /// the run instead of being spent after it ended, or cut off when the process exits.
@@ -452,24 +468,7 @@ async fn embeddings_of_the_last_change_are_journaled_before_the_run_ends() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
     small_repo(ws.path());
-    let embed = wiremock::MockServer::start().await;
-    let inputs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    wiremock::Mock::given(wiremock::matchers::path("/v1/embeddings"))
-        .respond_with(SlowEmbeddings {
-            inner: EmbeddingServer {
-                inputs: inputs.clone(),
-            },
-            delay: Duration::from_millis(700),
-        })
-        .mount(&embed)
-        .await;
-    write_user_config(
-        home.path(),
-        &format!(
-            "[embeddings]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\nprice_per_mtok = 100.0\n",
-            embed.uri()
-        ),
-    );
+    let (_embed, inputs) = priced_embeddings(home.path(), Duration::from_millis(700)).await;
     let server = ScriptedServer::start(vec![
         turn(&[(
             "write_file",
