@@ -88,9 +88,10 @@ impl Journal {
     /// Validates and applies one event, and makes it durable — at once, or with the next event
     /// that must be (see the module's doc). On Err the run must stop: the store and this process
     /// no longer agree, or the lease is gone.
-    /// Journals `event` (see the module's documentation). Before an event that ends or pauses
-    /// the run, the side usage is settled and journaled: the reducer takes usage only from a
-    /// running run, and a process that ends with the run would lose it.
+    ///
+    /// Before an event that ends or pauses the run, the side usage is settled and journaled
+    /// first: the reducer takes usage only from a running run, and a process that ends with the
+    /// run would lose it.
     pub(crate) async fn record(&mut self, event: Event) -> Result<(), EngineError> {
         let ends_running = event
             .status_change()
@@ -123,6 +124,7 @@ impl Journal {
         self.append(event).await
     }
 
+    /// [`Journal::record`] without the settling.
     async fn append(&mut self, event: Event) -> Result<(), EngineError> {
         if let Some(lost) = self.heartbeat.lost() {
             return Err(EngineError::Store(lost));
