@@ -11,6 +11,10 @@
 //! tool_call_started` before the tool), and a crash loses only events after the last commit:
 //! none of them has an effect that started. Observers (and the log) see each event at the
 //! commit that makes it durable, in order, with the state after that commit.
+//!
+//! **The run's end.** Before the event that finishes, fails or pauses the run, what the run
+//! spent on other services ([`SideUsage`]: the code index's embeddings) is settled — up to
+//! 10 s for the refresh after its last change, none after a person's stop — and journaled.
 
 use std::sync::Arc;
 use std::time::Duration;
