@@ -12,7 +12,7 @@ use baton_engine::{
     Engine, RunObserver, RunOutcome, SettingsOverride, Snapshots, StopHandle, StopSignal,
 };
 use baton_store::Store;
-use baton_summary::{RunAggregate, RunView, status_label};
+use baton_summary::{RunAggregate, RunView};
 
 use crate::config::ConfigLayer;
 use crate::output::{self, Human, JsonLines};
@@ -135,7 +135,7 @@ fn observer(json: bool, trace: Option<baton_telemetry::TraceObserver>) -> Arc<dy
         Arc::new(Human::new())
     };
     match trace {
-        Some(trace) => Arc::new(output::Fanout(vec![output, Arc::new(trace)])),
+        Some(trace) => Arc::new(baton_core::Fanout(vec![output, Arc::new(trace)])),
         None => output,
     }
 }
@@ -276,7 +276,7 @@ async fn after_run(
     let state = replay(&store.load_events(run_id).await.ok()?).ok()?;
     match plan_cmd::write_review_file(workspace, &state) {
         Ok(path) => {
-            out!("{}", plan_cmd::render(&state));
+            out!("{}", baton_printer::plan::render(&state));
             eprintln!(
                 "the plan is in {}: edit it if you like, then `baton resume {} --plan {}` (or \
                  `baton resume {}` to work through it as it is)",
@@ -312,7 +312,7 @@ pub async fn plan(
     let state = replay(&events)
         .map_err(|e| anyhow!("the journal of run {} cannot be replayed: {e}", summary.id))?;
     outln!("run {}", summary.id);
-    out!("{}", plan_cmd::render(&state));
+    out!("{}", baton_printer::plan::render(&state));
     Ok(exit::FINISHED)
 }
 
@@ -509,146 +509,17 @@ pub async fn status(
         print_json(&baton_summary::RunDetail::new(&summary, &agg))?;
         return Ok(exit::FINISHED);
     }
-    let view = RunView::new(&summary, &agg);
-    let mut rows: Vec<(&str, String)> = vec![
-        ("run", summary.id.to_string()),
-        ("goal", output::one_line(&summary.goal, 200)),
-        ("status", status_label(&summary)),
-    ];
-    if let (Some(model), Some(base_url)) = (&agg.model, &agg.base_url) {
-        rows.push(("model", format!("{model} at {base_url}")));
-    }
-    // The turn the progress lines showed last, also when it did not finish (a pause inside
-    // it): "6 of max 200", not the 5 finished ones.
-    if let Some(max) = agg.max_turns {
-        rows.push(("turns", format!("{} of max {max}", view.turns_started)));
-    }
-    for failure in &view.mcp_failures {
-        let why = output::one_line(&failure.error, 200);
-        rows.push((
-            "mcp",
-            format!(
-                "server {} did not start, its tools are missing: {why}",
-                failure.server
-            ),
-        ));
-    }
     // History and working memory need the reducer's state; a journal it cannot replay (say,
     // one with task events from a newer baton) still gets every other line.
-    if let Ok(state) = replay(&events) {
-        rows.push((
-            "elapsed",
-            format!(
-                "{} running (pauses and time between processes not counted)",
-                output::duration_words(state.running_ms)
-            ),
-        ));
-    }
-    if let Ok(state) = replay(&events)
-        && let Some(settings) = &state.settings
-    {
-        {
-            rows.push((
-                "context",
-                format!(
-                    "window {} tokens, {} compaction{}, {} history entries{}",
-                    settings.context.window_tokens,
-                    state.compactions,
-                    if state.compactions == 1 { "" } else { "s" },
-                    state.history.len(),
-                    match (state.plan.len(), state.facts.len()) {
-                        (0, 0) => String::new(),
-                        (plan, facts) => format!(", plan of {plan} steps, {facts} durable facts"),
-                    }
-                ),
-            ));
-        }
-    }
-    rows.push(("model calls", agg.model_calls().to_string()));
-    rows.push((
-        "tokens",
-        format!(
-            "{} prompt ({} cached) + {} completion{}",
-            agg.tokens.input,
-            agg.tokens.cached,
-            agg.tokens.output,
-            match agg.tokens.unreported_calls {
-                0 => String::new(),
-                n => format!(" (+ {n} calls whose server reported no usage)"),
-            }
-        ),
-    ));
-    rows.push((
-        "cost",
-        match agg.cost.unknown_calls {
-            0 => agg.cost.text(agg.model_calls()),
-            _ => format!(
-                "{} (`baton cost` has details)",
-                agg.cost.text(agg.model_calls())
-            ),
-        },
-    ));
-    if view.tasks_total > 0 {
-        rows.push((
-            "tasks",
-            format!("{} of {} done", view.tasks_done, view.tasks_total),
-        ));
-    }
-    rows.push(("events", summary.event_count.to_string()));
-    if opened.is_shared() {
-        rows.push(("holder", crate::worker::lease_text(&summary)));
-        if summary.queued {
-            rows.push((
-                "queued",
-                format!(
-                    "yes ({})",
-                    match crate::queue::queue_status(&summary) {
-                        "queued" => "waiting for a worker",
-                        _ => "a worker has it",
-                    }
-                ),
-            ));
-        }
-    }
-    rows.push((
-        "created",
-        summary
-            .created_at
-            .strftime("%Y-%m-%d %H:%M:%S UTC")
-            .to_string(),
-    ));
-    rows.push((
-        "updated",
-        summary
-            .updated_at
-            .strftime("%Y-%m-%d %H:%M:%S UTC")
-            .to_string(),
-    ));
-    if let Some(pause) = &view.pause {
-        rows.push((
-            "paused",
-            format!("{}: {}", crate::output::word(&pause.reason), pause.detail),
-        ));
-    }
-    if let Some(text) = &view.summary {
-        rows.push(("summary", output::one_line(text, 500)));
-    }
-    if let Some(by) = view.finished_by {
-        let how = match by {
-            baton_core::FinishedBy::Tool => "the model called `finish`",
-            baton_core::FinishedBy::Text => "the model's text reply (after one nudge)",
-        };
-        rows.push(("ended by", how.to_string()));
-    }
-    if let Some(error) = &view.error {
-        rows.push(("error", error.clone()));
-    }
-    out!("{}", output::key_values(&rows));
-    let tasks = agg.tasks();
-    if !tasks.tasks.is_empty() {
-        outln!();
-        out!("{}", output::tasks_table(&tasks));
-    }
+    let state = replay(&events).ok();
+    let kind = match opened.is_shared() {
+        true => output::status::StoreKind::Shared,
+        false => output::status::StoreKind::Local,
+    };
+    out!(
+        "{}",
+        output::status::text(&summary, &agg, state.as_ref(), kind)
+    );
     Ok(exit::FINISHED)
 }
 

@@ -2,7 +2,6 @@
 
 mod commands;
 mod config_cmd;
-mod cost;
 mod detach;
 mod doctor;
 mod flag_values;
@@ -10,17 +9,17 @@ mod goal;
 mod index_cmd;
 mod mcp_cmd;
 mod mcp_server;
-mod output;
 mod plan_cmd;
 mod queue;
 mod sandbox_cmd;
 mod serve_cmd;
 mod snapshot_cmd;
 mod supervise;
-mod transcript;
 mod worker;
 
 use baton::{client, config, store, trust};
+// The texts the commands print are made by the printer crate.
+use baton_printer::{self as output, cost, transcript};
 use baton_telemetry::logs as logging;
 use std::io::Write;
 use std::path::PathBuf;

@@ -5,13 +5,12 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use baton_core::{EventRecord, RunState, RunStatus};
+use baton_core::{EventRecord, RunState};
 use baton_engine::{RunObserver, StartRun, StopSignal};
 use baton_store::{StoreError, StoreLocation, open_store};
 
 use crate::commands::{build_engine_with, resolve_settings, workspace_dir};
 use crate::store_error;
-use crate::worker::lease_text;
 use crate::{CliError, SubmitArgs, exit, output};
 use baton_worker::Artifacts;
 
@@ -89,36 +88,9 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
     Ok(exit::FINISHED)
 }
 
-/// A run's status for `ls --all`: `queued` while it waits in the queue for a worker (submitted,
-/// or handed back by a stopped worker), else its journal's status.
-pub fn queue_status(run: &baton_store::RunSummary) -> &'static str {
-    let open = !matches!(run.status, RunStatus::Finished | RunStatus::Failed);
-    if run.queued && open && run.holder.as_ref().is_none_or(|h| !h.alive) {
-        "queued"
-    } else {
-        run.status.as_str()
-    }
-}
-
 /// Every run of the store, whatever workspace or worker it belongs to.
 pub async fn ls_all(store: &dyn baton_store::Store) -> Result<u8, CliError> {
     let runs = store.list_runs().await.map_err(store_error)?;
-    let mut out = std::io::stdout();
-    let _ = writeln!(
-        out,
-        "{:<12}  {:<10}  {:>6}  {:<64}  GOAL",
-        "RUN", "STATUS", "EVENTS", "HOLDER (LEASE)"
-    );
-    for run in &runs {
-        let _ = writeln!(
-            out,
-            "{:<12}  {:<10}  {:>6}  {:<64}  {}",
-            run.id.short(),
-            queue_status(run),
-            run.event_count,
-            output::one_line(&lease_text(run), 64),
-            output::one_line(&run.goal, 60)
-        );
-    }
+    let _ = write!(std::io::stdout(), "{}", output::status::queue_table(&runs));
     Ok(exit::FINISHED)
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use baton_core::{RunId, RunStatus};
+use baton_core::RunId;
 use baton_engine::StopSignal;
 use baton_store::{Holder, PostgresOptions, PostgresStore, Store, StoreError, StoreLocation};
 use baton_worker::{Artifacts, Hooks, News, Worker, worker_id};
@@ -101,91 +101,5 @@ impl Hooks for Printed {
 
     fn secrets(&self, secrets: &[String]) {
         crate::logging::redact_also(secrets);
-    }
-}
-
-/// How `ls --all` / `status` describe a run's lease: who holds it, how old the lease is (since
-/// it was taken or last renewed) and when it expires.
-pub fn lease_text(summary: &baton_store::RunSummary) -> String {
-    lease_text_at(summary, jiff::Timestamp::now())
-}
-
-/// [`lease_text`] as seen at `now`.
-fn lease_text_at(summary: &baton_store::RunSummary, now: jiff::Timestamp) -> String {
-    match &summary.holder {
-        None if summary.status == RunStatus::Finished || summary.status == RunStatus::Failed => {
-            "-".into()
-        }
-        None => "free".into(),
-        Some(h) => {
-            let age = h
-                .renewed_at
-                .map(|at| {
-                    format!(
-                        "age {:.1}s, ",
-                        now.duration_since(at).as_secs_f64().max(0.0)
-                    )
-                })
-                .unwrap_or_default();
-            let left = h.expires_at.duration_since(now).as_secs_f64();
-            if left >= 0.0 {
-                format!("{} ({age}expires in {left:.1}s)", h.holder.describe())
-            } else {
-                format!("{} ({age}expired {:.1}s ago)", h.holder.describe(), -left)
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-    use baton_store::{HolderInfo, RunSummary};
-
-    fn summary(status: RunStatus, holder: Option<HolderInfo>) -> RunSummary {
-        let at: jiff::Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
-        RunSummary {
-            id: RunId::new(),
-            goal: "g".into(),
-            workspace: "/w".into(),
-            status,
-            created_at: at,
-            updated_at: at,
-            event_count: 3,
-            holder,
-            queued: false,
-        }
-    }
-
-    #[test]
-    fn lease_text_names_the_worker_and_the_lease_age_and_expiry() {
-        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
-        let holder = Holder {
-            host: "box".into(),
-            pid: 7,
-            pid_start: None,
-            worker_id: Some("w-1".into()),
-        };
-        let info = HolderInfo {
-            holder,
-            expires_at: "2026-01-01T00:01:40Z".parse().unwrap(),
-            alive: true,
-            renewed_at: Some("2026-01-01T00:00:40Z".parse().unwrap()),
-        };
-        let text = lease_text_at(&summary(RunStatus::Running, Some(info.clone())), now);
-        assert_eq!(text, "w-1 (pid 7 on box) (age 20.0s, expires in 40.0s)");
-        let expired = HolderInfo {
-            expires_at: "2026-01-01T00:00:55Z".parse().unwrap(),
-            renewed_at: None,
-            ..info
-        };
-        let text = lease_text_at(&summary(RunStatus::Running, Some(expired)), now);
-        assert_eq!(text, "w-1 (pid 7 on box) (expired 5.0s ago)");
-        assert_eq!(
-            lease_text_at(&summary(RunStatus::Paused, None), now),
-            "free"
-        );
-        assert_eq!(lease_text_at(&summary(RunStatus::Finished, None), now), "-");
     }
 }

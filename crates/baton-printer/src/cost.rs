@@ -24,7 +24,7 @@ pub fn render(agg: &RunAggregate) -> String {
             (CallKind::Turn, Some(n)) => n.to_string(),
             _ => "sum".to_string(),
         };
-        let model = crate::output::one_line(&row.model, 28);
+        let model = crate::one_line(&row.model, 28);
         let cells = match &row.usage {
             Some(u) => [
                 u.prompt_tokens.to_string(),

@@ -3,7 +3,7 @@
 
 use baton_summary::RunView;
 
-use super::{duration_words, one_line};
+use crate::{duration_words, one_line};
 
 /// `key  value` lines with the values aligned (keys wider than the column push their value
 /// one space further, as `model calls` does).

@@ -1,6 +1,6 @@
 //! `baton logs`: a readable transcript of a run, rendered from its journal.
 
-use crate::output::word;
+use crate::word;
 use baton_core::{Event, EventRecord, FinishedBy, ToolOutcome};
 
 /// Tool output longer than this is shortened in the transcript (the journal keeps all of it).
@@ -42,7 +42,7 @@ pub fn render(records: &[EventRecord]) -> String {
                 "MCP server {server} ({version}) started: {} tool(s)",
                 tools.len()
             ),
-            other => crate::output::task_line(other).unwrap_or_default(),
+            other => crate::task_line(other).unwrap_or_default(),
         };
         out.push_str(&format!("{time} #{:<4} {text}\n", record.seq));
     }

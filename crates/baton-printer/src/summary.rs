@@ -3,7 +3,7 @@
 
 use baton_core::{Event, EventRecord, RunState};
 
-use super::{EVENT_SCHEMA_VERSION, parallel_task};
+use crate::events::{EVENT_SCHEMA_VERSION, parallel_task};
 
 /// After the event that ends a run (or this process's part of it), one more line with the
 /// totals: `{"v":1,"type":"run_totals","run_id":…,"end":"finished","turns":…,…}`. It is not a

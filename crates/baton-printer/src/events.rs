@@ -5,15 +5,10 @@ use std::io::Write;
 use std::sync::Mutex;
 
 use baton_core::{CompactionTrigger, Event, EventRecord, LoopResponse, RunState, ToolOutcome};
-use baton_engine::RunObserver;
-use baton_model::StreamDelta;
+use baton_core::{RunObserver, StreamDelta};
 use serde::Serialize;
 
-mod summary;
-mod tables;
-
-pub use summary::{duration_words, run_totals, status_line, summary_line, word};
-pub use tables::{key_values, runs_table, tasks_table};
+use crate::summary::{run_totals, status_line, summary_line, word};
 
 /// Version of the JSONL event schema (docs/events.md). Bumped on incompatible changes.
 pub const EVENT_SCHEMA_VERSION: u32 = 1;
@@ -30,7 +25,14 @@ pub struct JsonLines {
     out: Mutex<std::io::Stdout>,
 }
 
+impl Default for JsonLines {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl JsonLines {
+    /// Writes to this process's stdout.
     pub fn new() -> Self {
         JsonLines {
             out: Mutex::new(std::io::stdout()),
@@ -38,6 +40,7 @@ impl JsonLines {
     }
 }
 
+/// One event as the versioned JSON line of `--json` (docs/events.md).
 pub fn json_line(record: &EventRecord) -> String {
     serde_json::to_string(&StreamLine {
         v: EVENT_SCHEMA_VERSION,
@@ -108,7 +111,14 @@ impl Repeats {
     }
 }
 
+impl Default for Human {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Human {
+    /// Writes to this process's stderr; live status line only on a terminal without `NO_COLOR`.
     pub fn new() -> Self {
         use std::io::IsTerminal;
         // https://no-color.org: any non-empty value.
@@ -160,7 +170,7 @@ impl RunObserver for Human {
 
 /// The line for `event`; a `--parallel` child run's lines are marked with its task, since they
 /// come between the parent's.
-pub(crate) fn progress_line(event: &Event, state: &RunState) -> Option<String> {
+pub fn progress_line(event: &Event, state: &RunState) -> Option<String> {
     let Some(task) = parallel_task(state) else {
         return run_progress_line(event, state);
     };
@@ -184,7 +194,7 @@ pub(crate) fn progress_line(event: &Event, state: &RunState) -> Option<String> {
 }
 
 /// The task a `--parallel` child run works on (its workspace is a worktree of the parent's).
-fn parallel_task(state: &RunState) -> Option<&str> {
+pub(crate) fn parallel_task(state: &RunState) -> Option<&str> {
     if !baton_state::is_worktree(std::path::Path::new(&state.workspace)) {
         return None;
     }
@@ -467,8 +477,6 @@ pub fn one_line(text: &str, max: usize) -> String {
         format!("{cut}…")
     }
 }
-
-pub use baton_engine::Fanout;
 
 #[cfg(test)]
 mod repeat_tests {
