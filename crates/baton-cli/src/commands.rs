@@ -197,7 +197,7 @@ pub(crate) fn check_run(
         )));
     }
     let (settings, layer) = resolve_settings(workspace, &args.model)?;
-    crate::goal::check_size(args.goal(), settings.context.window_tokens)?;
+    baton::goal::check_size(args.goal(), settings.context.window_tokens)?;
     check_budget_is_priced(&settings, &layer)?;
     Ok((settings, layer))
 }
@@ -347,7 +347,7 @@ pub async fn cost(
 
 pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let sandbox = crate::sandbox_cmd::doctor_report(&workspace, &file_and_env_layers(&workspace)?);
+    let sandbox = baton::doctor::sandbox_report(&workspace, &file_and_env_layers(&workspace)?);
     let lines = |text: &str| text.lines().map(str::to_string).collect::<Vec<_>>();
     let (settings, layer) = match resolve_settings(&workspace, flags) {
         Ok(resolved) => resolved,
@@ -364,9 +364,13 @@ pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResu
             return Err(e);
         }
     };
-    let (model_ok, report) = crate::doctor::check(&settings, &layer).await?;
-    let mcp = crate::mcp_cmd::doctor_report(&workspace, &layer).await;
-    let (code_ok, code) = crate::index_cmd::doctor_report(&workspace, &layer).await;
+    let (model_ok, report) = baton::doctor::model_check(&settings, &layer).await?;
+    // What a server is given must not come back out in what is printed (its stderr, say).
+    crate::logging::redact_also(&baton::mcp::secret_values(&layer));
+    let mcp = baton::doctor::mcp_report(&workspace, &layer)
+        .await
+        .map(|(ok, text)| (ok, crate::logging::redacted(&text)));
+    let (code_ok, code) = baton::doctor::code_index_report(&workspace, &layer).await;
     let ok = model_ok && code_ok && mcp.as_ref().is_none_or(|(mcp_ok, _)| *mcp_ok);
     let mcp_text = mcp.map(|(_, text)| text).unwrap_or_default();
     if json {

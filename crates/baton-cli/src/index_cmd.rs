@@ -264,28 +264,3 @@ pub async fn map(workspace: &Path, store: Option<&str>, args: MapArgs) -> CliRes
     print!("{map}");
     Ok(exit::FINISHED)
 }
-
-/// `baton doctor`'s lines on the code index: where it is and which embedder it uses (a local
-/// model is loaded, which checks its files); false when the embeddings are misconfigured.
-pub async fn doctor_report(workspace: &Path, layer: &baton::config::ConfigLayer) -> (bool, String) {
-    let path = baton_state::StateDir::for_workspace(workspace).code_index();
-    let config = layer.embeddings.clone();
-    let resolved = tokio::task::spawn_blocking(move || {
-        baton::embeddings::resolve(config.as_ref(), None, &|k| std::env::var(k).ok())
-    })
-    .await;
-    let (ok, embeddings) = match resolved {
-        Ok(Ok(Some(e))) => (
-            true,
-            format!(
-                "embeddings: {} (vectors: {})",
-                e.description,
-                e.metered.model_id()
-            ),
-        ),
-        Ok(Ok(None)) => (true, format!("embeddings: none — {NO_EMBEDDER}")),
-        Ok(Err(e)) => (false, format!("embeddings: misconfigured: {e}")),
-        Err(e) => (false, format!("embeddings: could not be checked: {e}")),
-    };
-    (ok, format!("code index: {}\n{embeddings}", path.display()))
-}

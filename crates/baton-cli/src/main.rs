@@ -3,9 +3,7 @@
 mod commands;
 mod config_cmd;
 mod detach;
-mod doctor;
 mod flag_values;
-mod goal;
 mod index_cmd;
 mod mcp_cmd;
 mod mcp_server;
@@ -17,7 +15,7 @@ mod snapshot_cmd;
 mod supervise;
 mod worker;
 
-use baton::{client, config, store, trust};
+use baton::{config, store, trust};
 // The texts the commands print are made by the printer crate.
 use baton_printer::{self as output, cost, transcript};
 use baton_telemetry::logs as logging;

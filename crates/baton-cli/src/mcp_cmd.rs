@@ -301,26 +301,3 @@ impl ModelFlags {
         })
     }
 }
-
-/// `baton doctor`'s MCP part: every configured server started, with exactly what failed; `None`
-/// when none is configured. Also a misconfigured table is reported here, not raised.
-pub async fn doctor_report(workspace: &Path, layer: &ConfigLayer) -> Option<(bool, String)> {
-    if !baton::mcp::configured(layer) {
-        return None;
-    }
-    crate::logging::redact_also(&baton::mcp::secret_values(layer));
-    let started = match crate::sandbox_cmd::exec_env(workspace, layer, &Default::default()) {
-        Ok(exec) => baton::mcp::start(workspace, layer, &exec).await,
-        Err(e) => return Some((false, format!("MCP servers: not started: {:#}", e.error))),
-    };
-    match started {
-        Ok(Some(mcp)) => {
-            let ok = mcp.failures().count() == 0;
-            let lines = crate::logging::redacted(&baton::mcp::describe(&mcp).join("\n"));
-            mcp.shutdown().await;
-            Some((ok, lines))
-        }
-        Ok(None) => None,
-        Err(e) => Some((false, format!("MCP servers: {e}"))),
-    }
-}

@@ -1,5 +1,5 @@
-//! Sandbox wiring of the CLI: the `[sandbox]` config and flags turned into a [`Sandbox`] and a
-//! [`Policy`], the `baton sandbox -- CMD` command, and the sandbox part of `baton doctor`.
+//! Sandbox wiring of the CLI: the `[sandbox]` config and the sandbox flags layered into the
+//! execution environment of a run's commands, and the `baton sandbox -- CMD` command.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -8,8 +8,6 @@ use std::time::Duration;
 use anyhow::anyhow;
 use baton::config::{ConfigLayer, SandboxLayer};
 use baton::exec::CommandEnd;
-use baton_sandbox::Sandbox;
-use baton_sandbox::policy::{AskBehaviour, Policy};
 use baton_tools::ExecEnv;
 use clap::Args;
 
@@ -99,14 +97,6 @@ fn with_flags(layer: &ConfigLayer, flags: &SandboxFlags) -> Result<ConfigLayer, 
     })
 }
 
-fn build(
-    workspace: &Path,
-    layer: &ConfigLayer,
-    flags: &SandboxFlags,
-) -> Result<(Sandbox, Policy, AskBehaviour), CliError> {
-    Ok(baton::exec::build(workspace, &with_flags(layer, flags)?)?)
-}
-
 /// The sandbox and policy a run's commands go through: the config's `[sandbox]` with the flags.
 pub fn exec_env(
     workspace: &Path,
@@ -154,50 +144,4 @@ pub fn run_one(
         }
         CommandEnd::Exited(code) => u8::try_from(code).unwrap_or(exit::FAILED),
     })
-}
-
-/// The sandbox lines of `baton doctor`.
-pub fn doctor_report(workspace: &Path, layer: &ConfigLayer) -> String {
-    let sandbox = match build(workspace, layer, &SandboxFlags::default()) {
-        Ok((sandbox, policy, _)) => {
-            let home = std::env::var_os("HOME").map(PathBuf::from);
-            let details: String = sandbox
-                .report(home.as_deref())
-                .iter()
-                .map(|line| format!("\n  {line}"))
-                .collect();
-            format!(
-                "sandbox: {}{details}\npolicy: {} rules (built-in defaults + your files; a \
-                 guard rail against mistakes — the sandbox is the boundary)",
-                sandbox.summary(),
-                policy.rules().len()
-            )
-        }
-        Err(e) => format!("sandbox: NOT AVAILABLE: {:#}", e.error),
-    };
-    format!("{sandbox}\n{}", state_report(workspace))
-}
-
-/// Where the journal, snapshots and logs are, and whether commands can reach them.
-fn state_report(workspace: &Path) -> String {
-    let state = baton_state::StateDir::for_workspace(workspace);
-    let root = state.root().display();
-    if state.is_inside_workspace() {
-        return format!(
-            "state: {root} — INSIDE the workspace (no HOME, XDG_STATE_HOME or BATON_STATE_DIR): \
-             commands that may write the workspace could change the journal; set BATON_STATE_DIR"
-        );
-    }
-    let old = if state.has_old_layout() {
-        format!(
-            "; {} still holds state of the old layout, moved there by the next command",
-            state.inputs_dir().display()
-        )
-    } else {
-        String::new()
-    };
-    format!(
-        "state: {root} (journal, snapshots, logs, worktrees; outside the workspace, not writable \
-         by commands{old})"
-    )
 }

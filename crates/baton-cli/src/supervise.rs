@@ -53,11 +53,11 @@ pub async fn run(globals: Globals<'_>, mut args: RunArgs) -> CliResult {
         return Ok(exit::FINISHED);
     }
     use std::io::IsTerminal;
-    let goal = crate::goal::resolve(
+    let goal = baton::goal::resolve(
         args.goal.as_deref(),
         args.goal_file.as_deref(),
         std::io::stdin().is_terminal(),
-        crate::goal::read_all_stdin,
+        baton::goal::read_all_stdin,
     )?;
     args.goal = Some(goal);
     args.goal_file = None;
@@ -90,8 +90,8 @@ pub async fn run(globals: Globals<'_>, mut args: RunArgs) -> CliResult {
         rest.extend(["--output-last-message".into(), file.display().to_string()]);
     }
     // A long goal would not fit in one argument: the agent processes read it from a file.
-    if args.goal().len() > crate::goal::PASS_AS_FILE_OVER {
-        let file = crate::goal::write_for_children(&workspace, run_id.as_str(), args.goal())?;
+    if args.goal().len() > baton::goal::PASS_AS_FILE_OVER {
+        let file = baton::goal::write_for_children(&workspace, run_id.as_str(), args.goal())?;
         rest.extend(["--goal-file".to_string(), file.display().to_string()]);
     } else {
         rest.extend(["--".to_string(), args.goal().to_string()]);

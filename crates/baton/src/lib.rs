@@ -39,12 +39,15 @@
 pub mod client;
 pub mod code;
 pub mod config;
+pub mod doctor;
 pub mod embeddings;
 mod error;
 pub mod events;
 pub mod exec;
+pub mod goal;
 mod layered;
 pub mod mcp;
+pub mod mcp_runner;
 pub mod plans;
 pub mod providers;
 mod runtime;

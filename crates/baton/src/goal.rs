@@ -5,34 +5,32 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use anyhow::anyhow;
-
-use crate::CliError;
+use crate::error::{Error, Result};
 
 /// Goals longer than this reach a supervised agent process through a file.
-pub(crate) const PASS_AS_FILE_OVER: usize = 16 * 1024;
+pub const PASS_AS_FILE_OVER: usize = 16 * 1024;
 
 /// The goal's text, from the first source given.
-pub(crate) fn resolve(
+pub fn resolve(
     arg: Option<&str>,
     file: Option<&Path>,
     stdin_is_terminal: bool,
     read_stdin: impl FnOnce() -> std::io::Result<Vec<u8>>,
-) -> Result<String, CliError> {
+) -> Result<String> {
     let text = match (arg, file) {
         (Some(_), Some(_)) => {
-            return Err(CliError::usage(anyhow!(
-                "give the goal either as an argument or with --goal-file, not both"
-            )));
+            return Err(Error::usage(
+                "give the goal either as an argument or with --goal-file, not both",
+            ));
         }
         (Some("-"), None) => from_stdin(read_stdin)?,
         (Some(goal), None) => goal.to_string(),
         (None, Some(path)) => {
             let bytes = std::fs::read(path).map_err(|e| {
-                CliError::usage(anyhow!("cannot read the goal file {}: {e}", path.display()))
+                Error::usage(format!("cannot read the goal file {}: {e}", path.display()))
             })?;
             String::from_utf8(bytes).map_err(|_| {
-                CliError::usage(anyhow!(
+                Error::usage(format!(
                     "the goal file {} is not UTF-8 text",
                     path.display()
                 ))
@@ -40,10 +38,10 @@ pub(crate) fn resolve(
         }
         (None, None) if !stdin_is_terminal => from_stdin(read_stdin)?,
         (None, None) => {
-            return Err(CliError::usage(anyhow!(
+            return Err(Error::usage(
                 "no goal: say what the agent should do — `baton run \"GOAL\"`, \
-                 `baton run --goal-file FILE`, or pipe it in (`… | baton run -`)"
-            )));
+                 `baton run --goal-file FILE`, or pipe it in (`… | baton run -`)",
+            ));
         }
     };
     // What `echo GOAL |` and editors add.
@@ -53,22 +51,21 @@ pub(crate) fn resolve(
         text.trim_end_matches(['\n', '\r']).to_string()
     };
     if text.trim().is_empty() {
-        return Err(CliError::usage(anyhow!(
-            "the goal is empty: say what the agent should do"
-        )));
+        return Err(Error::usage(
+            "the goal is empty: say what the agent should do",
+        ));
     }
     Ok(text)
 }
 
-fn from_stdin(read: impl FnOnce() -> std::io::Result<Vec<u8>>) -> Result<String, CliError> {
+fn from_stdin(read: impl FnOnce() -> std::io::Result<Vec<u8>>) -> Result<String> {
     let bytes =
-        read().map_err(|e| CliError::usage(anyhow!("cannot read the goal from stdin: {e}")))?;
-    String::from_utf8(bytes)
-        .map_err(|_| CliError::usage(anyhow!("the goal read from stdin is not UTF-8 text")))
+        read().map_err(|e| Error::usage(format!("cannot read the goal from stdin: {e}")))?;
+    String::from_utf8(bytes).map_err(|_| Error::usage("the goal read from stdin is not UTF-8 text"))
 }
 
 /// Reads all of stdin.
-pub(crate) fn read_all_stdin() -> std::io::Result<Vec<u8>> {
+pub fn read_all_stdin() -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     std::io::stdin().lock().read_to_end(&mut bytes)?;
     Ok(bytes)
@@ -76,11 +73,11 @@ pub(crate) fn read_all_stdin() -> std::io::Result<Vec<u8>> {
 
 /// Refuses a goal that would take more than a quarter of the context window (estimated at 4
 /// bytes a token): the run could not hold it with the work it asks for.
-pub(crate) fn check_size(goal: &str, window_tokens: u64) -> Result<(), CliError> {
+pub fn check_size(goal: &str, window_tokens: u64) -> Result<()> {
     let tokens = u64::try_from(goal.len() / 4).unwrap_or(u64::MAX);
     let share = window_tokens / 4;
     if tokens > share {
-        return Err(CliError::usage(anyhow!(
+        return Err(Error::usage(format!(
             "the goal is about {tokens} tokens ({} KiB), more than a quarter of the model's \
              {window_tokens}-token context window ({share} tokens): shorten it, or put the \
              details in a file in the workspace and say in the goal where they are",
@@ -91,17 +88,15 @@ pub(crate) fn check_size(goal: &str, window_tokens: u64) -> Result<(), CliError>
 }
 
 /// Where a supervisor leaves a long goal for its agent processes.
-pub(crate) fn write_for_children(
-    workspace: &Path,
-    run_id: &str,
-    goal: &str,
-) -> Result<PathBuf, CliError> {
+pub fn write_for_children(workspace: &Path, run_id: &str, goal: &str) -> Result<PathBuf> {
     let state = baton_state::StateDir::for_workspace(workspace);
-    state.prepare()?;
+    state.prepare().map_err(Error::failed)?;
     let dir = state.root().join("goals");
-    std::fs::create_dir_all(&dir).map_err(|e| anyhow!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::failed(format!("cannot create {}: {e}", dir.display())))?;
     let path = dir.join(format!("{run_id}.md"));
-    std::fs::write(&path, goal).map_err(|e| anyhow!("cannot write {}: {e}", path.display()))?;
+    std::fs::write(&path, goal)
+        .map_err(|e| Error::failed(format!("cannot write {}: {e}", path.display())))?;
     Ok(path)
 }
 
@@ -125,15 +120,11 @@ mod tests {
         );
         assert_eq!(resolve(None, None, false, stdin("piped")).unwrap(), "piped");
         let none = resolve(None, None, true, stdin("")).unwrap_err();
-        assert!(
-            none.error.to_string().contains("--goal-file"),
-            "{}",
-            none.error
-        );
+        assert!(none.to_string().contains("--goal-file"), "{none}");
         let empty = resolve(None, None, false, stdin("  \n")).unwrap_err();
-        assert!(empty.error.to_string().contains("empty"));
+        assert!(empty.to_string().contains("empty"));
         let bad = resolve(Some("-"), None, true, || Ok(vec![0xff, 0xfe])).unwrap_err();
-        assert!(bad.error.to_string().contains("UTF-8"));
+        assert!(bad.to_string().contains("UTF-8"));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("goal.md");
         std::fs::write(&file, "from a file").unwrap();
@@ -142,18 +133,14 @@ mod tests {
             "from a file"
         );
         let missing = resolve(None, Some(&dir.path().join("nope")), true, stdin("")).unwrap_err();
-        assert!(missing.error.to_string().contains("nope"));
-        assert_eq!(missing.code, crate::exit::USAGE);
+        assert!(missing.to_string().contains("nope"));
+        assert!(missing.is_usage(), "{missing:?}");
     }
 
     #[test]
     fn a_goal_over_a_quarter_of_the_window_is_refused() {
         assert!(check_size(&"x".repeat(4 * 1000), 4000).is_ok());
         let err = check_size(&"x".repeat(4 * 1001), 4000).unwrap_err();
-        assert!(
-            err.error.to_string().contains("1001 tokens"),
-            "{}",
-            err.error
-        );
+        assert!(err.to_string().contains("1001 tokens"), "{err}");
     }
 }

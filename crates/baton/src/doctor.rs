@@ -1,13 +1,18 @@
-//! `baton doctor`: one tiny request to the configured model, and a plain-words diagnosis of
-//! whatever goes wrong (nothing listening, unknown host, TLS, key, model name).
+//! The checks of `baton doctor`, each a report in plain words: one tiny request to the configured
+//! model with a diagnosis of whatever goes wrong (nothing listening, unknown host, TLS, key,
+//! model name); the sandbox and where the state lives; the code index's embedder; the MCP
+//! servers, started.
 
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use baton_core::{ErrorClass, Message, ModelRequest, ModelSettings, ResponseMode, ToolChoice};
 use baton_model::{ModelError, NoObserver};
+use baton_printer::{one_line, word};
 
 use crate::client;
 use crate::config::ConfigLayer;
+use crate::error::Result;
 
 /// What a failed check means for the user, from the error's class and text.
 pub fn diagnose(error: &ModelError, settings: &ModelSettings) -> String {
@@ -34,7 +39,7 @@ pub fn diagnose(error: &ModelError, settings: &ModelSettings) -> String {
             settings.model
         ),
         ErrorClass::InvalidRequest => "the server rejected the request as invalid".to_string(),
-        ErrorClass::BadResponse => format!("{url} answered, but not like a {} API: check --base-url / --provider", crate::output::word(&settings.provider)),
+        ErrorClass::BadResponse => format!("{url} answered, but not like a {} API: check --base-url / --provider", word(&settings.provider)),
         ErrorClass::Transient | ErrorClass::Unreachable if text.contains("dns") || text.contains("lookup") || text.contains("resolve") => {
             format!("the host in {url} cannot be found (DNS): check the URL and your network")
         }
@@ -53,11 +58,11 @@ pub fn diagnose(error: &ModelError, settings: &ModelSettings) -> String {
     format!("{hint}\n  ({error})")
 }
 
-/// Runs the check; returns (ok, report).
-pub async fn check(
+/// Sends the model of `run_settings` one tiny request; whether it answered, and the report.
+pub async fn model_check(
     run_settings: &baton_core::RunSettings,
     layer: &ConfigLayer,
-) -> Result<(bool, String), crate::CliError> {
+) -> Result<(bool, String)> {
     let settings = &run_settings.model;
     let client = client::model_client(settings, layer)?;
     let request = ModelRequest {
@@ -98,7 +103,7 @@ pub async fn check(
                 true,
                 format!(
                     "ok: {head} answered in {elapsed:.1}s ({usage}): {:?}\n{profile_line}",
-                    crate::output::one_line(&said, 80)
+                    one_line(&said, 80)
                 ),
             )
         }
@@ -128,10 +133,10 @@ fn profile_line(
     let mut line = format!(
         "  profile '{}': wire {wire}; reasoning history {}, effort {}, thinking {}; compaction {}{}",
         profile.name,
-        crate::output::word(&r.history),
+        word(&r.history),
         r.effort.as_deref().unwrap_or("(server default)"),
         r.thinking
-            .map_or("(server default)".to_string(), |t| crate::output::word(&t)),
+            .map_or("(server default)".to_string(), |t| word(&t)),
         match compaction {
             baton_core::Compaction::Summarize { .. } => "baton's summary",
             baton_core::Compaction::Provider => "the provider's",
@@ -157,5 +162,102 @@ fn provider_name(settings: &ModelSettings) -> &'static str {
     match settings.provider {
         baton_core::ProviderKind::OpenAiCompatible => "OpenAI-compatible",
         baton_core::ProviderKind::Anthropic => "Anthropic",
+    }
+}
+
+/// The sandbox lines: what isolates commands here, the policy, and where the state lives.
+pub fn sandbox_report(workspace: &Path, layer: &ConfigLayer) -> String {
+    let sandbox = match crate::exec::build(workspace, layer) {
+        Ok((sandbox, policy, _)) => {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            let details: String = sandbox
+                .report(home.as_deref())
+                .iter()
+                .map(|line| format!("\n  {line}"))
+                .collect();
+            format!(
+                "sandbox: {}{details}\npolicy: {} rules (built-in defaults + your files; a \
+                 guard rail against mistakes — the sandbox is the boundary)",
+                sandbox.summary(),
+                policy.rules().len()
+            )
+        }
+        Err(e) => format!("sandbox: NOT AVAILABLE: {e}"),
+    };
+    format!("{sandbox}\n{}", state_report(workspace))
+}
+
+/// Where the journal, snapshots and logs are, and whether commands can reach them.
+fn state_report(workspace: &Path) -> String {
+    let state = baton_state::StateDir::for_workspace(workspace);
+    let root = state.root().display();
+    if state.is_inside_workspace() {
+        return format!(
+            "state: {root} — INSIDE the workspace (no HOME, XDG_STATE_HOME or BATON_STATE_DIR): \
+             commands that may write the workspace could change the journal; set BATON_STATE_DIR"
+        );
+    }
+    let old = if state.has_old_layout() {
+        format!(
+            "; {} still holds state of the old layout, moved there by the next command",
+            state.inputs_dir().display()
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "state: {root} (journal, snapshots, logs, worktrees; outside the workspace, not writable \
+         by commands{old})"
+    )
+}
+
+/// The code index's lines: where it is and which embedder it uses (a local
+/// model is loaded, which checks its files); false when the embeddings are misconfigured.
+pub async fn code_index_report(workspace: &Path, layer: &ConfigLayer) -> (bool, String) {
+    let path = baton_state::StateDir::for_workspace(workspace).code_index();
+    let config = layer.embeddings.clone();
+    let resolved = tokio::task::spawn_blocking(move || {
+        crate::embeddings::resolve(config.as_ref(), None, &|k| std::env::var(k).ok())
+    })
+    .await;
+    let (ok, embeddings) = match resolved {
+        Ok(Ok(Some(e))) => (
+            true,
+            format!(
+                "embeddings: {} (vectors: {})",
+                e.description,
+                e.metered.model_id()
+            ),
+        ),
+        Ok(Ok(None)) => (
+            true,
+            format!("embeddings: none — {}", crate::embeddings::NO_EMBEDDER),
+        ),
+        Ok(Err(e)) => (false, format!("embeddings: misconfigured: {e}")),
+        Err(e) => (false, format!("embeddings: could not be checked: {e}")),
+    };
+    (ok, format!("code index: {}\n{embeddings}", path.display()))
+}
+
+/// The MCP servers' lines: every configured server started, with exactly what failed; `None`
+/// when none is configured. Also a misconfigured table is reported here, not raised. The caller
+/// redacts the text (a server's stderr may echo what it was given: [`crate::mcp::secret_values`]).
+pub async fn mcp_report(workspace: &Path, layer: &ConfigLayer) -> Option<(bool, String)> {
+    if !crate::mcp::configured(layer) {
+        return None;
+    }
+    let started = match crate::exec::exec_env(workspace, layer) {
+        Ok(exec) => crate::mcp::start(workspace, layer, &exec).await,
+        Err(e) => return Some((false, format!("MCP servers: not started: {e}"))),
+    };
+    match started {
+        Ok(Some(mcp)) => {
+            let ok = mcp.failures().count() == 0;
+            let lines = crate::mcp::describe(&mcp).join("\n");
+            mcp.shutdown().await;
+            Some((ok, lines))
+        }
+        Ok(None) => None,
+        Err(e) => Some((false, format!("MCP servers: {e}"))),
     }
 }
