@@ -7,10 +7,8 @@ use std::time::Instant;
 
 use anyhow::anyhow;
 use baton::code::{CodeIntel, count_tokens};
-use baton::embeddings::NO_EMBEDDER;
 use baton_index::{DEFAULT_MAP_TOKENS, MapRequest, SearchMode, SearchRequest};
 use clap::{Args, ValueEnum};
-use serde_json::json;
 
 use crate::commands::workspace_dir;
 use crate::{CliError, exit};
@@ -99,54 +97,20 @@ pub async fn index(workspace: &Path, store: Option<&str>, args: IndexArgs) -> Cl
         .stats(model.as_deref())
         .await
         .map_err(|e| anyhow!("{e}"))?;
-    let seconds = started.elapsed().as_secs_f64();
+    let summary = baton_printer::code::IndexSummary {
+        stats: &stats,
+        update: &update,
+        embed: &embed,
+        embedder: intel
+            .embeddings()
+            .map(|e| e.description.as_str())
+            .zip(model.as_deref()),
+        seconds: started.elapsed().as_secs_f64(),
+    };
     if args.json {
-        let value = json!({
-            "files": stats.files,
-            "chunks": stats.chunks,
-            "definitions": stats.definitions,
-            "languages": stats.languages,
-            "distinct_chunks": stats.distinct_chunks,
-            "embedded": stats.embedded,
-            "embedded_share": if model.is_some() { json!(stats.embedded_share()) } else { json!(null) },
-            "embedder": intel.embeddings().map(|e| e.description.clone()),
-            "embedding_model": model,
-            "update": update,
-            "embedding": embed,
-            "seconds": seconds,
-        });
-        println!("{value}");
-        return Ok(exit::FINISHED);
-    }
-    let languages: Vec<String> = stats
-        .languages
-        .iter()
-        .map(|(lang, n)| format!("{lang} {n}"))
-        .collect();
-    println!(
-        "indexed {} files ({}), {} chunks, {} definitions in {seconds:.1}s",
-        stats.files,
-        languages.join(", "),
-        stats.chunks,
-        stats.definitions
-    );
-    println!(
-        "this update: {} files read, {} unchanged, {} removed",
-        update.files_indexed,
-        update.files_seen - update.files_indexed,
-        update.files_removed
-    );
-    match intel.embeddings() {
-        Some(e) => println!(
-            "embedded {:.0}% of {} distinct chunks with {} ({} new, {} from the shared cache, {} tokens)",
-            stats.embedded_share() * 100.0,
-            stats.distinct_chunks,
-            e.description,
-            embed.embedded,
-            embed.from_cache,
-            embed.input_tokens
-        ),
-        None => println!("{NO_EMBEDDER}"),
+        println!("{}", summary.json());
+    } else {
+        print!("{}", summary.text());
     }
     Ok(exit::FINISHED)
 }
@@ -195,19 +159,7 @@ pub async fn search(workspace: &Path, store: Option<&str>, args: SearchArgs) -> 
         if args.json {
             let _ = writeln!(out, "{}", serde_json::to_string(hit).unwrap_or_default());
         } else {
-            let symbol = hit
-                .symbol
-                .as_deref()
-                .map(|s| format!("  {s}"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "{}:{}-{}{symbol}  ({:.3})",
-                hit.path, hit.start_line, hit.end_line, hit.score
-            );
-            for line in hit.snippet.lines() {
-                let _ = writeln!(out, "    {line}");
-            }
+            let _ = write!(out, "{}", baton_printer::code::hit_text(hit));
         }
     }
     if results.hits.is_empty() && !args.json {

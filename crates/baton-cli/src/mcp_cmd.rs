@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use baton::config::ConfigLayer;
-use baton::mcp::{McpServerConfig, ServerStatus};
 use clap::{Args, Subcommand};
 
 use crate::{CliError, ModelFlags, exit};
@@ -27,14 +26,6 @@ pub struct McpFlags {
     no_mcp: bool,
 }
 
-/// The file `--mcp-config` names: only `[mcp_servers.NAME]` tables.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct McpFile {
-    #[serde(default)]
-    mcp_servers: BTreeMap<String, McpServerConfig>,
-}
-
 impl McpFlags {
     /// The flags as a configuration layer (`--mcp-config` read here, so that a supervisor
     /// passes its children the servers themselves, not a path they may see differently).
@@ -47,19 +38,10 @@ impl McpFlags {
         }
         let mut servers = BTreeMap::new();
         if let Some(path) = &self.mcp_config {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                CliError::usage(anyhow!("cannot read --mcp-config {}: {e}", path.display()))
-            })?;
-            let file: McpFile = toml::from_str(&text).map_err(|e| {
-                CliError::usage(anyhow!(
-                    "--mcp-config {} is not usable: {e}",
-                    path.display()
-                ))
-            })?;
-            servers.extend(file.mcp_servers);
+            servers.extend(baton::mcp::servers_file(path)?);
         }
         for given in &self.mcp {
-            let (name, config) = parse_mcp_flag(given).map_err(CliError::usage)?;
+            let (name, config) = baton::mcp::server_flag(given)?;
             servers.insert(name, config);
         }
         Ok(ConfigLayer {
@@ -67,35 +49,6 @@ impl McpFlags {
             ..ConfigLayer::default()
         })
     }
-}
-
-/// `NAME=COMMAND [ARGS…]` → the server's name and its stdio configuration.
-fn parse_mcp_flag(given: &str) -> anyhow::Result<(String, McpServerConfig)> {
-    let (name, command_line) = given
-        .split_once('=')
-        .ok_or_else(|| anyhow!("--mcp {given:?}: write NAME=COMMAND [ARGS…]"))?;
-    let words = shlex::split(command_line)
-        .ok_or_else(|| anyhow!("--mcp {given:?}: unbalanced quotes in the command"))?;
-    let (command, args) = words
-        .split_first()
-        .ok_or_else(|| anyhow!("--mcp {given:?}: the command is empty"))?;
-    let config = McpServerConfig {
-        command: Some(command.clone()),
-        args: args.to_vec(),
-        ..McpServerConfig::default()
-    };
-    // The same checks a config file's table gets, with the flag named.
-    baton_mcp_check(name, &config).map_err(|e| anyhow!("--mcp {given:?}: {e}"))?;
-    Ok((name.to_owned(), config))
-}
-
-fn baton_mcp_check(name: &str, config: &McpServerConfig) -> Result<(), String> {
-    let servers = BTreeMap::from([(name.to_owned(), config.clone())]);
-    let layer = ConfigLayer {
-        mcp_servers: Some(servers),
-        ..ConfigLayer::default()
-    };
-    baton::mcp::check(&layer).map_err(|e| e.to_string())
 }
 
 #[derive(Subcommand)]
@@ -162,59 +115,14 @@ async fn list(workspace: &Path, model: &ModelFlags, json: bool) -> CliResult {
         }
         return Ok(exit::FINISHED);
     };
-    let mut listed = Vec::new();
-    for (name, status) in &mcp.servers {
-        let entry = match status {
-            ServerStatus::Ready { server, tools } => {
-                let tools: Vec<serde_json::Value> = mcp
-                    .tools
-                    .iter()
-                    .map(|t| t.spec())
-                    .filter(|spec| tools.contains(&spec.name))
-                    .map(|spec| {
-                        serde_json::json!({
-                            "name": spec.name,
-                            "effect": spec.effect,
-                            "description": spec.description,
-                        })
-                    })
-                    .collect();
-                serde_json::json!({
-                    "name": name, "status": "ready", "version": server.version(), "tools": tools,
-                })
-            }
-            ServerStatus::Failed(e) => serde_json::json!({
-                "name": name, "status": "failed",
-                "error": crate::logging::redacted(&e.to_string()), "tools": [],
-            }),
-        };
-        listed.push(entry);
+    let mut listed = baton::mcp::listing(&mcp);
+    for server in &mut listed {
+        server.error = server.error.as_deref().map(crate::logging::redacted);
     }
     if json {
-        println!("{}", serde_json::Value::Array(listed));
+        println!("{}", serde_json::to_value(&listed)?);
     } else {
-        for server in &listed {
-            let status = server["status"].as_str().unwrap_or_default();
-            match status {
-                "ready" => println!(
-                    "{}  ready  {}",
-                    server["name"].as_str().unwrap_or_default(),
-                    server["version"].as_str().unwrap_or_default()
-                ),
-                _ => println!(
-                    "{}  failed: {}",
-                    server["name"].as_str().unwrap_or_default(),
-                    server["error"].as_str().unwrap_or_default()
-                ),
-            }
-            for tool in server["tools"].as_array().into_iter().flatten() {
-                println!(
-                    "  {:<48} {}",
-                    tool["name"].as_str().unwrap_or_default(),
-                    tool["effect"].as_str().unwrap_or_default()
-                );
-            }
-        }
+        listed.iter().for_each(|server| print!("{server}"));
     }
     mcp.shutdown().await;
     let failed = mcp.failures().count();
@@ -251,37 +159,9 @@ async fn call_one(
     tool: &str,
     arguments: &str,
 ) -> CliResult {
-    let status = mcp
-        .servers
-        .iter()
-        .find(|(name, _)| name == server)
-        .map(|(_, status)| status)
-        .ok_or_else(|| CliError::usage(anyhow!("no MCP server named {server:?} is configured")))?;
-    if let ServerStatus::Failed(e) = status {
-        return Err(CliError::usage(anyhow!(
-            "{}",
-            crate::logging::redacted(&e.to_string())
-        )));
-    }
-    let name = baton_mcp::tool_name(server, tool);
-    let found = mcp
-        .tools
-        .iter()
-        .find(|t| t.spec().name == name)
-        .ok_or_else(|| {
-            CliError::usage(anyhow!(
-                "server {server:?} offers no tool {tool:?} (see `baton mcp list`)"
-            ))
-        })?;
-    let context = baton_tools::ToolContext {
-        workspace: baton_tools::Workspace::new(workspace)
-            .map_err(|e| CliError::usage(anyhow!("{e}")))?,
-        shell_timeout: std::time::Duration::from_secs(60),
-        secret_env_vars: vec![],
-        exec: baton_tools::ExecEnv::unconfined(),
-        run: None,
-    };
-    let result = found.call(&context, arguments).await;
+    let result = baton::mcp::call_tool(workspace, mcp, server, tool, arguments)
+        .await
+        .map_err(|e| CliError::usage(anyhow!("{}", crate::logging::redacted(&e.to_string()))))?;
     println!("{}", crate::logging::redacted(&result.content));
     Ok(match result.outcome {
         baton_core::ToolOutcome::Success => exit::FINISHED,

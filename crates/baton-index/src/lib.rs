@@ -42,6 +42,10 @@ pub use search::{CodeHit, MAX_K, SearchMode, SearchRequest, SearchResults};
 pub use update::UpdateReport;
 pub use vectors::{EmbedReport, Progress};
 
+/// Why there is no embedder, for the one line that says so.
+pub const NO_EMBEDDER: &str = "no embedder configured ([embeddings] in .baton/config.toml, or \
+                               BATON_EMBED_MODEL_DIR): code search is keyword-only";
+
 use error::db;
 use lang::DefKind;
 use map::{MapDef, MapFile};

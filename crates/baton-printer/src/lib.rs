@@ -1,6 +1,6 @@
 //! How baton shows a run: the progress lines and the JSON-lines stream printed while it goes
 //! on ([`Human`], [`JsonLines`]), the transcript of `baton logs`, and the texts of the reading
-//! commands (`status`, `ls`, `cost`, `plan`).
+//! commands (`status`, `ls`, `cost`, `plan`, `index`, `search`).
 //!
 //! Everything here renders what the journal and its read model (`baton-summary`) already hold:
 //! it reads no store, starts nothing and decides nothing, so a program built on the `baton`
@@ -8,6 +8,7 @@
 //! the same reason). Only [`Human`] and [`JsonLines`] write, to stderr and stdout; the rest
 //! returns strings.
 
+pub mod code;
 pub mod cost;
 mod events;
 pub mod plan;

@@ -141,9 +141,7 @@ impl std::fmt::Debug for Embeddings {
 /// An embedder, its description and its API key.
 type Chosen = (Arc<dyn Embedder>, String, Option<String>);
 
-/// Why there is no embedder, for the one line that says so.
-pub const NO_EMBEDDER: &str = "no embedder configured ([embeddings] in .baton/config.toml, or \
-                               BATON_EMBED_MODEL_DIR): code search is keyword-only";
+pub use baton_index::NO_EMBEDDER;
 
 /// The embedder `config` describes, or `None` when there is none. `store_url` is the run's
 /// PostgreSQL store, if it has one (the default shared cache). Loading a local model reads

@@ -3,6 +3,7 @@
 //! tools after the built-in ones. A server that fails to start is reported by the caller and
 //! left out; the run goes on without its tools.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -175,6 +176,173 @@ pub fn describe_each(mcp: &McpTools) -> Vec<(bool, String)> {
             ),
         })
         .collect()
+}
+
+/// The servers `--mcp-config FILE` names: a TOML file of `[mcp_servers.NAME]` tables only.
+pub fn servers_file(path: &Path) -> Result<BTreeMap<String, McpServerConfig>, Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct McpFile {
+        #[serde(default)]
+        mcp_servers: BTreeMap<String, McpServerConfig>,
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::usage(format!("cannot read --mcp-config {}: {e}", path.display())))?;
+    let file: McpFile = toml::from_str(&text).map_err(|e| {
+        Error::usage(format!(
+            "--mcp-config {} is not usable: {e}",
+            path.display()
+        ))
+    })?;
+    Ok(file.mcp_servers)
+}
+
+/// `--mcp NAME=COMMAND [ARGS…]` → the server's name and its stdio configuration, the command
+/// line split as a shell would, checked as a config file's table is.
+pub fn server_flag(given: &str) -> Result<(String, McpServerConfig), Error> {
+    let (name, command_line) = given
+        .split_once('=')
+        .ok_or_else(|| Error::usage(format!("--mcp {given:?}: write NAME=COMMAND [ARGS…]")))?;
+    let words = shlex::split(command_line).ok_or_else(|| {
+        Error::usage(format!("--mcp {given:?}: unbalanced quotes in the command"))
+    })?;
+    let (command, args) = words
+        .split_first()
+        .ok_or_else(|| Error::usage(format!("--mcp {given:?}: the command is empty")))?;
+    let config = McpServerConfig {
+        command: Some(command.clone()),
+        args: args.to_vec(),
+        ..McpServerConfig::default()
+    };
+    let layer = ConfigLayer {
+        mcp_servers: Some(BTreeMap::from([(name.to_owned(), config.clone())])),
+        ..ConfigLayer::default()
+    };
+    check(&layer).map_err(|e| Error::usage(format!("--mcp {given:?}: {e}")))?;
+    Ok((name.to_owned(), config))
+}
+
+/// One started server as `baton mcp list` shows it.
+#[derive(Debug, serde::Serialize)]
+pub struct ServerListing {
+    /// Its name (`[mcp_servers.NAME]`).
+    pub name: String,
+    /// `ready` or `failed`.
+    pub status: &'static str,
+    /// The version it reported, when ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Why it did not start, when failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its tools as the run names them (none when failed).
+    pub tools: Vec<ListedTool>,
+}
+
+/// A tool of a [`ServerListing`].
+#[derive(Debug, serde::Serialize)]
+pub struct ListedTool {
+    /// The name the run gives it (`mcp__SERVER__TOOL`).
+    pub name: String,
+    /// Whether it only reads.
+    pub effect: baton_core::ToolEffect,
+    /// Its description, as the server gave it.
+    pub description: String,
+}
+
+/// Every server of `mcp`, in name order, with its tools.
+pub fn listing(mcp: &McpTools) -> Vec<ServerListing> {
+    mcp.servers
+        .iter()
+        .map(|(name, status)| match status {
+            ServerStatus::Ready { server, tools } => ServerListing {
+                name: name.clone(),
+                status: "ready",
+                version: Some(server.version().to_owned()),
+                error: None,
+                tools: mcp
+                    .tools
+                    .iter()
+                    .map(|t| t.spec())
+                    .filter(|spec| tools.contains(&spec.name))
+                    .map(|spec| ListedTool {
+                        name: spec.name,
+                        effect: spec.effect,
+                        description: spec.description,
+                    })
+                    .collect(),
+            },
+            ServerStatus::Failed(e) => ServerListing {
+                name: name.clone(),
+                status: "failed",
+                version: None,
+                error: Some(e.to_string()),
+                tools: vec![],
+            },
+        })
+        .collect()
+}
+
+impl std::fmt::Display for ServerListing {
+    /// A line for the server, then one per tool with its effect.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.error {
+            None => writeln!(
+                f,
+                "{}  ready  {}",
+                self.name,
+                self.version.as_deref().unwrap_or_default()
+            )?,
+            Some(error) => writeln!(f, "{}  failed: {error}", self.name)?,
+        }
+        for tool in &self.tools {
+            let effect = match tool.effect {
+                baton_core::ToolEffect::ReadOnly => "read_only",
+                baton_core::ToolEffect::Mutating => "mutating",
+            };
+            writeln!(f, "  {:<48} {effect}", tool.name)?;
+        }
+        Ok(())
+    }
+}
+
+/// Calls `tool` of `server` once, outside any run, for debugging: the result the model would
+/// read. A server that is not configured or did not start, or a tool it does not offer, is an
+/// [`Error::Usage`].
+pub async fn call_tool(
+    workspace: &Path,
+    mcp: &McpTools,
+    server: &str,
+    tool: &str,
+    arguments: &str,
+) -> Result<baton_core::ToolResult, Error> {
+    let status = mcp
+        .servers
+        .iter()
+        .find(|(name, _)| name == server)
+        .map(|(_, status)| status)
+        .ok_or_else(|| Error::usage(format!("no MCP server named {server:?} is configured")))?;
+    if let ServerStatus::Failed(e) = status {
+        return Err(Error::usage(e));
+    }
+    let name = baton_mcp::tool_name(server, tool);
+    let found = mcp
+        .tools
+        .iter()
+        .find(|t| t.spec().name == name)
+        .ok_or_else(|| {
+            Error::usage(format!(
+                "server {server:?} offers no tool {tool:?} (see `baton mcp list`)"
+            ))
+        })?;
+    let context = baton_tools::ToolContext {
+        workspace: baton_tools::Workspace::new(workspace).map_err(Error::usage)?,
+        shell_timeout: std::time::Duration::from_secs(60),
+        secret_env_vars: vec![],
+        exec: ExecEnv::unconfined(),
+        run: None,
+    };
+    Ok(found.call(&context, arguments).await)
 }
 
 #[cfg(test)]
