@@ -20,5 +20,5 @@ pub mod transcript;
 pub use events::{
     EVENT_SCHEMA_VERSION, Human, JsonLines, json_line, one_line, progress_line, task_line,
 };
-pub use summary::{duration_words, run_totals, status_line, summary_line, word};
+pub use summary::{duration_words, run_totals, settings_text, status_line, summary_line, word};
 pub use tables::{key_values, runs_table, tasks_table};

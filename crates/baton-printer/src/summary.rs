@@ -138,6 +138,56 @@ pub fn status_line(state: &RunState) -> String {
     parts.join(" · ")
 }
 
+/// What a run started now uses (defaults where nothing sets a key): `baton config`'s last part.
+pub fn settings_text(settings: &baton_core::RunSettings) -> String {
+    let mut lines = Vec::new();
+    let m = &settings.model;
+    lines.push("what a run started now uses (defaults where nothing above is set):".to_string());
+    lines.push(format!(
+        "  model          {} at {} ({})",
+        m.model,
+        m.base_url,
+        word(&m.provider)
+    ));
+    lines.push(format!(
+        "  responses      {}, tool choice {}",
+        word(&m.response_mode),
+        word(&m.tool_choice)
+    ));
+    let r = &m.reasoning;
+    lines.push(format!(
+        "  reasoning      history {}, effort {}, thinking {}{}",
+        word(&r.history),
+        r.effort.as_deref().unwrap_or("(server default)"),
+        r.thinking
+            .map_or("(server default)".to_string(), |t| word(&t)),
+        r.thinking_budget
+            .map_or(String::new(), |b| format!(", budget {b} tokens"))
+    ));
+    if let Some(v) = r.verbosity {
+        lines.push(format!("  verbosity      {}", v.as_str()));
+    }
+    lines.push(format!(
+        "  turns          at most {}",
+        settings.limits.max_turns
+    ));
+    lines.push(format!(
+        "  context        window {} tokens",
+        settings.context.window_tokens
+    ));
+    lines.push(format!(
+        "  endings        a text reply: {}; {} replies without a tool call pause",
+        word(&settings.endings.on_text_reply),
+        settings.loop_detection.no_tool_turns
+    ));
+    lines.push(format!(
+        "  shell          timeout {} s",
+        settings.limits.shell_timeout_secs
+    ));
+    lines.push(String::new());
+    lines.join("\n")
+}
+
 #[cfg(test)]
 mod cost_tests {
     use super::*;

@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 use crate::Error;
 use crate::layered::{Layered, layered};
 
+mod sources;
+pub use sources::{Source, set_keys};
+
 layered! {
 /// One layer: every key optional.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
