@@ -3,11 +3,11 @@
 //! restoring one.
 
 use std::io::Write;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use baton::snapshots::{RunSnapshots, reason_name};
-use baton_snapshot::{DiffFormat, RestoreReport, SnapshotId};
+use baton::snapshots::RunSnapshots;
+use baton_printer::snapshots::Listed;
+use baton_snapshot::DiffFormat;
 
 use crate::commands::workspace_dir;
 use crate::store::{open_existing_store, resolve_run, summary_for};
@@ -32,59 +32,26 @@ pub async fn snapshots(
     let summary = summary_for(&opened, run).await?;
     let run = RunSnapshots::load(opened.store.as_ref(), summary.id).await?;
     opened.store.close().await;
-    let list = run.listed();
-    if list.is_empty() && json {
-        crate::commands::print_json(
-            &serde_json::json!({ "run": run.id.to_string(), "snapshots": [] }),
-        )?;
-        return Ok(exit::FINISHED);
+    let mut listed: Vec<Listed<'_>> = run
+        .listed()
+        .into_iter()
+        .map(|(record, at)| Listed {
+            record,
+            at,
+            files_changed: None,
+        })
+        .collect();
+    if !listed.is_empty() {
+        for (row, count) in listed.iter_mut().zip(run.files_changed().await?) {
+            row.files_changed = count.ok();
+        }
     }
-    if list.is_empty() {
-        outln!("run {} has no snapshots", run.id);
-        return Ok(exit::FINISHED);
-    }
-    let counts = run.files_changed().await?;
     if json {
-        let rows: Vec<serde_json::Value> = list
-            .iter()
-            .zip(counts)
-            .enumerate()
-            .map(|(i, ((record, at), count))| {
-                serde_json::json!({
-                    "number": i + 1,
-                    "snapshot": record.snapshot,
-                    "reason": reason_name(record.reason),
-                    "task": record.task,
-                    "at": at.to_string(),
-                    "files_changed": count.ok(),
-                })
-            })
-            .collect();
-        crate::commands::print_json(
-            &serde_json::json!({ "run": run.id.to_string(), "snapshots": rows }),
-        )?;
-        return Ok(exit::FINISHED);
-    }
-    outln!("run {}", run.id);
-    outln!(
-        "{:>4}  {:<12}  {:<13}  {:<12}  {:<19}  {:>5}",
-        "#",
-        "SNAPSHOT",
-        "REASON",
-        "TASK",
-        "TIME (UTC)",
-        "FILES"
-    );
-    for (i, ((record, at), count)) in list.iter().zip(counts).enumerate() {
+        crate::commands::print_json(&baton_printer::snapshots::json(&run.id, &listed))?;
+    } else {
         outln!(
-            "{:>4}  {:<12}  {:<13}  {:<12}  {:<19}  {:>5}",
-            format!("#{}", i + 1),
-            record.snapshot.get(..12).unwrap_or(&record.snapshot),
-            reason_name(record.reason),
-            record.task.as_deref().unwrap_or("-"),
-            at.strftime("%Y-%m-%d %H:%M:%S"),
-            // A commit the shadow repository lost (a deleted state directory) is shown, not hidden.
-            count.map_or_else(|_| "?".to_string(), |n| n.to_string())
+            "{}",
+            baton_printer::snapshots::table(&run.id, &listed).trim_end()
         );
     }
     Ok(exit::FINISHED)
@@ -121,40 +88,12 @@ pub async fn rollback(workspace: &Path, store: Option<&str>, run: &str, to: &str
     let result = run.rollback(opened.store.as_ref(), &workspace, to).await;
     opened.store.close().await;
     let (snapshot, report) = result?;
-    print_report(&run, &snapshot, &report);
-    Ok(exit::FINISHED)
-}
-
-fn print_report(run: &RunSnapshots, snapshot: &SnapshotId, report: &RestoreReport) {
-    let number = run
-        .number_of(snapshot)
-        .map(|n| format!(" (#{n})"))
-        .unwrap_or_default();
-    if report.is_empty() {
-        outln!(
-            "the workspace already is snapshot {}{number} of run {}; nothing changed",
-            snapshot.short(),
-            run.id
-        );
-        return;
-    }
-    outln!(
-        "restored the workspace to snapshot {}{number} of run {}: {} rewritten, {} recreated, {} removed",
+    let text = baton_printer::snapshots::restored(
+        &run.id,
         snapshot.short(),
-        run.id,
-        report.rewritten.len(),
-        report.recreated.len(),
-        report.removed.len()
+        run.number_of(&snapshot),
+        &report,
     );
-    let show = |mark: &str, paths: &[PathBuf]| {
-        for path in paths {
-            outln!(
-                "  {mark} {}",
-                String::from_utf8_lossy(path.as_os_str().as_bytes())
-            );
-        }
-    };
-    show("M", &report.rewritten);
-    show("+", &report.recreated);
-    show("-", &report.removed);
+    outln!("{}", text.trim_end());
+    Ok(exit::FINISHED)
 }

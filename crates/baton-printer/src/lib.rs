@@ -1,6 +1,6 @@
 //! How baton shows a run: the progress lines and the JSON-lines stream printed while it goes
 //! on ([`Human`], [`JsonLines`]), the transcript of `baton logs`, and the texts of the reading
-//! commands (`status`, `ls`, `cost`, `plan`, `index`, `search`).
+//! commands (`status`, `ls`, `cost`, `plan`, `index`, `search`, `snapshots`, `rollback`).
 //!
 //! Everything here renders what the journal and its read model (`baton-summary`) already hold:
 //! it reads no store, starts nothing and decides nothing, so a program built on the `baton`
@@ -12,6 +12,7 @@ pub mod code;
 pub mod cost;
 mod events;
 pub mod plan;
+pub mod snapshots;
 pub mod status;
 mod summary;
 mod tables;

@@ -224,11 +224,3 @@ impl RunSnapshots {
         Ok((snapshot, report))
     }
 }
-
-/// A snapshot's reason as its journal name (`task_started`, `before_command`, …).
-pub fn reason_name(reason: baton_core::task::SnapshotReason) -> String {
-    serde_json::to_value(reason)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| format!("{reason:?}"))
-}
