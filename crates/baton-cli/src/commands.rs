@@ -8,9 +8,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use baton::settings::check_budget_is_priced;
 use baton_core::{RunSettings, replay};
-use baton_engine::{
-    Engine, RunObserver, RunOutcome, SettingsOverride, Snapshots, StopHandle, StopSignal,
-};
+use baton_engine::{Engine, RunObserver, RunOutcome, SettingsOverride, Snapshots, StopSignal};
 use baton_store::Store;
 use baton_summary::{RunAggregate, RunView};
 
@@ -78,7 +76,9 @@ async fn runtime(
         .resolved(settings, layer)
         .opened_store(opened)
         .observer(observer)
-        .stop_signal(stop_on_signals())
+        .stop_signal(baton::signals::stop_on_signals(
+            "stopping: pausing the run cleanly (send the signal again to quit at once)",
+        ))
         .exec(exec);
     if no_snapshots {
         builder = builder.snapshots(Snapshots::Off);
@@ -138,40 +138,6 @@ fn observer(json: bool, trace: Option<baton_telemetry::TraceObserver>) -> Arc<dy
         Some(trace) => Arc::new(baton_core::Fanout(vec![output, Arc::new(trace)])),
         None => output,
     }
-}
-
-/// First Ctrl-C / SIGTERM: pause the run cleanly (exit 3). Second: quit at once.
-fn stop_on_signals() -> StopSignal {
-    let (handle, signal) = StopSignal::new();
-    on_signals(
-        handle,
-        "stopping: pausing the run cleanly (send the signal again to quit at once)",
-    );
-    signal
-}
-
-/// First SIGINT / SIGTERM: say `first` and stop `handle` (the runs pause cleanly). Second: quit
-/// at once (exit 130).
-pub(crate) fn on_signals(handle: StopHandle, first: &'static str) {
-    tokio::spawn(async move {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            return;
-        };
-        for round in 0.. {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            if round == 0 {
-                eprintln!("{first}");
-                handle.stop();
-            } else {
-                std::process::exit(130);
-            }
-        }
-    });
 }
 
 /// The flags' layer over the layer a supervisor passed.

@@ -63,24 +63,14 @@ pub async fn serve(store: Option<&str>, args: McpServerArgs) -> Result<u8, CliEr
         }
     );
     // Runs it started are supervised processes of their own: stopping the server stops none.
-    let shutdown = async {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let terminated = async {
-            match term.as_mut() {
-                Some(term) => {
-                    term.recv().await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            () = terminated => {}
-        }
-    };
-    baton_mcp::serve_http(service, listener, token, hosts, shutdown)
-        .await
-        .map_err(|e| anyhow!("{e}"))?;
+    baton_mcp::serve_http(
+        service,
+        listener,
+        token,
+        hosts,
+        baton::signals::interrupted(),
+    )
+    .await
+    .map_err(|e| anyhow!("{e}"))?;
     Ok(exit::FINISHED)
 }

@@ -71,25 +71,14 @@ pub async fn serve(workspace: &Path, store: Option<&str>, args: ServeArgs) -> Re
         token,
         ..Default::default()
     };
-    baton_serve::serve(listener, opened.store.clone(), options, shutdown_signal())
-        .await
-        .map_err(|e| anyhow!("the server stopped: {e}"))?;
+    baton_serve::serve(
+        listener,
+        opened.store.clone(),
+        options,
+        baton::signals::interrupted(),
+    )
+    .await
+    .map_err(|e| anyhow!("the server stopped: {e}"))?;
     opened.store.close().await;
     Ok(exit::FINISHED)
-}
-
-/// Ctrl-C or SIGTERM ends the server (open live tails are closed).
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                term.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
 }

@@ -52,6 +52,7 @@ pub mod plans;
 pub mod providers;
 mod runtime;
 pub mod settings;
+pub mod signals;
 pub mod snapshots;
 pub mod store;
 pub mod supervisor;
