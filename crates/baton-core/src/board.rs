@@ -1,10 +1,12 @@
 //! The task board: where each task of a run's plan stands, folded from the task events, and what
 //! the run does next about tasks. Pure, like the rest of the reducer.
 
+mod apply;
 mod delegation;
 
 use serde::{Deserialize, Serialize};
 
+pub use apply::is_board_event;
 pub use delegation::{DelegatedTask, Delegation, OpenMerge};
 
 use crate::settings::{OnTaskFailure, Planning, TaskSettings};
@@ -218,7 +220,7 @@ impl TaskBoard {
         self.tasks.iter().filter(|t| t.status == status).count()
     }
 
-    pub(crate) fn add_tasks(
+    fn add_tasks(
         &mut self,
         tasks: &[TaskSpec],
         final_check: Option<&String>,
@@ -251,7 +253,7 @@ impl TaskBoard {
         Ok(())
     }
 
-    pub(crate) fn start_task(
+    fn start_task(
         &mut self,
         task: &str,
         approach: u32,
@@ -320,7 +322,7 @@ impl TaskBoard {
         true
     }
 
-    pub(crate) fn check_started(&mut self, check: OpenCheck) -> Result<(), String> {
+    fn check_started(&mut self, check: OpenCheck) -> Result<(), String> {
         if self.open_check.is_some() {
             return Err("another check is still running".into());
         }
@@ -348,7 +350,7 @@ impl TaskBoard {
     }
 
     /// Applies a finished check; returns the note for the model when a task's check failed.
-    pub(crate) fn check_finished(
+    fn check_finished(
         &mut self,
         task: Option<&String>,
         attempt: u32,
@@ -390,7 +392,7 @@ impl TaskBoard {
         )))
     }
 
-    pub(crate) fn task_finished(&mut self, task: &str, summary: &str) -> Result<(), String> {
+    fn task_finished(&mut self, task: &str, summary: &str) -> Result<(), String> {
         let entry = self.entry_mut(task)?;
         if !entry.check_passed {
             return Err(format!("task `{task}` has no passed check"));
@@ -402,12 +404,7 @@ impl TaskBoard {
         Ok(())
     }
 
-    pub(crate) fn task_ended(
-        &mut self,
-        task: &str,
-        status: TaskStatus,
-        reason: &str,
-    ) -> Result<(), String> {
+    fn task_ended(&mut self, task: &str, status: TaskStatus, reason: &str) -> Result<(), String> {
         let entry = self.entry_mut(task)?;
         if entry.status.is_terminal() {
             return Err(format!(
@@ -423,7 +420,7 @@ impl TaskBoard {
         Ok(())
     }
 
-    pub(crate) fn rollback_started(
+    fn rollback_started(
         &mut self,
         task: Option<&String>,
         snapshot: &str,
@@ -449,11 +446,7 @@ impl TaskBoard {
         Ok(())
     }
 
-    pub(crate) fn rollback_finished(
-        &mut self,
-        task: Option<&String>,
-        snapshot: &str,
-    ) -> Result<(), String> {
+    fn rollback_finished(&mut self, task: Option<&String>, snapshot: &str) -> Result<(), String> {
         if self
             .open_rollback
             .take_if(|r| r.task.as_ref() == task && r.snapshot == snapshot)

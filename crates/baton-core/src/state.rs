@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::VecDeque;
 
-use crate::board::{OpenCheck, TaskBoard, TaskStatus};
+use crate::board::TaskBoard;
 use crate::ending::{
     AfterReply, EndingTrack, FinishedBy, NudgeKind, OpenItems, open_items_due, with_open_items,
 };

@@ -1,10 +1,15 @@
 //! A run's task graph as the dashboard and `baton status` show it: a pure fold over the journal.
 //!
-//! It folds the events themselves, not `RunState` (the reducer's `TaskBoard` holds the same
-//! graph for the engine): no replay is needed, and a journal the reducer would refuse (newer
-//! event kinds) still shows — the tasks of every `plan_set` and the latest state each task's
-//! events put it in. (Folding through `TaskBoard` instead, one task vocabulary, is open work.) A run without a plan shows the
-//! model's own todo list (`update_plan`) instead, from its successful calls.
+//! It folds the events themselves, not `RunState` or its `TaskBoard` (the engine's copy of the
+//! same graph, whose rules `TaskBoard::apply` holds), and deliberately so: the board's rules need
+//! the whole run around it — a task's check may start only after the model claimed the task done,
+//! and that claim comes from the ending rules over replies and tool calls, so folding through the
+//! board means replaying the run. This view needs no replay, shows a journal the reducer would
+//! refuse (a newer baton's), and shows what the board does not keep (a task's check count, the
+//! last check's exit code and duration, `checking` while a check runs). Its states are the board's
+//! (`pending`, `running`, `verified`, `failed`, `skipped`) plus `checking` and a todo item's
+//! `done`. A run without a plan shows the model's own todo list (`update_plan`) instead, from
+//! its successful calls.
 
 use std::collections::HashMap;
 

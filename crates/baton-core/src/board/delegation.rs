@@ -106,7 +106,7 @@ impl TaskBoard {
             .unwrap_or(stem)
     }
 
-    pub(crate) fn delegate(
+    pub(super) fn delegate(
         &mut self,
         task: &str,
         child_run: &str,
@@ -131,7 +131,7 @@ impl TaskBoard {
         Ok(())
     }
 
-    pub(crate) fn returned(
+    pub(super) fn returned(
         &mut self,
         task: &str,
         child_run: &str,
@@ -174,7 +174,7 @@ impl TaskBoard {
         Ok(entry)
     }
 
-    pub(crate) fn merge_started(&mut self, task: &str, snapshot: &str) -> Result<(), String> {
+    pub(super) fn merge_started(&mut self, task: &str, snapshot: &str) -> Result<(), String> {
         let entry = self.mergeable(task)?;
         if let Some(DelegatedResult::Verified { summary, .. }) =
             entry.delegation.as_ref().and_then(|d| d.result.as_ref())
@@ -201,7 +201,7 @@ impl TaskBoard {
             .ok_or_else(|| format!("task `{task}` was not merged"))
     }
 
-    pub(crate) fn merge_conflicted(
+    pub(super) fn merge_conflicted(
         &mut self,
         task: &str,
         conflicts: &[String],

@@ -6,30 +6,21 @@ impl RunState {
     pub(super) fn apply_delegation_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
         let (event, seq, running) = (applied.event, applied.seq, applied.running);
         match event {
-            Event::TaskDelegated {
-                task,
-                child_run,
-                base_snapshot,
-            } => {
+            Event::TaskDelegated { .. } | Event::MergeConflicted { .. } => {
                 require_running(running)?;
                 self.require_idle()?;
-                self.board_mut()?.delegate(task, child_run, base_snapshot)?;
+                self.board_mut()?.apply(event, None)?;
             }
             Event::TaskReturned {
-                task,
-                child_run,
-                result,
                 cost_usd,
                 unpriced_calls,
                 prompt_tokens,
                 completion_tokens,
-                turns,
+                ..
             } => {
                 // A record of what a child run did: also after this run paused (say, for a
                 // failed task) while other children were still working.
-                let tokens = prompt_tokens.saturating_add(*completion_tokens);
-                self.board_mut()?
-                    .returned(task, child_run, result, tokens, *cost_usd, *turns)?;
+                self.board_mut()?.apply(event, None)?;
                 // The run's budgets cover the work of its parallel tasks too.
                 self.usage.prompt_tokens = self.usage.prompt_tokens.saturating_add(*prompt_tokens);
                 self.usage.completion_tokens = self
@@ -45,7 +36,7 @@ impl RunState {
             Event::MergeStarted { task, snapshot } => {
                 require_running(running)?;
                 self.require_idle()?;
-                self.board_mut()?.merge_started(task, snapshot)?;
+                self.board_mut()?.apply(event, None)?;
                 // The merge commit is the state later tasks start from (and roll back to).
                 self.snapshots.push(SnapshotRecord {
                     seq,
@@ -54,17 +45,6 @@ impl RunState {
                     task: Some(task.clone()),
                 });
             }
-            Event::MergeConflicted {
-                task,
-                conflicts,
-                follow_up,
-            } => {
-                require_running(running)?;
-                self.require_idle()?;
-                self.board_mut()?
-                    .merge_conflicted(task, conflicts, follow_up)?;
-            }
-            // A record: the commit already exists in the shadow repository when it is journaled.
             other => return Err(misrouted(other)),
         }
         Ok(())

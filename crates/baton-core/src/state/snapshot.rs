@@ -6,21 +6,13 @@ impl RunState {
     pub(super) fn apply_snapshot_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
         let (event, seq, running) = (applied.event, applied.seq, applied.running);
         match event {
-            Event::RollbackStarted {
-                task: Some(task),
-                snapshot,
-                reason,
-            } => {
+            Event::RollbackStarted { task: Some(_), .. } => {
                 require_running(running)?;
                 self.require_idle()?;
-                self.board_mut()?
-                    .rollback_started(Some(task), snapshot, reason)?;
+                self.board_mut()?.apply(event, None)?;
             }
-            Event::RollbackFinished {
-                task: Some(task),
-                snapshot,
-            } => {
-                self.board_mut()?.rollback_finished(Some(task), snapshot)?;
+            Event::RollbackFinished { task: Some(_), .. } => {
+                self.board_mut()?.apply(event, None)?;
             }
             // A person's rollback (`baton rollback`), journaled by the CLI holding the lease,
             // whatever the run was doing when it stopped.

@@ -5,13 +5,9 @@ use super::*;
 impl RunState {
     pub(super) fn apply_task_event(&mut self, applied: Applied<'_>) -> Result<(), String> {
         let (event, seq, running) = (applied.event, applied.seq, applied.running);
+        require_running(running)?;
         match event {
-            Event::PlanSet {
-                tasks,
-                final_check,
-                source,
-            } => {
-                require_running(running)?;
+            Event::PlanSet { source, .. } => {
                 let planning = matches!(
                     &self.phase,
                     Phase::RunningTools { in_flight: Some(f), .. } if f.call.name == SUBMIT_PLAN_TOOL
@@ -28,27 +24,13 @@ impl RunState {
                 {
                     return Err("a plan is set between turns or by `submit_plan`".into());
                 }
-                // A person's plan replaces one no task has started on (`resume --plan`).
-                if *source == PlanSource::User
-                    && self.board.as_ref().is_some_and(|b| !b.any_started())
-                {
-                    let reviewed = self.board.as_ref().is_some_and(|b| b.plan_reviewed);
-                    self.board = Some(TaskBoard {
-                        plan_reviewed: reviewed,
-                        ..TaskBoard::default()
-                    });
-                }
                 let board = self.board.get_or_insert_with(TaskBoard::default);
-                board.add_tasks(tasks, final_check.as_ref())?;
-                if *source == PlanSource::Baton {
-                    board.fix_rounds += 1;
-                }
+                board.apply(event, None)?;
             }
-            Event::TaskStarted { task, approach, .. } => {
-                require_running(running)?;
+            Event::TaskStarted { .. } => {
                 self.require_idle()?;
                 let snapshot = self.snapshots.last().map(|s| s.snapshot.clone());
-                self.board_mut()?.start_task(task, *approach, snapshot)?;
+                self.board_mut()?.apply(event, snapshot.as_deref())?;
                 // A fresh context: the task starts from its brief, not from earlier
                 // conversations (they stay in the journal for `recall` and search).
                 self.history.clear();
@@ -60,56 +42,20 @@ impl RunState {
                     ..EndingTrack::default()
                 };
             }
-            Event::CheckStarted {
-                task,
-                attempt,
-                command,
-            } => {
-                require_running(running)?;
-                self.require_idle()?;
-                self.board_mut()?.check_started(OpenCheck {
-                    task: task.clone(),
-                    attempt: *attempt,
-                    command: command.clone(),
-                })?;
-            }
-            Event::CheckFinished {
-                task,
-                attempt,
-                passed,
-                exit_code,
-                output,
-                ..
-            } => {
-                require_running(running)?;
-                let note = self.board_mut()?.check_finished(
-                    task.as_ref(),
-                    *attempt,
-                    *passed,
-                    *exit_code,
-                    output,
-                )?;
-                if let Some(note) = note {
+            Event::CheckFinished { .. } => {
+                if let Some(note) = self.board_mut()?.apply(event, None)? {
                     self.push_history(seq, self.turns_started, Message::User { content: note });
                 }
                 // The check's output is news: replies without tool calls count afresh.
                 self.endings.no_tool_replies = 0;
                 self.endings.nudged = false;
             }
-            Event::TaskFinished { task, summary } => {
-                require_running(running)?;
-                self.board_mut()?.task_finished(task, summary)?;
-            }
-            Event::TaskFailed { task, reason } => {
-                require_running(running)?;
+            Event::CheckStarted { .. } | Event::TaskFailed { .. } => {
                 self.require_idle()?;
-                self.board_mut()?
-                    .task_ended(task, TaskStatus::Failed, reason)?;
+                self.board_mut()?.apply(event, None)?;
             }
-            Event::TaskSkipped { task, reason } => {
-                require_running(running)?;
-                self.board_mut()?
-                    .task_ended(task, TaskStatus::Skipped, reason)?;
+            Event::TaskFinished { .. } | Event::TaskSkipped { .. } => {
+                self.board_mut()?.apply(event, None)?;
             }
             other => return Err(misrouted(other)),
         }
