@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use baton::config::ConfigLayer;
-use baton_core::{EventRecord, RunId, replay};
+use baton_core::{EventRecord, RunId, RunSettings, replay};
 use baton_engine::{
-    EngineError, Fanout, RunObserver, RunOutcome, SettingsOverride, StopSignal,
+    Engine, EngineError, Fanout, RunObserver, RunOutcome, SettingsOverride, StopSignal,
     WorkspacePersistence,
 };
 use baton_store::{Holder, Lease, Store, StoreError};
@@ -183,77 +183,8 @@ async fn drive(shared: &Shared, lease: Lease) {
         Some(telemetry) => Arc::new(telemetry.observer(&run_id, &events)),
         None => Arc::new(Fanout(Vec::new())),
     };
-    // Every command of the run is confined to this worker's copy of its workspace; so are the
-    // MCP servers this worker's configuration names, started for this run.
-    // What the servers are given must be scrubbed from what is reported about them (a failed
-    // server's stderr, say) before any of it is.
-    shared
-        .hooks
-        .secrets(&baton::mcp::secret_values(&shared.layer));
-    let built = match baton::exec::exec_env(&dir, &shared.layer) {
-        Ok(exec) => match baton::mcp::start(&dir, &shared.layer, &exec).await {
-            Ok(mcp) => Ok((exec, mcp)),
-            Err(e) => Err(e),
-        },
-        Err(e) => Err(e),
-    };
-    // Each run's copy has its own code index; with a shared cache, chunks another worker
-    // embedded are not embedded again.
-    let built = match built {
-        Ok((exec, mcp)) => {
-            match baton::code::CodeIntel::for_run(&dir, &shared.layer, shared.store_url.as_deref())
-                .await
-            {
-                Ok(code) => Ok((exec, mcp, code)),
-                Err(e) => Err(e),
-            }
-        }
-        Err(e) => Err(e),
-    };
-    let mut servers = None;
-    let mut code_intel = None;
-    let engine = match built.and_then(|(exec, mcp, code)| {
-        for (ready, line) in mcp
-            .as_deref()
-            .map(baton::mcp::describe_each)
-            .unwrap_or_default()
-        {
-            let news = if ready {
-                News::McpReady(line)
-            } else {
-                News::McpFailed(line)
-            };
-            shared.hooks.report(&run_id, news);
-        }
-        let tools = baton::code::run_tools(code.as_ref(), mcp.as_deref());
-        let observer = baton::code::observing(observer, code.as_ref());
-        servers = mcp;
-        code_intel = code;
-        let parts = baton::Parts {
-            settings: &settings,
-            layer: &shared.layer,
-            provider: None,
-            tools,
-            observer,
-            stop: shared.stop.clone(),
-        };
-        baton::engine(parts, shared.store.clone(), exec)
-    }) {
-        Ok((engine, secrets)) => {
-            shared.hooks.secrets(&secrets);
-            let failures = servers
-                .as_deref()
-                .map(baton::mcp::failures)
-                .unwrap_or_default();
-            let started = servers
-                .as_deref()
-                .map(baton::mcp::started)
-                .unwrap_or_default();
-            baton::code::with_code(engine, code_intel.as_ref())
-                .with_persistence(Arc::new(Archive(shared.artifacts.clone())))
-                .with_mcp_started(started)
-                .with_mcp_failures(failures)
-        }
+    let (engine, servers) = match build_engine(shared, &run_id, &dir, &settings, observer).await {
+        Ok(built) => built,
         Err(e) => {
             // A configuration problem of this worker (no API key here): another worker may be
             // configured right, so the run stays queued.
@@ -274,53 +205,124 @@ async fn drive(shared: &Shared, lease: Lease) {
     if let Some(telemetry) = &shared.telemetry {
         telemetry.flush(TRACE_FLUSH).await;
     }
-    let keep_queued = match &outcome {
-        Ok(RunOutcome::Finished { summary, .. }) => {
-            // The journal's end as the snapshot's position: newer than any taken while running.
-            let seq = shared
-                .store
-                .get_run(&run_id)
-                .await
-                .ok()
-                .flatten()
-                .map_or(u64::MAX / 2, |r| r.event_count);
-            if let Err(e) = shared.artifacts.save(&run_id, seq, &dir).await {
-                shared
-                    .hooks
-                    .report(&run_id, News::FinalSnapshotFailed(e.to_string()));
-            }
-            shared
-                .hooks
-                .report(&run_id, News::Finished(summary.clone()));
-            false
-        }
-        Ok(RunOutcome::Failed { error, .. }) => {
-            shared.hooks.report(&run_id, News::Failed(error.clone()));
-            false
-        }
-        Ok(RunOutcome::Paused { .. }) if shared.stop.is_stopped() => {
-            shared.hooks.report(&run_id, News::HandedBack);
-            true
-        }
-        Ok(RunOutcome::Paused { detail, .. }) => {
-            shared.hooks.report(&run_id, News::Paused(detail.clone()));
-            false
-        }
-        Err(EngineError::Store(StoreError::LeaseLost { .. })) => {
-            shared.hooks.report(&run_id, News::Lost);
-            return;
-        }
-        Err(e) => {
-            let retry = e.is_retryable();
-            shared.hooks.report(&run_id, News::Error(e.to_string()));
-            retry
-        }
+    let Some(keep_queued) = settle(shared, &run_id, &dir, &outcome).await else {
+        return;
     };
     if !keep_queued && let Err(e) = shared.store.set_queued(&run_id, false).await {
         shared
             .hooks
             .report(&run_id, News::NotUnqueued(e.to_string()));
     }
+}
+
+/// The engine for a claimed run in its workspace copy `dir`: its commands confined to the copy,
+/// the MCP servers this worker's configuration names started for it (returned, to be shut down
+/// after the run), its own code index.
+async fn build_engine(
+    shared: &Shared,
+    run_id: &RunId,
+    dir: &Path,
+    settings: &RunSettings,
+    observer: Arc<dyn RunObserver>,
+) -> Result<(Engine, Option<Arc<baton::mcp::McpTools>>), baton::Error> {
+    // Every command of the run is confined to this worker's copy of its workspace; so are the
+    // MCP servers this worker's configuration names, started for this run.
+    // What the servers are given must be scrubbed from what is reported about them (a failed
+    // server's stderr, say) before any of it is.
+    shared
+        .hooks
+        .secrets(&baton::mcp::secret_values(&shared.layer));
+    let exec = baton::exec::exec_env(dir, &shared.layer)?;
+    let servers = baton::mcp::start(dir, &shared.layer, &exec).await?;
+    // Each run's copy has its own code index; with a shared cache, chunks another worker
+    // embedded are not embedded again.
+    let code_intel =
+        baton::code::CodeIntel::for_run(dir, &shared.layer, shared.store_url.as_deref()).await?;
+    for (ready, line) in servers
+        .as_deref()
+        .map(baton::mcp::describe_each)
+        .unwrap_or_default()
+    {
+        let news = if ready {
+            News::McpReady(line)
+        } else {
+            News::McpFailed(line)
+        };
+        shared.hooks.report(run_id, news);
+    }
+    let parts = baton::Parts {
+        settings,
+        layer: &shared.layer,
+        provider: None,
+        tools: baton::code::run_tools(code_intel.as_ref(), servers.as_deref()),
+        observer: baton::code::observing(observer, code_intel.as_ref()),
+        stop: shared.stop.clone(),
+    };
+    let (engine, secrets) = baton::engine(parts, shared.store.clone(), exec)?;
+    shared.hooks.secrets(&secrets);
+    let failures = servers
+        .as_deref()
+        .map(baton::mcp::failures)
+        .unwrap_or_default();
+    let started = servers
+        .as_deref()
+        .map(baton::mcp::started)
+        .unwrap_or_default();
+    let engine = baton::code::with_code(engine, code_intel.as_ref())
+        .with_persistence(Arc::new(Archive(shared.artifacts.clone())))
+        .with_mcp_started(started)
+        .with_mcp_failures(failures);
+    Ok((engine, servers))
+}
+
+/// Reports how the run ended and saves the workspace of a finished one; whether the run stays
+/// queued (`None`: the lease was lost, another worker has it).
+async fn settle(
+    shared: &Shared,
+    run_id: &RunId,
+    dir: &Path,
+    outcome: &Result<RunOutcome, EngineError>,
+) -> Option<bool> {
+    Some(match outcome {
+        Ok(RunOutcome::Finished { summary, .. }) => {
+            // The journal's end as the snapshot's position: newer than any taken while running.
+            let seq = shared
+                .store
+                .get_run(run_id)
+                .await
+                .ok()
+                .flatten()
+                .map_or(u64::MAX / 2, |r| r.event_count);
+            if let Err(e) = shared.artifacts.save(run_id, seq, dir).await {
+                shared
+                    .hooks
+                    .report(run_id, News::FinalSnapshotFailed(e.to_string()));
+            }
+            shared.hooks.report(run_id, News::Finished(summary.clone()));
+            false
+        }
+        Ok(RunOutcome::Failed { error, .. }) => {
+            shared.hooks.report(run_id, News::Failed(error.clone()));
+            false
+        }
+        Ok(RunOutcome::Paused { .. }) if shared.stop.is_stopped() => {
+            shared.hooks.report(run_id, News::HandedBack);
+            true
+        }
+        Ok(RunOutcome::Paused { detail, .. }) => {
+            shared.hooks.report(run_id, News::Paused(detail.clone()));
+            false
+        }
+        Err(EngineError::Store(StoreError::LeaseLost { .. })) => {
+            shared.hooks.report(run_id, News::Lost);
+            return None;
+        }
+        Err(e) => {
+            let retry = e.is_retryable();
+            shared.hooks.report(run_id, News::Error(e.to_string()));
+            retry
+        }
+    })
 }
 
 /// Why a claimed run could not be set up: for good, or for now.

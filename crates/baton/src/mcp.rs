@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use baton_mcp::{LaunchContext, McpTools, Transport, server_specs};
+use baton_mcp::{LaunchContext, Transport, server_specs};
 use baton_tools::{ExecEnv, ToolRegistry};
 
 use crate::config::ConfigLayer;
 use crate::error::Error;
 
-pub use baton_mcp::{McpError, McpServerConfig, ServerStatus};
+pub use baton_mcp::{McpError, McpServerConfig, McpTools, ServerStatus};
 
 /// Whether `layer` turns MCP on (`mcp = false`, `--no-mcp`: off) and names any server.
 pub fn configured(layer: &ConfigLayer) -> bool {
