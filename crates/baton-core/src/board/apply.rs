@@ -141,7 +141,7 @@ mod tests {
                 .map(|id| TaskSpec {
                     id: (*id).into(),
                     title: format!("title {id}"),
-                    instructions: String::new(),
+                    instructions: format!("do {id}"),
                     deps: vec![],
                     check: "true".into(),
                     risky: false,
