@@ -2,6 +2,16 @@
 //! model with a diagnosis of whatever goes wrong (nothing listening, unknown host, TLS, key,
 //! model name); the sandbox and where the state lives; the code index's embedder; the MCP
 //! servers, started.
+//!
+//! ```no_run
+//! # async fn demo(settings: baton::RunSettings) -> baton::Result<()> {
+//! let layer = baton::config::ConfigLayer::default();
+//! let (answered, report) = baton::doctor::model_check(&settings, &layer).await?;
+//! println!("{report}");
+//! assert!(answered, "the model did not answer");
+//! # Ok(())
+//! # }
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -1,6 +1,14 @@
 //! Where a run's goal comes from: the argument, stdin (`baton run -`, or piped with no goal
 //! given), or `--goal-file FILE`; and how a long one reaches the agent process (a file in the
 //! state directory, not an argument: one argument is limited to 128 KiB).
+//!
+//! ```
+//! let goal = baton::goal::resolve(Some("add a --verbose flag"), None, true, || Ok(Vec::new()))?;
+//! assert_eq!(goal, "add a --verbose flag");
+//! let piped = baton::goal::resolve(None, None, false, || Ok(b"fix the flaky test\n".to_vec()))?;
+//! assert_eq!(piped, "fix the flaky test");
+//! # Ok::<(), baton::Error>(())
+//! ```
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

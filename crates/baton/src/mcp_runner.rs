@@ -2,6 +2,13 @@
 //! baton executable run once — `run --detach`, `status --json`, `logs --json`, `diff`, `stop`,
 //! `resume --detach` — so a run started this way is supervised, outlives the client, and is the
 //! same run the CLI and the dashboard show. `baton mcp-server` serves [`service`] on stdio or HTTP.
+//!
+//! ```
+//! let names: Vec<String> = baton::mcp_runner::tools().into_iter().map(|t| t.name).collect();
+//! assert_eq!(names[0], "start_run");
+//! let service = baton::mcp_runner::service("/usr/local/bin/baton".into(), None);
+//! assert_eq!(service.tools.len(), names.len());
+//! ```
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,6 +1,18 @@
 //! SIGINT and SIGTERM for a program that runs agents: the first one pauses the runs cleanly
 //! (each journals its pause and exits 3), a second one quits at once (exit 130) — or, for a
 //! server, either one ends it.
+//!
+//! ```no_run
+//! # async fn demo() -> baton::Result<()> {
+//! let runtime = baton::Runtime::builder()
+//!     .workspace("/path/to/repo")
+//!     .stop_signal(baton::signals::stop_on_signals("pausing the run (again to quit)"))
+//!     .build()
+//!     .await?;
+//! runtime.start("add a --verbose flag").await?;
+//! # Ok(())
+//! # }
+//! ```
 
 use baton_engine::{StopHandle, StopSignal};
 

@@ -1,6 +1,16 @@
 //! Where each configured key comes from: the layers (user file, project file, environment,
 //! flags) folded key by key, each key with the layer that set it last and those it overrode —
 //! what `baton config` shows.
+//!
+//! ```
+//! use baton::config::{ConfigLayer, Source, set_keys};
+//! let file = ConfigLayer { model: Some("a".into()), ..ConfigLayer::default() };
+//! let flag = ConfigLayer { model: Some("b".into()), ..ConfigLayer::default() };
+//! let keys = set_keys(&[(Source("user file".into()), file), (Source("flag".into()), flag)]);
+//! let (value, source, overrode) = &keys["model"];
+//! assert_eq!((value.as_str(), source.0.as_str()), (Some("b"), "flag"));
+//! assert_eq!(overrode, &[Source("user file".into())]);
+//! ```
 
 use std::collections::BTreeMap;
 
