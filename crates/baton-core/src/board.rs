@@ -6,7 +6,6 @@ mod delegation;
 
 use serde::{Deserialize, Serialize};
 
-pub use apply::is_board_event;
 pub use delegation::{DelegatedTask, Delegation, OpenMerge};
 
 use crate::settings::{OnTaskFailure, Planning, TaskSettings};
