@@ -88,3 +88,75 @@ pub fn hit_text(hit: &CodeHit) -> String {
     }
     text
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn stats() -> IndexStats {
+        IndexStats {
+            files: 3,
+            chunks: 10,
+            languages: [("python".to_string(), 2), ("rust".to_string(), 1)].into(),
+            definitions: 7,
+            distinct_chunks: 8,
+            embedded: 6,
+        }
+    }
+
+    #[test]
+    fn without_an_embedder_the_summary_says_so_and_has_no_share() {
+        let (stats, update, embed) = (stats(), UpdateReport::default(), EmbedReport::default());
+        let summary = IndexSummary {
+            stats: &stats,
+            update: &UpdateReport {
+                files_seen: 3,
+                files_indexed: 1,
+                ..update
+            },
+            embed: &embed,
+            embedder: None,
+            seconds: 0.25,
+        };
+        let text = summary.text();
+        assert!(
+            text.starts_with(
+                "indexed 3 files (python 2, rust 1), 10 chunks, 7 definitions in 0.2s"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("1 files read, 2 unchanged, 0 removed"),
+            "{text}"
+        );
+        assert!(text.trim_end().ends_with(NO_EMBEDDER), "{text}");
+        let json = summary.json();
+        assert!(json["embedded_share"].is_null() && json["embedding_model"].is_null());
+        let with = IndexSummary {
+            embedder: Some(("local MiniLM", "all-minilm-l6-v2")),
+            ..summary
+        };
+        assert_eq!(with.json()["embedded_share"], 0.75);
+        assert!(
+            with.text()
+                .contains("embedded 75% of 8 distinct chunks with local MiniLM")
+        );
+    }
+
+    #[test]
+    fn a_hit_is_its_place_symbol_and_score_then_its_snippet_indented() {
+        let hit = CodeHit {
+            path: "src/retry.rs".into(),
+            start_line: 10,
+            end_line: 20,
+            symbol: Some("backoff".into()),
+            score: 0.5,
+            snippet: "fn backoff() {\n}".into(),
+        };
+        assert_eq!(
+            hit_text(&hit),
+            "src/retry.rs:10-20  backoff  (0.500)\n    fn backoff() {\n    }\n"
+        );
+    }
+}

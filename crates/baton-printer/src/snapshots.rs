@@ -90,3 +90,76 @@ pub fn restored(run: &RunId, short: &str, number: Option<usize>, report: &Restor
     show("-", &report.removed);
     text
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use baton_core::task::SnapshotReason;
+
+    fn record(snapshot: &str, task: Option<&str>) -> SnapshotRecord {
+        SnapshotRecord {
+            seq: 3,
+            snapshot: snapshot.into(),
+            reason: SnapshotReason::AfterTools,
+            task: task.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_lost_commit_is_a_question_mark_and_null_not_a_missing_row() {
+        let run = RunId::from_string("run-1");
+        let (a, b) = (
+            record("0123456789abcdef", Some("t1")),
+            record("fedcba", None),
+        );
+        let at: jiff::Timestamp = "2026-12-03T10:00:00Z".parse().unwrap();
+        let listed = [
+            Listed {
+                record: &a,
+                at,
+                files_changed: Some(4),
+            },
+            Listed {
+                record: &b,
+                at,
+                files_changed: None,
+            },
+        ];
+        let table = table(&run, &listed);
+        let rows: Vec<&str> = table.lines().skip(2).collect();
+        assert_eq!(rows.len(), 2, "{table}");
+        assert!(
+            rows[0].starts_with("  #1  0123456789ab  after_tools"),
+            "{table}"
+        );
+        assert!(rows[0].contains("t1") && rows[0].ends_with(" 4"), "{table}");
+        assert!(
+            rows[1].contains(" -  ") && rows[1].ends_with(" ?"),
+            "{table}"
+        );
+        let json = json(&run, &listed);
+        assert_eq!(json["snapshots"][0]["number"], 1);
+        assert_eq!(json["snapshots"][0]["files_changed"], 4);
+        assert!(json["snapshots"][1]["files_changed"].is_null());
+        assert_eq!(super::table(&run, &[]), "run run-1 has no snapshots\n");
+    }
+
+    #[test]
+    fn a_restore_lists_each_path_under_its_mark() {
+        let run = RunId::from_string("run-1");
+        let report = RestoreReport {
+            rewritten: vec!["src/a.rs".into()],
+            recreated: vec![],
+            removed: vec!["new.txt".into()],
+        };
+        let text = restored(&run, "0123abcd", Some(2), &report);
+        assert_eq!(
+            text,
+            "restored the workspace to snapshot 0123abcd (#2) of run run-1: 1 rewritten, 0 \
+             recreated, 1 removed\n  M src/a.rs\n  - new.txt\n"
+        );
+        let nothing = restored(&run, "0123abcd", None, &RestoreReport::default());
+        assert!(nothing.contains("nothing changed") && !nothing.contains('#'));
+    }
+}
