@@ -1,18 +1,19 @@
 //! A run's task graph as the dashboard and `baton status` show it: a pure fold over the journal.
 //!
-//! It folds the events themselves, not `RunState` or its `TaskBoard` (the engine's copy of the
-//! same graph, whose rules `TaskBoard::apply` holds), and deliberately so: the board's rules need
-//! the whole run around it — a task's check may start only after the model claimed the task done,
-//! and that claim comes from the ending rules over replies and tool calls, so folding through the
-//! board means replaying the run. This view needs no replay, shows a journal the reducer would
-//! refuse (a newer baton's), and shows what the board does not keep (a task's check count, the
-//! last check's exit code and duration, `checking` while a check runs). Its states are the board's
-//! (`pending`, `running`, `verified`, `failed`, `skipped`) plus `checking` and a todo item's
-//! `done`. A run without a plan shows the model's own todo list (`update_plan`) instead, from
-//! its successful calls.
+//! The task events fold through the engine's own `TaskBoard` (`TaskBoard::apply`, the rules the
+//! reducer uses), so the view and the engine share one vocabulary and one set of rules; no
+//! replay of the whole run is needed. The board's rules that need the rest of the run are the
+//! view's to supply: a task's check starts only after the model claimed the task done, and the
+//! check starting is taken as that claim. An event the board refuses — a journal of a newer
+//! baton with other rules — is passed over, and unknown events are not task events: the view
+//! never fails. Beside the board it keeps what the board does not: each task's check count and
+//! latest outcome, the final check's outcome, and the states `checking` (a task's check is
+//! running) and a todo item's `done`. A run without a plan shows the model's own todo list
+//! (`update_plan`) instead, from its successful calls.
 
 use std::collections::HashMap;
 
+use baton_core::board::{TaskBoard, TaskEntry, TaskStatus};
 use baton_core::memory::{PlanItem, PlanStatus, UPDATE_PLAN_TOOL, parse_plan_update};
 use baton_core::{Event, ToolOutcome};
 use serde::Serialize;
@@ -105,12 +106,13 @@ pub struct TaskGraph {
     pub final_check_outcome: Option<CheckOutcome>,
 }
 
-/// The fold state behind [`TaskGraph`].
+/// The fold state behind [`TaskGraph`]: the engine's own [`TaskBoard`], fed the journal's task
+/// events through [`TaskBoard::apply`], and what the board does not keep.
 #[derive(Clone, Debug, Default)]
 pub struct TaskFold {
-    tasks: Vec<TaskView>,
-    index: HashMap<String, usize>,
-    final_check: Option<String>,
+    board: TaskBoard,
+    /// Per task: the checks run so far and the latest one's outcome.
+    checks: HashMap<String, (u32, CheckOutcome)>,
     final_outcome: Option<CheckOutcome>,
     todo: Vec<PlanItem>,
     /// `update_plan` calls started and not finished: call id → arguments.
@@ -118,133 +120,20 @@ pub struct TaskFold {
 }
 
 impl TaskFold {
+    /// Folds one event. An event the board refuses (a journal whose rules this baton does not
+    /// know) leaves the view as it was: the view never fails.
     pub fn apply(&mut self, event: &Event) {
         match event {
-            Event::PlanSet {
-                tasks, final_check, ..
-            } => {
-                for spec in tasks {
-                    // A later plan_set only adds tasks; a repeated id keeps the first one.
-                    if self.index.contains_key(&spec.id) {
-                        continue;
-                    }
-                    self.index.insert(spec.id.clone(), self.tasks.len());
-                    self.tasks.push(TaskView {
-                        id: spec.id.clone(),
-                        title: spec.title.clone(),
-                        deps: spec.deps.clone(),
-                        check: Some(spec.check.clone()),
-                        state: TaskState::Pending,
-                        approach: 0,
-                        attempt: 0,
-                        checks: 0,
-                        last_check: None,
-                        reason: None,
-                        summary: None,
-                    });
-                }
-                if final_check.is_some() {
-                    self.final_check = final_check.clone();
-                }
-            }
-            Event::TaskStarted {
-                task,
-                approach,
-                attempt,
-            } => {
-                if let Some(t) = self.task_mut(task) {
-                    t.state = TaskState::Running;
-                    t.approach = *approach;
-                    t.attempt = *attempt;
-                }
-            }
-            Event::CheckStarted {
-                task: Some(task), ..
-            } => {
-                if let Some(t) = self.task_mut(task) {
-                    t.state = TaskState::Checking;
-                }
-            }
-            Event::CheckFinished {
-                task,
-                passed,
-                exit_code,
-                duration_ms,
-                ..
-            } => {
-                let outcome = CheckOutcome {
-                    passed: *passed,
-                    exit_code: *exit_code,
-                    duration_ms: *duration_ms,
-                };
-                match task {
-                    Some(task) => {
-                        if let Some(t) = self.task_mut(task) {
-                            t.checks += 1;
-                            t.last_check = Some(outcome);
-                            // A failed check sends the agent back to work on the task, in
-                            // its next fix attempt.
-                            if t.state == TaskState::Checking && !passed {
-                                t.state = TaskState::Running;
-                                t.attempt += 1;
-                            }
-                        }
-                    }
-                    None => self.final_outcome = Some(outcome),
-                }
-            }
-            Event::TaskFinished { task, summary } => {
-                if let Some(t) = self.task_mut(task) {
-                    t.state = TaskState::Verified;
-                    t.summary = Some(summary.clone());
-                }
-            }
-            Event::TaskFailed { task, reason } => {
-                if let Some(t) = self.task_mut(task) {
-                    t.state = TaskState::Failed;
-                    t.reason = Some(reason.clone());
-                }
-            }
-            Event::TaskSkipped { task, reason } => {
-                if let Some(t) = self.task_mut(task) {
-                    t.state = TaskState::Skipped;
-                    t.reason = Some(reason.clone());
-                }
-            }
-            Event::TaskDelegated { task, .. } => {
-                if let Some(t) = self.task_mut(task) {
-                    t.state = TaskState::Running;
-                    t.approach += 1;
-                    t.attempt = 1;
-                }
-            }
-            Event::MergeConflicted {
-                task,
-                conflicts,
-                follow_up,
-            } => {
-                if let Some(t) = self.task_mut(task) {
-                    t.state = TaskState::Verified;
-                    t.summary = Some(format!(
-                        "verified in its worktree; merging conflicted in {}: follow-up {}",
-                        conflicts.join(", "),
-                        follow_up.id
-                    ));
-                }
-                self.apply(&Event::PlanSet {
-                    source: baton_core::task::PlanSource::Baton,
-                    tasks: vec![follow_up.clone()],
-                    final_check: None,
-                });
-            }
             Event::ToolCallStarted {
                 call_id,
                 name,
                 arguments,
                 ..
-            } if name == UPDATE_PLAN_TOOL => {
-                self.open_plan_calls
-                    .insert(call_id.clone(), arguments.clone());
+            } => {
+                if name == UPDATE_PLAN_TOOL {
+                    self.open_plan_calls
+                        .insert(call_id.clone(), arguments.clone());
+                }
             }
             Event::ToolCallFinished {
                 call_id, result, ..
@@ -256,17 +145,57 @@ impl TaskFold {
                     self.todo = plan;
                 }
             }
-            _ => {}
+            Event::CheckStarted {
+                task: Some(task), ..
+            } => {
+                // A task's check starts only once the model claimed the task done. The claim is
+                // the ending rules' (a `finish` call, or a reply taken as one), which this view
+                // does not replay: the check starting is its record.
+                if let Some(entry) = self.board.tasks.iter_mut().find(|t| t.spec.id == *task) {
+                    entry.claimed_done.get_or_insert_with(String::new);
+                }
+                let _ = self.board.apply(event, None);
+            }
+            Event::CheckFinished {
+                task,
+                passed,
+                exit_code,
+                duration_ms,
+                ..
+            } => {
+                if self.board.apply(event, None).is_err() {
+                    return;
+                }
+                let outcome = CheckOutcome {
+                    passed: *passed,
+                    exit_code: *exit_code,
+                    duration_ms: *duration_ms,
+                };
+                match task {
+                    Some(task) => {
+                        let (count, last) = self
+                            .checks
+                            .entry(task.clone())
+                            .or_insert((0, outcome.clone()));
+                        *count += 1;
+                        *last = outcome;
+                    }
+                    None => self.final_outcome = Some(outcome),
+                }
+            }
+            // Every other task event is the board's; the rest of the journal is not.
+            _ => {
+                let _ = self.board.apply(event, None);
+            }
         }
     }
 
-    fn task_mut(&mut self, id: &str) -> Option<&mut TaskView> {
-        self.index.get(id).and_then(|&i| self.tasks.get_mut(i))
-    }
-
     pub fn graph(&self) -> TaskGraph {
-        let (source, tasks) = if !self.tasks.is_empty() {
-            (TaskSource::Plan, self.tasks.clone())
+        let (source, tasks) = if !self.board.tasks.is_empty() {
+            (
+                TaskSource::Plan,
+                self.board.tasks.iter().map(|t| self.view(t)).collect(),
+            )
         } else if !self.todo.is_empty() {
             (TaskSource::Todo, todo_tasks(&self.todo))
         } else {
@@ -274,11 +203,45 @@ impl TaskFold {
         };
         TaskGraph {
             source,
-            done: tasks.iter().filter(|t| t.state.is_done()).count(),
+            done: tasks
+                .iter()
+                .filter(|t: &&TaskView| t.state.is_done())
+                .count(),
             total: tasks.len(),
             tasks,
-            final_check: self.final_check.clone(),
+            final_check: self.board.final_check.clone(),
             final_check_outcome: self.final_outcome.clone(),
+        }
+    }
+
+    fn view(&self, entry: &TaskEntry) -> TaskView {
+        let id = &entry.spec.id;
+        let checking = self
+            .board
+            .open_check
+            .as_ref()
+            .is_some_and(|c| c.task.as_ref() == Some(id));
+        let state = match entry.status {
+            _ if checking => TaskState::Checking,
+            TaskStatus::Pending => TaskState::Pending,
+            TaskStatus::Running => TaskState::Running,
+            TaskStatus::Verified => TaskState::Verified,
+            TaskStatus::Failed => TaskState::Failed,
+            TaskStatus::Skipped => TaskState::Skipped,
+        };
+        let checks = self.checks.get(id);
+        TaskView {
+            id: id.clone(),
+            title: entry.spec.title.clone(),
+            deps: entry.spec.deps.clone(),
+            check: Some(entry.spec.check.clone()),
+            state,
+            approach: entry.approach,
+            attempt: entry.attempt,
+            checks: checks.map_or(0, |(n, _)| *n),
+            last_check: checks.map(|(_, last)| last.clone()),
+            reason: entry.reason.clone(),
+            summary: entry.summary.clone(),
         }
     }
 }
@@ -334,46 +297,55 @@ mod tests {
 
     #[test]
     fn task_states_follow_their_events() {
-        let check = |task: &str, passed: bool| Event::CheckFinished {
-            task: Some(task.into()),
-            attempt: 1,
-            passed,
-            exit_code: Some(if passed { 0 } else { 1 }),
-            output: String::new(),
-            duration_ms: 5,
+        let check = |task: &str, attempt: u32, passed: bool| {
+            [
+                Event::CheckStarted {
+                    task: Some(task.into()),
+                    attempt,
+                    command: format!("test {task}"),
+                },
+                Event::CheckFinished {
+                    task: Some(task.into()),
+                    attempt,
+                    passed,
+                    exit_code: Some(if passed { 0 } else { 1 }),
+                    output: String::new(),
+                    duration_ms: 5,
+                },
+            ]
         };
-        let graph = fold(&[
+        let started = |task: &str, approach: u32| Event::TaskStarted {
+            task: task.into(),
+            approach,
+            attempt: 1,
+        };
+        let mut events = vec![
             Event::PlanSet {
                 source: PlanSource::User,
                 tasks: vec![spec("a", &[]), spec("b", &["a"]), spec("c", &["b"])],
                 final_check: Some("make test".into()),
             },
-            Event::TaskStarted {
-                task: "a".into(),
-                approach: 1,
-                attempt: 1,
-            },
-            Event::CheckStarted {
-                task: Some("a".into()),
-                attempt: 1,
-                command: "test a".into(),
-            },
-            check("a", false),
-            Event::TaskStarted {
-                task: "a".into(),
-                approach: 1,
-                attempt: 2,
-            },
-            check("a", true),
+            started("a", 1),
+        ];
+        events.extend(check("a", 1, false));
+        events.extend(check("a", 2, true));
+        events.extend([
             Event::TaskFinished {
                 task: "a".into(),
                 summary: "did a".into(),
             },
-            Event::TaskStarted {
-                task: "b".into(),
-                approach: 2,
-                attempt: 1,
+            started("b", 1),
+            // Its first approach rolled back: the second one starts from the task's snapshot.
+            Event::RollbackStarted {
+                task: Some("b".into()),
+                snapshot: "snap-a".into(),
+                reason: "stuck".into(),
             },
+            Event::RollbackFinished {
+                task: Some("b".into()),
+                snapshot: "snap-a".into(),
+            },
+            started("b", 2),
             Event::TaskFailed {
                 task: "b".into(),
                 reason: "no luck".into(),
@@ -388,6 +360,7 @@ mod tests {
                 summary: String::new(),
             },
         ]);
+        let graph = fold(&events);
         assert_eq!(graph.source, TaskSource::Plan);
         let states: Vec<_> = graph.tasks.iter().map(|t| t.state).collect();
         assert_eq!(
@@ -401,6 +374,47 @@ mod tests {
         assert_eq!(graph.tasks[1].approach, 2);
         assert_eq!(graph.tasks[2].reason.as_deref(), Some("b failed"));
         assert_eq!(graph.final_check.as_deref(), Some("make test"));
+    }
+
+    #[test]
+    fn a_running_check_shows_and_an_event_the_board_refuses_changes_nothing() {
+        let mut fold = TaskFold::default();
+        let plan = Event::PlanSet {
+            source: PlanSource::User,
+            tasks: vec![spec("a", &[]), spec("b", &["a"])],
+            final_check: None,
+        };
+        let started = Event::TaskStarted {
+            task: "a".into(),
+            approach: 1,
+            attempt: 1,
+        };
+        for event in [plan, started] {
+            fold.apply(&event);
+        }
+        let before = fold.graph();
+        // `b` cannot start while `a` is in progress; a check of attempt 2 was never due.
+        fold.apply(&Event::TaskStarted {
+            task: "b".into(),
+            approach: 1,
+            attempt: 1,
+        });
+        fold.apply(&Event::CheckFinished {
+            task: Some("a".into()),
+            attempt: 2,
+            passed: true,
+            exit_code: Some(0),
+            output: String::new(),
+            duration_ms: 1,
+        });
+        assert_eq!(fold.graph(), before);
+        fold.apply(&Event::CheckStarted {
+            task: Some("a".into()),
+            attempt: 1,
+            command: "test a".into(),
+        });
+        let states: Vec<_> = fold.graph().tasks.iter().map(|t| t.state).collect();
+        assert_eq!(states, [TaskState::Checking, TaskState::Pending]);
     }
 
     #[test]
