@@ -280,7 +280,7 @@ mod tests {
         TaskSpec {
             id: id.into(),
             title: format!("title {id}"),
-            instructions: String::new(),
+            instructions: format!("do {id}"),
             deps: deps.iter().map(|d| d.to_string()).collect(),
             check: format!("test {id}"),
             risky: false,
