@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::anyhow;
 use baton::settings::check_budget_is_priced;
 use baton_core::{RunSettings, replay};
-use baton_engine::{Engine, RunObserver, RunOutcome, SettingsOverride, Snapshots, StopSignal};
+use baton_engine::{
+    Engine, RunObserver, RunOutcome, SettingsChange, SettingsOverride, Snapshots, StopSignal,
+};
 use baton_store::Store;
 use baton_summary::{RunAggregate, RunView};
 
@@ -398,9 +400,8 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     // The flags' keys replace the recorded values from now on; the rest stays as journaled.
     let settings = baton::settings::apply(&flags_layer_checked(&args.model)?, recorded)?;
     let overrides = SettingsOverride {
-        settings: Some(settings.clone()),
+        settings: SettingsChange::Replace(Box::new(settings.clone())),
         plan: args.plan.as_deref().map(plan_cmd::load_plan).transpose()?,
-        ..SettingsOverride::default()
     };
     // The run's recorded settings decide the model; files and environment still set the
     // client's timeouts and retry budget, which are not part of the run.

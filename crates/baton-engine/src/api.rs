@@ -49,96 +49,59 @@ pub struct StartRun {
     pub plan: Option<baton_core::task::Plan>,
 }
 
-/// Settings a `resume` may change; `None` keeps the recorded value.
+/// How a `resume` changes the run's recorded settings.
+#[derive(Clone, Default)]
+pub enum SettingsChange {
+    /// The recorded settings, as they are.
+    #[default]
+    Keep,
+    /// These settings from now on, whole: the CLI's (its flags' configuration layer applied to
+    /// the recorded settings, `baton::settings::apply`).
+    Replace(Box<RunSettings>),
+    /// The recorded settings, changed by this function (a program's own override).
+    Edit(Arc<dyn Fn(&mut RunSettings) + Send + Sync>),
+}
+
+impl std::fmt::Debug for SettingsChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SettingsChange::Keep => f.write_str("Keep"),
+            SettingsChange::Replace(settings) => f.debug_tuple("Replace").field(settings).finish(),
+            SettingsChange::Edit(_) => f.write_str("Edit(..)"),
+        }
+    }
+}
+
+/// What a `resume` changes: the settings from now on, and the plan.
 #[derive(Clone, Debug, Default)]
 pub struct SettingsOverride {
-    /// The run's settings from now on, whole, instead of the recorded ones (the CLI applies its
-    /// flags' configuration layer to the recorded settings: `baton::settings::apply`); the
-    /// fields below apply over them.
-    pub settings: Option<RunSettings>,
-    pub provider: Option<baton_core::ProviderKind>,
-    pub base_url: Option<String>,
-    pub model: Option<String>,
-    pub max_turns: Option<u32>,
-    pub response_mode: Option<baton_core::ResponseMode>,
-    pub tool_choice: Option<baton_core::ToolChoice>,
-    pub context_window: Option<u64>,
-    /// Budgets given on resume; each set field replaces the recorded one.
-    pub budget: Option<baton_core::governance::Budget>,
+    /// The settings from now on.
+    pub settings: SettingsChange,
     /// A plan that replaces the run's (allowed before any task started: `resume --plan`).
     pub plan: Option<baton_core::task::Plan>,
-    /// Per-task budgets given on resume; each set field replaces the recorded one.
-    pub task_budget: Option<baton_core::governance::Budget>,
-    pub task_max_turns: Option<u32>,
-    /// `--on-text-reply`: what a text reply (after its nudge) means from now on.
-    pub on_text_reply: Option<baton_core::OnTextReply>,
-    /// `--no-tool-turns`: replies in a row without a tool call that pause the run.
-    pub no_tool_turns: Option<u32>,
-    /// `--wire-api`: the OpenAI wire from now on.
-    pub wire_api: Option<baton_core::WireApi>,
-    /// `--thinking`, `--thinking-budget`, `--reasoning-effort` from now on.
-    pub thinking: Option<baton_core::Thinking>,
-    pub thinking_budget: Option<u32>,
-    pub reasoning_effort: Option<String>,
-    /// `--verbosity` from now on.
-    pub verbosity: Option<baton_core::Verbosity>,
 }
 
 impl SettingsOverride {
+    /// The recorded settings changed by `edit`, e.g. a higher turn limit:
+    /// `SettingsOverride::edit(|s| s.limits.max_turns = 400)`.
+    pub fn edit(edit: impl Fn(&mut RunSettings) + Send + Sync + 'static) -> SettingsOverride {
+        SettingsOverride {
+            settings: SettingsChange::Edit(Arc::new(edit)),
+            plan: None,
+        }
+    }
+
+    /// The settings from now on, given `recorded`.
     pub fn apply(&self, recorded: RunSettings) -> RunSettings {
-        let mut settings = self.settings.clone().unwrap_or(recorded);
-        if let Some(v) = self.provider {
-            settings.model.provider = v;
+        match &self.settings {
+            SettingsChange::Keep => recorded,
+            SettingsChange::Replace(settings) => settings.as_ref().clone(),
+            SettingsChange::Edit(edit) => {
+                let mut settings = recorded;
+                edit(&mut settings);
+                settings
+            }
         }
-        if let Some(v) = &self.base_url {
-            settings.model.base_url = v.clone();
-        }
-        if let Some(v) = &self.model {
-            settings.model.model = v.clone();
-        }
-        if let Some(budget) = self.budget {
-            settings.budget = budget.over(settings.budget);
-        }
-        if let Some(budget) = self.task_budget {
-            settings.tasks.budget = budget.over(settings.tasks.budget);
-        }
-        if let Some(v) = self.task_max_turns {
-            settings.tasks.max_turns = Some(v);
-        }
-        if let Some(v) = self.context_window {
-            settings.context.window_tokens = v;
-        }
-        if let Some(v) = self.max_turns {
-            settings.limits.max_turns = v;
-        }
-        if let Some(v) = self.response_mode {
-            settings.model.response_mode = v;
-        }
-        if let Some(v) = &self.tool_choice {
-            settings.model.tool_choice = v.clone();
-        }
-        if let Some(v) = self.on_text_reply {
-            settings.endings.on_text_reply = v;
-        }
-        if let Some(v) = self.wire_api {
-            settings.model.wire_api = v;
-        }
-        if let Some(v) = self.thinking {
-            settings.model.reasoning.thinking = Some(v);
-        }
-        if let Some(v) = self.thinking_budget {
-            settings.model.reasoning.thinking_budget = Some(v);
-        }
-        if let Some(v) = &self.reasoning_effort {
-            settings.model.reasoning.effort = Some(v.clone());
-        }
-        if let Some(v) = self.verbosity {
-            settings.model.reasoning.verbosity = Some(v);
-        }
-        if let Some(v) = self.no_tool_turns {
-            settings.loop_detection.no_tool_turns = v;
-        }
-        settings
     }
 }
 

@@ -22,7 +22,9 @@ mod stop;
 mod tasks;
 mod tools;
 
-pub use api::{EngineParts, Fanout, RunObserver, RunOutcome, SettingsOverride, StartRun};
+pub use api::{
+    EngineParts, Fanout, RunObserver, RunOutcome, SettingsChange, SettingsOverride, StartRun,
+};
 pub use checkpoint::run_state;
 pub use error::EngineError;
 pub use journal::record_external;

@@ -74,10 +74,7 @@ impl<T> Drop for DropLast<T> {
 
 async fn resume_to_the_end(store: Arc<CountingStore>, run_id: &RunId) -> RunOutcome {
     let (engine, _) = engine(store, provider(3));
-    let overrides = SettingsOverride {
-        max_turns: Some(TURNS + 10),
-        ..SettingsOverride::default()
-    };
+    let overrides = SettingsOverride::edit(|s| s.limits.max_turns = TURNS + 10);
     engine.resume(run_id, &overrides).await.unwrap()
 }
 
@@ -171,10 +168,7 @@ async fn an_untrusted_checkpoint_is_ignored(backend: Backend) {
         let (engine, _) = engine(store.clone(), provider(usize::MAX));
         let reads_before = store.reads().len();
         // One more turn each time, then the turn limit pauses it again.
-        let overrides = SettingsOverride {
-            max_turns: Some(TURNS + 1 + i as u32),
-            ..SettingsOverride::default()
-        };
+        let overrides = SettingsOverride::edit(move |s| s.limits.max_turns = TURNS + 1 + i as u32);
         let outcome = engine.resume(&run_id, &overrides).await.unwrap();
         assert!(
             matches!(outcome, RunOutcome::Paused { .. }),

@@ -265,10 +265,7 @@ async fn pause_mode_pauses_for_a_person(backend: Backend) {
     let outcome = engine
         .resume(
             outcome.run_id(),
-            &SettingsOverride {
-                on_text_reply: Some(OnTextReply::Finish),
-                ..SettingsOverride::default()
-            },
+            &SettingsOverride::edit(|s| s.endings.on_text_reply = OnTextReply::Finish),
         )
         .await
         .unwrap();

@@ -328,10 +328,7 @@ async fn permanent_errors_fail_or_pause_by_class(backend: Backend) {
         )])],
         fast_retry(1),
     );
-    let fixed = SettingsOverride {
-        model: Some("right-model".into()),
-        ..SettingsOverride::default()
-    };
+    let fixed = SettingsOverride::edit(|s| s.model.model = "right-model".into());
     let outcome = e.resume(&run_id, &fixed).await.unwrap();
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),

@@ -81,13 +81,7 @@ async fn a_call_that_could_pass_the_token_budget_is_not_sent_and_resume_raises_i
 
     // Resume with a raised budget: the run finishes.
     let (engine, _) = engine(store.clone(), provider.clone());
-    let overrides = SettingsOverride {
-        budget: Some(Budget {
-            tokens: Some(1_000_000),
-            ..Budget::default()
-        }),
-        ..SettingsOverride::default()
-    };
+    let overrides = SettingsOverride::edit(|s| s.budget.tokens = Some(1_000_000));
     let outcome = engine.resume(outcome.run_id(), &overrides).await.unwrap();
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),

@@ -55,10 +55,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     println!("paused ({reason:?}); resuming with a higher limit");
     let calls_before = model.calls();
-    let more_turns = SettingsOverride {
-        max_turns: Some(10),
-        ..SettingsOverride::default()
-    };
+    let more_turns = SettingsOverride::edit(|settings| settings.limits.max_turns = 10);
     let outcome = runtime.resume(&run_id, &more_turns).await?;
     println!("{outcome:?}");
     drop(runtime);

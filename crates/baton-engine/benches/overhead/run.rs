@@ -399,10 +399,8 @@ async fn resume(place: &Place, run_id: &RunId, turns: usize) -> (f64, u64) {
     let model = Arc::new(Model::new(1, None));
     model.calls_before_finish.store(0, Ordering::Relaxed);
     let resumed = engine(store.clone(), model.clone());
-    let overrides = SettingsOverride {
-        max_turns: Some(turns as u32 + 5),
-        ..Default::default()
-    };
+    let limit = turns as u32 + 5;
+    let overrides = SettingsOverride::edit(move |s| s.limits.max_turns = limit);
     let outcome = resumed.resume(run_id, &overrides).await.unwrap();
     assert!(
         matches!(outcome, RunOutcome::Finished { .. }),

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -15,7 +16,7 @@ use baton_core::{DelegatedResult, PauseReason, RunId, RunSettings, RunState, Run
 use baton_snapshot::{ShadowRepo, SnapshotId};
 
 use crate::EngineError;
-use crate::api::{RunOutcome, SettingsOverride, StartRun};
+use crate::api::{RunOutcome, SettingsChange, SettingsOverride, StartRun};
 use crate::run_loop::Engine;
 
 /// How a child run ended, as the parent records it.
@@ -317,31 +318,18 @@ fn remaining(budget: &Budget, state: &RunState) -> Budget {
     }
 }
 
-/// A resumed parent hands its (possibly raised) limits and model to its children, and the
-/// plan again: a child killed between journaling its start and its plan gets it then.
+/// A resumed parent hands its settings (possibly raised limits, another model) to its children,
+/// and the plan again: a child killed between journaling its start and its plan gets it then.
 fn child_overrides(job: &ChildJob) -> SettingsOverride {
-    let settings = &job.settings;
+    let parents = job.settings.clone();
     SettingsOverride {
+        settings: SettingsChange::Edit(Arc::new(move |settings| {
+            // Running time is counted by the child itself since it started: the parent's
+            // clock, which ran meanwhile, must not shrink it again.
+            let wall_time_secs = settings.budget.wall_time_secs;
+            *settings = parents.clone();
+            settings.budget.wall_time_secs = wall_time_secs;
+        })),
         plan: Some(job.plan()),
-        provider: Some(settings.model.provider),
-        base_url: Some(settings.model.base_url.clone()),
-        model: Some(settings.model.model.clone()),
-        wire_api: Some(settings.model.wire_api),
-        thinking: settings.model.reasoning.thinking,
-        thinking_budget: settings.model.reasoning.thinking_budget,
-        reasoning_effort: settings.model.reasoning.effort.clone(),
-        verbosity: settings.model.reasoning.verbosity,
-        max_turns: Some(settings.limits.max_turns),
-        // Running time is counted by the child itself since it started: the parent's clock,
-        // which ran meanwhile, must not shrink it again.
-        budget: Some(Budget {
-            wall_time_secs: None,
-            ..settings.budget
-        }),
-        task_budget: Some(settings.tasks.budget),
-        task_max_turns: settings.tasks.max_turns,
-        on_text_reply: Some(settings.endings.on_text_reply),
-        no_tool_turns: Some(settings.loop_detection.no_tool_turns),
-        ..SettingsOverride::default()
     }
 }
