@@ -23,6 +23,7 @@ on_both_backends!(
     a_failed_child_fails_its_task_and_skips_its_dependents,
     a_child_cut_short_at_its_start_is_started_on_resume,
     a_worktree_that_cannot_be_made_pauses_the_run_until_fixed,
+    a_resumed_parent_hands_its_raised_limits_to_its_children,
 );
 
 fn task(id: &str, deps: &[&str], check: &str) -> TaskSpec {
@@ -70,17 +71,29 @@ fn writer(content: fn(&str) -> String) -> FnProvider {
     })
 }
 
+type Started = (
+    RunOutcome,
+    Vec<EventRecord>,
+    Arc<dyn baton_store::Store>,
+    Option<baton_store::testing::PgTestSchema>,
+);
+
 async fn start(
     backend: Backend,
     ws: &std::path::Path,
     provider: FnProvider,
     tasks: Vec<TaskSpec>,
-) -> (
-    RunOutcome,
-    Vec<EventRecord>,
-    Arc<dyn baton_store::Store>,
-    Option<baton_store::testing::PgTestSchema>,
-) {
+) -> Started {
+    start_with(backend, ws, provider, tasks, |_| {}).await
+}
+
+async fn start_with(
+    backend: Backend,
+    ws: &std::path::Path,
+    provider: FnProvider,
+    tasks: Vec<TaskSpec>,
+    edit: impl FnOnce(&mut RunSettings),
+) -> Started {
     let (store, schema) = backend.store(ws).await;
     let (engine, observer) = engine(store.clone(), Arc::new(provider));
     let engine = engine.with_snapshots(Snapshots::On);
@@ -88,6 +101,7 @@ async fn start(
     settings.tasks.parallel = 3;
     settings.tasks.fix_attempts = 1;
     settings.tasks.approaches = 1;
+    edit(&mut settings);
     let outcome = engine
         .start(StartRun {
             goal: "write the files".into(),
@@ -385,6 +399,40 @@ async fn a_worktree_that_cannot_be_made_pauses_the_run_until_fixed(backend: Back
     let resumed = engine
         .with_snapshots(Snapshots::On)
         .resume(outcome.run_id(), &Default::default())
+        .await
+        .unwrap();
+    assert!(
+        matches!(resumed, RunOutcome::Finished { .. }),
+        "{resumed:?}"
+    );
+    assert!(ws.path().join("t1.txt").exists() && ws.path().join("t2.txt").exists());
+}
+
+/// Each child needs two turns (write, then finish) but may take one: the children pause at
+/// their turn limit and so does the parent. Resumed with a higher limit, the parent hands it to
+/// the children, which finish.
+async fn a_resumed_parent_hands_its_raised_limits_to_its_children(backend: Backend) {
+    let ws = tempfile::tempdir().unwrap();
+    let tasks = vec![
+        task("t1", &[], "grep -q t1 t1.txt"),
+        task("t2", &[], "grep -q t2 t2.txt"),
+    ];
+    let (outcome, _events, store, _schema) = start_with(
+        backend,
+        ws.path(),
+        writer(|id| format!("{id}\n")),
+        tasks,
+        |s| s.limits.max_turns = 1,
+    )
+    .await;
+    assert!(matches!(outcome, RunOutcome::Paused { .. }), "{outcome:?}");
+    assert!(!ws.path().join("t1.txt").exists(), "nothing is merged yet");
+
+    let (engine, _observer) = engine(store.clone(), Arc::new(writer(|id| format!("{id}\n"))));
+    let raised = baton_engine::SettingsOverride::edit(|s| s.limits.max_turns = 10);
+    let resumed = engine
+        .with_snapshots(Snapshots::On)
+        .resume(outcome.run_id(), &raised)
         .await
         .unwrap();
     assert!(
