@@ -395,17 +395,7 @@ async fn a_worktree_that_cannot_be_made_pauses_the_run_until_fixed(backend: Back
     assert!(detail.contains("worktree"), "{detail}");
 
     std::fs::remove_file(&in_the_way).unwrap();
-    let (engine, _observer) = engine(store.clone(), Arc::new(writer(|id| format!("{id}\n"))));
-    let resumed = engine
-        .with_snapshots(Snapshots::On)
-        .resume(outcome.run_id(), &Default::default())
-        .await
-        .unwrap();
-    assert!(
-        matches!(resumed, RunOutcome::Finished { .. }),
-        "{resumed:?}"
-    );
-    assert!(ws.path().join("t1.txt").exists() && ws.path().join("t2.txt").exists());
+    resume_to_both_files(store, outcome.run_id(), &Default::default(), ws.path()).await;
 }
 
 /// Each child needs two turns (write, then finish) but may take one: the children pause at
@@ -428,16 +418,26 @@ async fn a_resumed_parent_hands_its_raised_limits_to_its_children(backend: Backe
     assert!(matches!(outcome, RunOutcome::Paused { .. }), "{outcome:?}");
     assert!(!ws.path().join("t1.txt").exists(), "nothing is merged yet");
 
-    let (engine, _observer) = engine(store.clone(), Arc::new(writer(|id| format!("{id}\n"))));
     let raised = baton_engine::SettingsOverride::edit(|s| s.limits.max_turns = 10);
+    resume_to_both_files(store, outcome.run_id(), &raised, ws.path()).await;
+}
+
+/// Resumes the parent with `overrides`: it finishes, with both tasks' files merged.
+async fn resume_to_both_files(
+    store: Arc<dyn baton_store::Store>,
+    run_id: &RunId,
+    overrides: &baton_engine::SettingsOverride,
+    ws: &std::path::Path,
+) {
+    let (engine, _observer) = engine(store, Arc::new(writer(|id| format!("{id}\n"))));
     let resumed = engine
         .with_snapshots(Snapshots::On)
-        .resume(outcome.run_id(), &raised)
+        .resume(run_id, overrides)
         .await
         .unwrap();
     assert!(
         matches!(resumed, RunOutcome::Finished { .. }),
         "{resumed:?}"
     );
-    assert!(ws.path().join("t1.txt").exists() && ws.path().join("t2.txt").exists());
+    assert!(ws.join("t1.txt").exists() && ws.join("t2.txt").exists());
 }
