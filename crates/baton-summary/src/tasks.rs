@@ -150,11 +150,15 @@ impl TaskFold {
             } => {
                 // A task's check starts only once the model claimed the task done. The claim is
                 // the ending rules' (a `finish` call, or a reply taken as one), which this view
-                // does not replay: the check starting is its record.
-                if let Some(entry) = self.board.tasks.iter_mut().find(|t| t.spec.id == *task) {
+                // does not replay: the check starting is its record. A check the board
+                // refuses leaves no claim behind.
+                let mut claimed = self.board.clone();
+                if let Some(entry) = claimed.tasks.iter_mut().find(|t| t.spec.id == *task) {
                     entry.claimed_done.get_or_insert_with(String::new);
                 }
-                let _ = self.board.apply(event, None);
+                if claimed.apply(event, None).is_ok() {
+                    self.board = claimed;
+                }
             }
             Event::CheckFinished {
                 task,
