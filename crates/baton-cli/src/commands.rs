@@ -120,15 +120,6 @@ pub(crate) fn build_engine_with(
     Ok(engine)
 }
 
-/// The flags as a configuration layer: [`ModelFlags`] serialized, each flag into the key of
-/// its name. A flag that is not a key is refused by the layer's `deny_unknown_fields`; the unit
-/// test `every_flag_is_a_config_key` sets them all, so that cannot ship.
-fn flags_layer(flags: &ModelFlags) -> Result<ConfigLayer, CliError> {
-    serde_json::to_value(flags)
-        .and_then(serde_json::from_value)
-        .map_err(|e| CliError::from(anyhow!("the flags are not a configuration layer: {e}")))
-}
-
 /// The output stream (JSONL or human) and, when the environment asks for it, the trace.
 fn observer(json: bool, trace: Option<baton_telemetry::TraceObserver>) -> Arc<dyn RunObserver> {
     let output: Arc<dyn RunObserver> = if json {
@@ -150,7 +141,7 @@ pub(crate) fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, Cli
         None => ConfigLayer::default(),
     };
     Ok(passed
-        .overlay(flags_layer(flags)?)
+        .overlay(flags.keys.clone())
         .overlay(flags.mcp.layer()?))
 }
 

@@ -3,7 +3,6 @@
 mod commands;
 mod config_cmd;
 mod detach;
-mod flag_values;
 mod index_cmd;
 mod mcp_cmd;
 mod mcp_server;
@@ -16,6 +15,8 @@ mod supervise;
 mod worker;
 
 use baton::{config, store, trust};
+// The flags' value parsers live beside the configuration keys they parse.
+use baton::config::flags as flag_values;
 // The texts the commands print are made by the printer crate.
 use baton_printer::{self as output, cost, transcript};
 use baton_telemetry::logs as logging;
@@ -264,95 +265,18 @@ pub struct WorkerArgs {
     worker_id: Option<String>,
 }
 
-/// The run-shaping flags. Each one *is* the configuration key of its name: the flags' layer is
-/// this struct serialized into a [`config::ConfigLayer`] (`commands::flags_layer`), whose
-/// `deny_unknown_fields` refuses a flag that is not a key (a unit test sets them all). So a new
-/// setting's flag is one field here, its key one field in `ConfigLayer`, and nothing in between.
-#[derive(Args, Clone, Default, serde::Serialize)]
+/// The run-shaping flags: [`config::ConfigLayer`] itself, whose keys with a flag declare it
+/// there (`--max-turns` *is* `max_turns`), so a new setting's flag is its key's declaration and
+/// nothing here; then the supervisor's data and the MCP flags, which make layers of their own.
+#[derive(Args, Clone, Default)]
 pub struct ModelFlags {
-    /// Provider preset: openai, anthropic, deepseek, qwen, moonshot, glm, zhipu, qwen-cn,
-    /// doubao, siliconflow, minimax, openrouter, ollama, vllm, llamacpp (API flavour, base URL
-    /// and key variable) [env: BATON_PROVIDER]
-    #[arg(long, value_name = "NAME")]
-    provider: Option<String>,
-    /// Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8080/v1 [env: BATON_BASE_URL]
-    #[arg(long, value_name = "URL")]
-    base_url: Option<String>,
-    /// Model name [env: BATON_MODEL]
-    #[arg(long, value_name = "NAME")]
-    model: Option<String>,
-    /// Pause after this many turns (default 200).
-    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
-    max_turns: Option<u32>,
-    /// Ask for whole responses instead of streamed ones.
-    #[arg(long)]
-    #[serde(
-        rename = "response_mode",
-        serialize_with = "flag_values::whole_responses"
-    )]
-    no_stream: bool,
-    /// Whether the model must call a tool: `auto` (default), `required`, or a tool name.
-    #[arg(long, value_name = "MODE")]
-    tool_choice: Option<String>,
-    /// What a reply without a tool call means after its one nudge: `finish` (default: the
-    /// reply is the summary, as if the model called `finish`), `nudge` (keep nudging, bounded by
-    /// --no-tool-turns) or `pause` (pause for a person, reason text_reply).
-    #[arg(long, value_name = "finish|nudge|pause", value_parser = crate::flag_values::on_text_reply)]
-    on_text_reply: Option<baton_core::OnTextReply>,
-    /// The OpenAI wire: `chat` (Chat Completions) or `responses`; default: `responses` for the
-    /// models OpenAI serves only there (the `*-codex` family, `*-pro`), else `chat`.
-    #[arg(long, value_name = "chat|responses", value_parser = crate::flag_values::wire_api)]
-    wire_api: Option<baton_core::WireApi>,
-    /// Thinking: `adaptive`, `enabled` or `off` (DeepSeek/GLM `thinking`, Anthropic `thinking`;
-    /// config: thinking).
-    #[arg(long, value_name = "adaptive|enabled|off", value_parser = crate::flag_values::thinking)]
-    thinking: Option<baton_core::Thinking>,
-    /// Anthropic's thinking budget in tokens with `--thinking enabled` (at least 1024).
-    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
-    thinking_budget: Option<u32>,
-    /// Reasoning effort as the provider documents it (`low`, `medium`, `high`, …): Chat
-    /// `reasoning_effort`, Responses `reasoning.effort`, Anthropic `output_config.effort`.
-    #[arg(long, alias = "effort", value_name = "WORD")]
-    reasoning_effort: Option<String>,
-    /// How much the model writes: `low`, `medium` or `high` (Responses `text.verbosity`, GPT-5
-    /// family; the codex models accept only `medium`).
-    #[arg(long, value_name = "low|medium|high", value_parser = crate::flag_values::verbosity)]
-    verbosity: Option<baton_core::Verbosity>,
-    /// Replies in a row without a tool call that pause the run with reason `loop` (default 3).
-    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
-    no_tool_turns: Option<u32>,
-    /// The model's context window in tokens (default: from the model's profile).
-    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u64>)]
-    #[serde(rename = "context", serialize_with = "flag_values::context_window")]
-    context_window: Option<u64>,
-    /// Pause the run when its cost reaches this many USD (a call that could pass it is not sent).
-    #[arg(long, value_name = "USD", value_parser = crate::flag_values::amount)]
-    budget_usd: Option<f64>,
-    /// Pause the run when its prompt + completion tokens reach this many.
-    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u64>)]
-    budget_tokens: Option<u64>,
-    /// Pause the run after this much running time, e.g. 45m or 2h.
-    #[arg(long, value_name = "DURATION")]
-    max_time: Option<String>,
-    /// With a task graph: pause when the current task's cost reaches this many USD.
-    #[arg(long, value_name = "USD", value_parser = crate::flag_values::amount)]
-    task_budget_usd: Option<f64>,
-    /// With a task graph: pause when the current task's tokens reach this many.
-    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u64>)]
-    task_budget_tokens: Option<u64>,
-    /// With a task graph: pause when the current task has worked this many turns.
-    #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u32>)]
-    task_max_turns: Option<u32>,
-    /// With a task graph: pause when the current task has run this long, e.g. 20m.
-    #[arg(long, value_name = "DURATION")]
-    task_max_time: Option<String>,
+    #[command(flatten)]
+    keys: config::ConfigLayer,
     /// Set by a supervisor for its agent processes: its own flags as one configuration layer
     /// (JSON), under this process's flags — the settings passed as data, not re-spelled.
     #[arg(long, hide = true, value_name = "JSON")]
-    #[serde(skip)]
     settings_layer: Option<String>,
     #[command(flatten)]
-    #[serde(skip)]
     mcp: mcp_cmd::McpFlags,
 }
 

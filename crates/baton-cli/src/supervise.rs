@@ -393,7 +393,9 @@ mod tests {
             }
             given.push(format!("--{long}"));
             flags += 1;
-            if !arg.get_action().takes_values() {
+            // A switch (`--no-stream`: no value, it sets its key's word) is given bare.
+            let switch = arg.get_num_args().is_some_and(|n| n.max_values() == 0);
+            if !arg.get_action().takes_values() || switch {
                 continue;
             }
             let value = match arg.get_value_names().and_then(|v| v.first()) {

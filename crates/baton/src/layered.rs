@@ -56,8 +56,56 @@ impl<V> Layered for HashMap<String, V> {
     }
 }
 
+/// A key set in a layer replaces the setting.
+pub(crate) fn set<T>(setting: &mut T, key: Option<T>) {
+    if let Some(value) = key {
+        *setting = value;
+    }
+}
+
+/// A key set in a layer replaces an optional setting.
+pub(crate) fn set_some<T>(setting: &mut Option<T>, key: Option<T>) {
+    if key.is_some() {
+        *setting = key;
+    }
+}
+
 /// Defines a configuration layer struct and its `overlay`; see the module documentation.
+///
+/// With `=> Target` after the struct's name, a field may say where its value goes in `Target`:
+/// `=> set(limits.max_turns)` (the key replaces the setting) or `=> set_some(tasks.max_turns)`
+/// (an optional setting). `apply_declared` then applies every such key, so a plain setting's
+/// key, flag and destination are one declaration.
 macro_rules! layered {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident => $target:ty {
+            $(
+                $(#[$field_meta:meta])*
+                pub $field:ident : Option<$ty:ty> $(=> $how:ident($($path:ident).+))?,
+            )*
+        }
+    ) => {
+        $crate::layered::layered! {
+            $(#[$meta])*
+            pub struct $name {
+                $(
+                    $(#[$field_meta])*
+                    pub $field: Option<$ty>,
+                )*
+            }
+        }
+
+        impl $name {
+            /// The keys declared with a destination, applied onto `settings`: each set key
+            /// replaces its setting, unset keys keep it.
+            pub(crate) fn apply_declared(&self, settings: &mut $target) {
+                $($(
+                    $crate::layered::$how(&mut settings.$($path).+, self.$field.as_ref().cloned());
+                )?)*
+            }
+        }
+    };
     (
         $(#[$meta:meta])*
         pub struct $name:ident {

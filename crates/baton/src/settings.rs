@@ -207,7 +207,8 @@ pub fn settings_of(layer: ConfigLayer) -> Result<(RunSettings, ConfigLayer), Err
 /// keys keep it; every value is held to the rules of the configuration (a bad one is a usage
 /// error naming its key). The one place a configuration key becomes a run setting: a new run
 /// applies its merged layer onto its model's defaults ([`settings_of`]), a resume applies its
-/// flags onto the settings the run recorded. A new setting is one line here.
+/// flags onto the settings the run recorded. A plain key goes to its setting by its own
+/// declaration (`=> set(…)` in `ConfigLayer`); this holds the keys with rules of their own.
 ///
 /// ```
 /// use baton::config::ConfigLayer;
@@ -228,50 +229,22 @@ pub fn apply(layer: &ConfigLayer, mut s: RunSettings) -> Result<RunSettings, Err
         s.model.provider = preset.kind;
         s.model.base_url = preset.base_url.to_string();
     }
-    set(&mut s.model.base_url, layer.base_url.clone());
-    set(&mut s.model.model, layer.model.clone());
-    set(&mut s.model.response_mode, layer.response_mode);
-    set(
-        &mut s.model.tool_choice,
-        tool_choice(layer.tool_choice.as_deref()),
-    );
-    set(&mut s.model.wire_api, layer.wire_api);
-    let reasoning = &mut s.model.reasoning;
-    set(&mut reasoning.history, layer.reasoning_history);
     if let Some(b) = layer.thinking_budget.filter(|b| *b < 1024) {
         return Err(Error::usage(format!(
             "thinking_budget = {b} is too small: Anthropic's minimum is 1024 tokens"
         )));
     }
-    set_some(&mut reasoning.thinking, layer.thinking);
-    set_some(&mut reasoning.thinking_budget, layer.thinking_budget);
-    set_some(&mut reasoning.effort, layer.reasoning_effort.clone());
-    set_some(&mut reasoning.verbosity, layer.verbosity);
-    set(&mut s.limits.max_turns, layer.max_turns);
-    set(&mut s.limits.shell_timeout_secs, layer.shell_timeout_secs);
+    // The plain keys, each declared with its destination (`config/layer.rs`).
+    layer.apply_declared(&mut s);
+    if let Some(choice) = tool_choice(layer.tool_choice.as_deref()) {
+        s.model.tool_choice = choice;
+    }
     if let Some(context) = &layer.context {
         s.context = context.apply(s.context)?;
     }
     s.budget = budget_from(layer)?.over(s.budget);
     s.tasks.budget = task_budget_from(layer)?.over(s.tasks.budget);
-    set_some(&mut s.tasks.max_turns, layer.task_max_turns);
-    set(&mut s.loop_detection.no_tool_turns, layer.no_tool_turns);
-    set(&mut s.endings.on_text_reply, layer.on_text_reply);
     Ok(s)
-}
-
-/// A key set in a layer replaces the setting.
-fn set<T>(setting: &mut T, key: Option<T>) {
-    if let Some(value) = key {
-        *setting = value;
-    }
-}
-
-/// A key set in a layer replaces an optional setting.
-fn set_some<T>(setting: &mut Option<T>, key: Option<T>) {
-    if key.is_some() {
-        *setting = key;
-    }
 }
 
 /// The OpenAI wire a run speaks unless `wire_api` says: the Responses API for the models

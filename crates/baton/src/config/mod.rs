@@ -2,111 +2,19 @@
 //! the ones before it, key by key). Merging is pure; reading files and the environment is done
 //! at the edges so the precedence rules are unit-tested without touching either.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use baton_core::{Compaction, ContextSettings, Masking, ResponseMode};
-use baton_model::pricing::Price;
-use baton_model::ratelimit::RateLimit;
+use baton_core::{Compaction, ContextSettings, Masking};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
 use crate::layered::{Layered, layered};
 
+pub mod flags;
+mod layer;
 mod sources;
+pub use layer::ConfigLayer;
 pub use sources::{Source, set_keys};
-
-layered! {
-/// One layer: every key optional.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigLayer {
-    /// A preset name (`openai`, `anthropic`, `ollama`, …): flavour, base URL, key variable.
-    pub provider: Option<String>,
-    /// The endpoint (`…/v1` for OpenAI-compatible servers).
-    pub base_url: Option<String>,
-    /// The model name the server knows.
-    pub model: Option<String>,
-    /// Turns before the run pauses (`max_turns`).
-    pub max_turns: Option<u32>,
-    /// `stream` (default) or `whole` replies.
-    pub response_mode: Option<ResponseMode>,
-    /// Longest a shell command may run, in seconds.
-    pub shell_timeout_secs: Option<u64>,
-    /// Longest a model request may take to answer, in seconds.
-    pub request_timeout_secs: Option<u64>,
-    /// Longest a stream may stay silent, in seconds.
-    pub stream_idle_timeout_secs: Option<u64>,
-    /// Attempts per model call before the run pauses.
-    pub max_retry_attempts: Option<u32>,
-    /// Most time spent waiting between retries of one call, in seconds.
-    pub max_retry_wait_secs: Option<u64>,
-    /// Longest one model call attempt may take in all, in seconds.
-    pub model_call_timeout_secs: Option<u64>,
-    /// `auto`, `required` or a tool name.
-    pub tool_choice: Option<String>,
-    /// What a reply without a tool call means after its nudge: `finish`, `nudge` or `pause`.
-    pub on_text_reply: Option<baton_core::OnTextReply>,
-    /// Replies in a row without a tool call that pause the run (`loop`).
-    pub no_tool_turns: Option<u32>,
-    /// `chat` or `responses`: which OpenAI wire to speak (default: from the model's profile).
-    pub wire_api: Option<baton_core::WireApi>,
-    /// What of the model's earlier reasoning goes back to the server: `preserve` (default:
-    /// what DeepSeek, Kimi and GLM require in a tool loop) or `drop` (servers that reject it).
-    pub reasoning_history: Option<baton_core::ReasoningHistory>,
-    /// The reasoning effort word the provider documents (`low`, `medium`, `high`, …); also
-    /// accepted as `effort`.
-    #[serde(alias = "effort")]
-    pub reasoning_effort: Option<String>,
-    /// `adaptive`, `enabled` or `off`: the thinking switch (DeepSeek/GLM `thinking`, Anthropic
-    /// `thinking`).
-    pub thinking: Option<baton_core::Thinking>,
-    /// Anthropic `thinking.budget_tokens` with `thinking = "enabled"`.
-    pub thinking_budget: Option<u32>,
-    /// `low`, `medium` or `high`: how much the model writes (Responses `text.verbosity`).
-    pub verbosity: Option<baton_core::Verbosity>,
-    /// First retry delay in milliseconds (full jitter, doubling).
-    pub retry_base_delay_ms: Option<u64>,
-    /// Consecutive failed model call attempts that pause the run.
-    pub circuit_breaker_failures: Option<u32>,
-    /// `[prices."MODEL"]` tables: USD per million tokens, overriding the built-in list prices.
-    pub prices: Option<HashMap<String, Price>>,
-    /// `[rate_limit]`: client-side requests_per_minute / tokens_per_minute (and bursts).
-    pub rate_limit: Option<RateLimit>,
-    /// `[context]`: overrides of the model profile's context policy.
-    pub context: Option<ContextConfig>,
-    /// Pause when the run's cost reaches this many USD.
-    pub budget_usd: Option<f64>,
-    /// Pause when the run's prompt + completion tokens reach this many.
-    pub budget_tokens: Option<u64>,
-    /// Pause after this much running time: `90s`, `45m`, `2h`, `1h30m` (a bare number is seconds).
-    pub max_time: Option<String>,
-    /// Pause when the current task's cost reaches this many USD (runs with a task graph).
-    pub task_budget_usd: Option<f64>,
-    /// Pause when the current task's prompt + completion tokens reach this many.
-    pub task_budget_tokens: Option<u64>,
-    /// Pause when the current task has worked this many turns.
-    pub task_max_turns: Option<u32>,
-    /// Pause when the current task has run this long (`45m`, `2h`, …).
-    pub task_max_time: Option<String>,
-    /// `[sandbox]`: how commands are isolated and which may run.
-    pub sandbox: Option<SandboxLayer>,
-    /// `false`: `run` / `resume` work in-process instead of in a supervised child process.
-    pub supervise: Option<bool>,
-    /// How many times the supervisor restarts a crashed agent process (`--max-restarts`).
-    pub max_restarts: Option<u32>,
-    /// `[snapshots]`: workspace snapshots in the state directory's `shadow.git`.
-    pub snapshots: Option<SnapshotsConfig>,
-    /// `false`: run without MCP servers (`--no-mcp`).
-    pub mcp: Option<bool>,
-    /// `[mcp_servers.NAME]`: MCP servers whose tools the run offers (`--mcp`, `--mcp-config`).
-    pub mcp_servers: Option<std::collections::BTreeMap<String, baton_mcp::McpServerConfig>>,
-    /// `[embeddings]`: the code index's embedder (see `embeddings.rs`).
-    pub embeddings: Option<crate::embeddings::EmbeddingsConfig>,
-    /// `[repo_map]`: the repo map in task briefs.
-    pub repo_map: Option<crate::embeddings::RepoMapConfig>,
-}
-}
 
 /// The `[snapshots]` table.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -122,28 +30,38 @@ impl Layered for SnapshotsConfig {}
 impl Layered for CompactionBy {}
 
 layered! {
-/// The `[context]` table: every key overrides the model profile's value.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+/// The `[context]` table: every key overrides the model profile's value. Only `window` is a
+/// flag (`--context-window`); the rest are file keys.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct ContextConfig {
-    /// The model's context window in tokens (`--context-window`).
+    /// The model's context window in tokens (default: from the model's profile).
+    #[arg(long = "context-window", value_name = "N", value_parser = flags::whole::<u64>)]
     pub window: Option<u64>,
     /// Compact when the prompt passes this percentage of the window.
+    #[arg(skip)]
     pub compact_at_percent: Option<u8>,
     /// `false` turns observation masking off.
+    #[arg(skip)]
     pub masking: Option<bool>,
     /// Turns whose tool outputs stay unmasked.
+    #[arg(skip)]
     pub mask_keep_turns: Option<u32>,
     /// Turns masked together (keeps the prompt prefix stable between batches).
+    #[arg(skip)]
     pub mask_batch_turns: Option<u32>,
     /// Tool outputs shorter than this many bytes are never masked.
+    #[arg(skip)]
     pub mask_min_bytes: Option<u32>,
     /// `false` turns compaction off (a run that outgrows the window then pauses).
+    #[arg(skip)]
     pub summary: Option<bool>,
     /// Turns a compaction keeps verbatim after its summary.
+    #[arg(skip)]
     pub keep_recent_turns: Option<u32>,
     /// Who compacts: `baton` (its handoff summary), `provider` (the Responses API's
     /// server-side compaction) or `off`.
+    #[arg(skip)]
     pub compaction: Option<CompactionBy>,
 }
 }
@@ -263,24 +181,6 @@ pub struct SandboxLayer {
     /// Size of the private /tmp in MB (bubblewrap); `0` removes the bound.
     pub tmp_size_mb: Option<u64>,
 }
-}
-
-impl ConfigLayer {
-    /// The layer from environment variables, given a lookup (so tests need not touch the real
-    /// environment).
-    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> ConfigLayer {
-        let non_empty = |k: &str| get(k).filter(|v| !v.trim().is_empty());
-        ConfigLayer {
-            provider: non_empty("BATON_PROVIDER"),
-            base_url: non_empty("BATON_BASE_URL"),
-            model: non_empty("BATON_MODEL"),
-            sandbox: non_empty("BATON_SANDBOX_BACKEND").map(|backend| SandboxLayer {
-                backend: Some(backend),
-                ..SandboxLayer::default()
-            }),
-            ..ConfigLayer::default()
-        }
-    }
 }
 
 /// Parses a duration such as `90`, `90s`, `45m`, `2h` or `1h30m` into seconds.
@@ -451,6 +351,7 @@ The API key, if the server needs one, is read from BATON_API_KEY, the preset's v
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baton_core::ResponseMode;
 
     fn layer(base: Option<&str>, model: Option<&str>, turns: Option<u32>) -> ConfigLayer {
         ConfigLayer {

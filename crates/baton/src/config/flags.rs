@@ -1,5 +1,6 @@
-//! Parsers for numeric flags, so that a bad value gets words a person reads ("a whole number
-//! such as 200") instead of Rust's ("invalid digit found in string", "expected u32").
+//! Parsers for flag values, so that a bad value gets words a person reads ("a whole number such
+//! as 200") instead of Rust's ("invalid digit found in string", "expected u32"). The flags of
+//! [`ConfigLayer`](super::ConfigLayer) use them, and so do the CLI's own.
 
 /// A whole number that fits `T` (`--max-turns 200`, `--budget-tokens 2000000`).
 pub fn whole<T: TryFrom<u128>>(text: &str) -> Result<T, String> {
@@ -53,23 +54,14 @@ pub fn on_text_reply(text: &str) -> Result<baton_core::OnTextReply, String> {
         .ok_or_else(|| format!("use finish, nudge or pause, not {text:?}"))
 }
 
-/// `--no-stream` as the config key it sets: `response_mode = "whole"` (unset without it).
-pub fn whole_responses<S: serde::Serializer>(no_stream: &bool, s: S) -> Result<S::Ok, S::Error> {
-    use serde::Serialize;
-    no_stream
-        .then_some(baton_core::ResponseMode::Whole)
-        .serialize(s)
-}
-
-/// `--context-window N` as the config key it sets: `[context] window = N`.
-pub fn context_window<S: serde::Serializer>(window: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
-    use serde::Serialize;
-    window
-        .map(|window| baton::config::ContextConfig {
-            window: Some(window),
-            ..Default::default()
-        })
-        .serialize(s)
+/// `--no-stream`'s value (`whole`) as the `response_mode` key it sets; `streaming` too, for a
+/// caller that parses the key's words.
+pub fn response_mode(text: &str) -> Result<baton_core::ResponseMode, String> {
+    match text.trim() {
+        "whole" => Ok(baton_core::ResponseMode::Whole),
+        "streaming" => Ok(baton_core::ResponseMode::Streaming),
+        _ => Err(format!("expected `streaming` or `whole`, not {text:?}")),
+    }
 }
 
 /// A non-negative decimal: an amount of USD (`--budget-usd 2.50`) or of seconds.
@@ -106,6 +98,20 @@ mod tests {
         assert_eq!(
             whole::<u32>("99999999999"),
             Err("99999999999 is too large for this flag".to_string())
+        );
+    }
+
+    #[test]
+    fn response_modes_in_words() {
+        assert_eq!(response_mode("whole"), Ok(baton_core::ResponseMode::Whole));
+        assert_eq!(
+            response_mode("streaming"),
+            Ok(baton_core::ResponseMode::Streaming)
+        );
+        assert!(
+            response_mode("both")
+                .unwrap_err()
+                .contains("`streaming` or `whole`")
         );
     }
 
