@@ -4,8 +4,9 @@
 //! keeps its vector through any edit elsewhere in its file, a moved one finds it again, and a
 //! shared [`VectorCache`] can hand the same vector to every clone of a repository.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use baton_embed::{Metered, Purpose, dot};
 use serde::Serialize;
@@ -31,6 +32,103 @@ pub struct EmbedReport {
     /// Embedding requests made.
     pub calls: u64,
     pub input_tokens: u64,
+}
+
+/// A chunk text without a vector: its hash, a path, symbol and text it stands at.
+type Missing = (String, String, Option<String>, String);
+
+/// Hashes claimed in the shared cache at once: small enough that two workers starting together
+/// take turns batch by batch (and share the work) instead of one waiting for the other's
+/// whole round.
+const CLAIM_BATCH: usize = 64;
+/// How often a worker looks for the vectors another one claimed.
+const CLAIM_POLL: Duration = Duration::from_millis(250);
+
+/// Embeds `todo` (hash, path, symbol, text), in order.
+async fn embed(
+    embedder: &Metered,
+    todo: &[&Missing],
+) -> Result<Vec<(String, Vec<f32>)>, IndexError> {
+    let inputs: Vec<String> = todo
+        .iter()
+        .map(|(_, path, symbol, text)| embed_input(path, symbol.as_deref(), text))
+        .collect();
+    let vectors = embedder.embed_all(&inputs, Purpose::Document).await?;
+    Ok(todo.iter().map(|m| m.0.clone()).zip(vectors).collect())
+}
+
+/// Embedding through a shared cache: claim, embed what is ours, wait for what others claimed.
+struct Shared<'a> {
+    embedder: &'a Metered,
+    cache: &'a dyn VectorCache,
+    model: &'a str,
+}
+
+impl Shared<'_> {
+    /// Gives every chunk of `todo` a vector in `found`: claimed batch by batch and embedded
+    /// here, or, where another workspace holds the claim, from the cache once it has put it
+    /// there (or from here, once its claim went stale).
+    async fn embed(
+        &self,
+        todo: Vec<&Missing>,
+        found: &mut HashMap<String, Vec<f32>>,
+        report: &mut EmbedReport,
+    ) -> Result<(), IndexError> {
+        let mut theirs: Vec<&Missing> = Vec::new();
+        for batch in todo.chunks(CLAIM_BATCH) {
+            theirs.extend(self.embed_claimed(batch, found, report).await?);
+        }
+        while !theirs.is_empty() {
+            tokio::time::sleep(CLAIM_POLL).await;
+            let hashes: Vec<String> = theirs.iter().map(|m| m.0.clone()).collect();
+            let got = self.cache.get(self.model, &hashes).await?;
+            report.from_cache += got.len();
+            theirs.retain(|m| !got.contains_key(&m.0));
+            found.extend(got);
+            if !theirs.is_empty() {
+                // Claims that went stale are taken over here.
+                theirs = self.embed_claimed(&theirs, found, report).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Claims `batch`, embeds and shares what this worker now holds; returns the rest (held by
+    /// others).
+    async fn embed_claimed<'m>(
+        &self,
+        batch: &[&'m Missing],
+        found: &mut HashMap<String, Vec<f32>>,
+        report: &mut EmbedReport,
+    ) -> Result<Vec<&'m Missing>, IndexError> {
+        let hashes: Vec<String> = batch.iter().map(|m| m.0.clone()).collect();
+        let mine: HashSet<String> = self
+            .cache
+            .claim(self.model, &hashes)
+            .await?
+            .into_iter()
+            .collect();
+        let (own, theirs): (Vec<&Missing>, Vec<&Missing>) =
+            batch.iter().partition(|m| mine.contains(&m.0));
+        if own.is_empty() {
+            return Ok(theirs);
+        }
+        let fresh = match embed(self.embedder, &own).await {
+            Ok(fresh) => fresh,
+            Err(e) => {
+                // Best effort: others may take them now instead of after the claim timeout.
+                let own: Vec<String> = own.iter().map(|m| m.0.clone()).collect();
+                if let Err(release) = self.cache.release(self.model, &own).await {
+                    tracing::warn!("could not release claims after a failed embedding: {release}");
+                }
+                return Err(e);
+            }
+        };
+        self.cache.put(self.model, &fresh).await?;
+        report.embedded += fresh.len();
+        found.extend(fresh);
+        Ok(theirs)
+    }
 }
 
 /// Progress of a long embedding pass: done and total distinct chunk texts.
@@ -88,7 +186,7 @@ impl CodeIndex {
         let mut done = 0;
         progress(0, total);
         loop {
-            let missing: Vec<(String, String, Option<String>, String)> = sqlx::query_as(
+            let missing: Vec<Missing> = sqlx::query_as(
                 "SELECT c.hash, min(c.path), min(c.symbol), min(c.text) FROM chunks c \
                  WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.model = ?1 AND v.hash = c.hash) \
                  GROUP BY c.hash ORDER BY min(c.id) LIMIT ?2",
@@ -107,23 +205,25 @@ impl CodeIndex {
                 None => HashMap::new(),
             };
             report.from_cache += found.len();
-            let todo: Vec<&(String, String, Option<String>, String)> = missing
+            let todo: Vec<&Missing> = missing
                 .iter()
                 .filter(|m| !found.contains_key(&m.0))
                 .collect();
-            if !todo.is_empty() {
-                let inputs: Vec<String> = todo
-                    .iter()
-                    .map(|(_, path, symbol, text)| embed_input(path, symbol.as_deref(), text))
-                    .collect();
-                let vectors = embedder.embed_all(&inputs, Purpose::Document).await?;
-                let fresh: Vec<(String, Vec<f32>)> =
-                    todo.iter().map(|m| m.0.clone()).zip(vectors).collect();
-                if let Some(cache) = cache {
-                    cache.put(&model, &fresh).await?;
+            match cache {
+                Some(cache) => {
+                    let shared = Shared {
+                        embedder,
+                        cache,
+                        model: &model,
+                    };
+                    shared.embed(todo, &mut found, &mut report).await?;
                 }
-                report.embedded += fresh.len();
-                found.extend(fresh);
+                None if todo.is_empty() => {}
+                None => {
+                    let fresh = embed(embedder, &todo).await?;
+                    report.embedded += fresh.len();
+                    found.extend(fresh);
+                }
             }
             self.store_vectors(&model, &found).await?;
             done += missing.len();

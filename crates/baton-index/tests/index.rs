@@ -19,6 +19,10 @@ struct BagOfWords {
     inputs: AtomicUsize,
     /// Part of the model id (tests sharing a PostgreSQL cache keep apart by it).
     name: String,
+    /// How long each call takes (so that two workspaces embed at the same time).
+    delay: std::time::Duration,
+    /// Every call fails for good.
+    broken: bool,
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -43,6 +47,10 @@ impl Embedder for BagOfWords {
         16
     }
     async fn embed(&self, texts: &[String], _: Purpose) -> Result<Embedded, EmbedError> {
+        tokio::time::sleep(self.delay).await;
+        if self.broken {
+            return Err(EmbedError::Inference("this model is broken".into()));
+        }
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.inputs.fetch_add(texts.len(), Ordering::SeqCst);
         let vectors = texts
@@ -373,9 +381,8 @@ async fn a_broken_database_is_rebuilt() {
     assert_eq!(reopened.opened(), &Opened::Existing);
 }
 
-/// Two clones of one repository share vectors through PostgreSQL: the second embeds nothing.
-#[tokio::test]
-async fn a_shared_postgres_cache_embeds_each_chunk_once() {
+/// The local PostgreSQL's shared cache, and a model name no other test run uses.
+async fn shared_cache() -> (baton_index::PostgresVectorCache, String) {
     let url = std::env::var("BATON_TEST_POSTGRES")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let cache = baton_index::PostgresVectorCache::connect(&url)
@@ -390,6 +397,13 @@ async fn a_shared_postgres_cache_embeds_each_chunk_once() {
                 .as_nanos() as u64
                 % 1_000_003
     );
+    (cache, name)
+}
+
+/// Two clones of one repository share vectors through PostgreSQL: the second embeds nothing.
+#[tokio::test]
+async fn a_shared_postgres_cache_embeds_each_chunk_once() {
+    let (cache, name) = shared_cache().await;
     let (_a, first) = fixture("python");
     let (_b, second) = fixture("python");
     let mut counts = Vec::new();
@@ -417,4 +431,108 @@ async fn a_shared_postgres_cache_embeds_each_chunk_once() {
         (0, chunks),
         "the second finds them all in the cache"
     );
+}
+
+/// A fixture's index, updated, and a slow bag-of-words model of `name`.
+async fn slow_clone(name: &str, delay_ms: u64) -> (tempfile::TempDir, CodeIndex, Arc<BagOfWords>) {
+    let (dir, root) = fixture("python");
+    let index = open(&root).await;
+    index.update().await.unwrap();
+    let model = Arc::new(BagOfWords {
+        name: name.to_owned(),
+        delay: std::time::Duration::from_millis(delay_ms),
+        ..BagOfWords::default()
+    });
+    (dir, index, model)
+}
+
+/// Two clones embedding at the same moment: the chunks one has claimed, the other waits for
+/// instead of embedding them too. Without claims both would find the cache empty and each
+/// embed every chunk.
+#[tokio::test]
+async fn two_clones_embedding_at_once_embed_each_chunk_once() {
+    let (cache, name) = shared_cache().await;
+    let (_a, first, model_a) = slow_clone(&name, 300).await;
+    let (_b, second, model_b) = slow_clone(&name, 300).await;
+    let chunks = first.missing_count(&model_a.model_id()).await.unwrap();
+    assert!(chunks > 0);
+    let (metered_a, metered_b) = (Metered::new(model_a.clone()), Metered::new(model_b.clone()));
+    let (a, b) = tokio::join!(
+        first.embed_missing(&metered_a, Some(&cache), &|_, _| {}),
+        second.embed_missing(&metered_b, Some(&cache), &|_, _| {}),
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let embedded = model_a.inputs.load(Ordering::SeqCst) + model_b.inputs.load(Ordering::SeqCst);
+    assert_eq!(
+        embedded, chunks,
+        "each chunk embedded once in all: {a:?} {b:?}"
+    );
+    assert_eq!(a.embedded + b.embedded, chunks);
+    assert_eq!(
+        a.from_cache + b.from_cache,
+        chunks,
+        "the rest came from the cache"
+    );
+    for index in [&first, &second] {
+        let stats = index.stats(Some(&model_a.model_id())).await.unwrap();
+        assert_eq!(stats.embedded_share(), 1.0);
+    }
+}
+
+/// A worker killed while embedding leaves its claims behind; the next one waits for them only
+/// until they are older than the claim timeout, then embeds the chunks itself.
+#[tokio::test]
+async fn a_dead_workers_claims_are_taken_over_when_stale() {
+    let (cache, name) = shared_cache().await;
+    let (_a, first, model_a) = slow_clone(&name, 60_000).await;
+    let metered_a = Metered::new(model_a.clone());
+    // "Killed": its future is dropped while its model is still working, after it claimed.
+    let killed = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        first.embed_missing(&metered_a, Some(&cache), &|_, _| {}),
+    )
+    .await;
+    assert!(killed.is_err(), "the first worker was still embedding");
+
+    let cache = cache.with_claim_timeout(std::time::Duration::from_secs(1));
+    let (_b, second, model_b) = slow_clone(&name, 0).await;
+    let chunks = second.missing_count(&model_b.model_id()).await.unwrap();
+    let metered_b = Metered::new(model_b.clone());
+    let report = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        second.embed_missing(&metered_b, Some(&cache), &|_, _| {}),
+    )
+    .await
+    .expect("the stale claims were taken over, not waited for forever")
+    .unwrap();
+    assert_eq!(report.embedded, chunks);
+    assert_eq!(model_b.inputs.load(Ordering::SeqCst), chunks);
+}
+
+/// A worker whose embedding fails gives its claims up at once: the next one (with the default,
+/// five-minute claim timeout) embeds the chunks without waiting for them to go stale.
+#[tokio::test]
+async fn a_failed_embedding_releases_its_claims() {
+    let (cache, name) = shared_cache().await;
+    let (_a, first, _) = slow_clone(&name, 0).await;
+    let broken = Arc::new(BagOfWords {
+        name: name.clone(),
+        broken: true,
+        ..BagOfWords::default()
+    });
+    let failed = first
+        .embed_missing(&Metered::new(broken), Some(&cache), &|_, _| {})
+        .await;
+    assert!(failed.is_err());
+
+    let (_b, second, model_b) = slow_clone(&name, 0).await;
+    let chunks = second.missing_count(&model_b.model_id()).await.unwrap();
+    let report = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        second.embed_missing(&Metered::new(model_b.clone()), Some(&cache), &|_, _| {}),
+    )
+    .await
+    .expect("released claims are not waited for")
+    .unwrap();
+    assert_eq!(report.embedded, chunks);
 }
