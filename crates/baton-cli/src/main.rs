@@ -134,8 +134,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Build or update the workspace's code index (.baton/index/): chunks, definitions and,
-    /// with an embedder configured, vectors.
+    /// Build or update the workspace's code index (index/ in its state directory, see `baton
+    /// doctor`): chunks, definitions and, with an embedder configured, vectors.
     Index(index_cmd::IndexArgs),
     /// Search the workspace's code: keyword (BM25), vector or both fused (updates the index
     /// first).

@@ -502,3 +502,57 @@ async fn embeddings_of_the_last_change_are_journaled_before_the_run_ends() {
     let finished = kinds.iter().position(|k| *k == "run_finished").unwrap();
     assert!(last_used < finished, "{kinds:?}");
 }
+
+/// A refresh that outlasts the run's end wait (10 s) is held there: no new embedding request
+/// starts, the one in flight is answered and journaled. Every text the server was sent is
+/// journaled — none is spent after the run ended, none is cut off unaccounted by the exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_outlasting_the_runs_end_is_held_and_what_it_spent_journaled() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    small_repo(ws.path());
+    // Two texts a request, three seconds each: the new file's 30 functions take 45 s.
+    let (embed, inputs) = priced_embeddings(home.path(), Duration::from_secs(3)).await;
+    write_user_config(
+        home.path(),
+        &format!(
+            "[embeddings]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\nprice_per_mtok = 100.0\nbatch_size = 2\n",
+            embed.uri()
+        ),
+    );
+    let functions: String = (0..30)
+        .map(|i| format!("/// Step {i} of the ledger.\npub fn ledger_step_{i}(x: u64) -> u64 {{\n    x * {i} + 1\n}}\n\n"))
+        .collect();
+    let server = ScriptedServer::start(vec![
+        turn(&[(
+            "write_file",
+            json!({"path": "src/ledger.rs", "content": functions}),
+        )]),
+        turn(&[("finish", json!({"summary": "added the ledger"}))]),
+    ])
+    .await;
+    let out = run_against(&server, ws.path(), home.path(), &["add a ledger"]).await;
+    assert_finished(&out);
+
+    let sent = inputs.lock().unwrap().clone();
+    let events = journal(ws.path(), home.path());
+    let used = of_type(&events, "embeddings_used");
+    let journaled: u64 = used.iter().map(|e| e["inputs"].as_u64().unwrap()).sum();
+    assert_eq!(
+        journaled,
+        sent.len() as u64,
+        "every text the server was sent is journaled: {used:?}, sent {sent:?}"
+    );
+    assert!(
+        sent.len() < 30,
+        "the refresh was held at the run's end, not run to completion: {} texts sent",
+        sent.len()
+    );
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let last_used = kinds.iter().rposition(|k| *k == "embeddings_used").unwrap();
+    let finished = kinds.iter().position(|k| *k == "run_finished").unwrap();
+    assert!(last_used < finished, "{kinds:?}");
+    // Nothing more reaches the server once the run has ended.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(inputs.lock().unwrap().len(), sent.len());
+}

@@ -16,6 +16,9 @@ pub enum EmbedError {
     /// The configuration cannot work (no model name, a zero batch size…).
     #[error("embeddings are misconfigured: {0}")]
     Config(String),
+    /// Embedding is on hold (the run it served has ended; see `Metered::hold`).
+    #[error("embedding is on hold: the run it served has ended")]
+    Held,
 }
 
 impl EmbedError {
@@ -23,9 +26,10 @@ impl EmbedError {
     pub fn is_retryable(&self) -> bool {
         match self {
             EmbedError::Server(e) => e.is_retryable(),
-            EmbedError::ModelLoad { .. } | EmbedError::Inference(_) | EmbedError::Config(_) => {
-                false
-            }
+            EmbedError::ModelLoad { .. }
+            | EmbedError::Inference(_)
+            | EmbedError::Config(_)
+            | EmbedError::Held => false,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Embedding calls metered like model calls: rate limit, retries, tokens, cost, a spending
 //! cap, and a sink each call's usage is reported to (the engine journals it).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,6 +50,8 @@ pub struct Metered {
     totals: Mutex<UsageTotals>,
     /// Set after construction too ([`Metered::set_sink`]): who meters is often built later.
     sink: Mutex<Option<Arc<dyn UsageSink>>>,
+    /// While set, no new request starts ([`Metered::hold`]).
+    held: AtomicBool,
 }
 
 impl std::fmt::Debug for Metered {
@@ -69,6 +72,7 @@ impl Metered {
             max_cost_usd: None,
             totals: Mutex::new(UsageTotals::default()),
             sink: Mutex::new(None),
+            held: AtomicBool::new(false),
         }
     }
 
@@ -108,6 +112,18 @@ impl Metered {
         self.inner.model_id()
     }
 
+    /// Starts no new request (nor retry) until [`Metered::go_on`]: each fails with
+    /// [`EmbedError::Held`]. A request already sent is answered and accounted as usual — so a
+    /// run that ends can wait for it and journal everything that was spent.
+    pub fn hold(&self) {
+        self.held.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends a [`Metered::hold`].
+    pub fn go_on(&self) {
+        self.held.store(false, Ordering::SeqCst);
+    }
+
     pub fn totals(&self) -> UsageTotals {
         self.totals.lock().map(|t| t.clone()).unwrap_or_default()
     }
@@ -119,11 +135,28 @@ impl Metered {
         texts: &[String],
         purpose: Purpose,
     ) -> Result<Vec<Vec<f32>>, EmbedError> {
+        match self.embed_prefix(texts, purpose).await {
+            (vectors, None) => Ok(vectors),
+            (_, Some(error)) => Err(error),
+        }
+    }
+
+    /// [`Metered::embed_all`] that keeps what it got: the vectors of the leading texts (whole
+    /// batches) embedded before a batch failed for good, and that failure. What was paid for
+    /// can then be kept even when the rest cannot be had.
+    pub async fn embed_prefix(
+        &self,
+        texts: &[String],
+        purpose: Purpose,
+    ) -> (Vec<Vec<f32>>, Option<EmbedError>) {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(self.inner.max_batch().max(1)) {
-            out.extend(self.embed_batch(batch, purpose).await?);
+            match self.embed_batch(batch, purpose).await {
+                Ok(vectors) => out.extend(vectors),
+                Err(error) => return (out, Some(error)),
+            }
         }
-        Ok(out)
+        (out, None)
     }
 
     async fn embed_batch(
@@ -142,6 +175,9 @@ impl Metered {
         let estimate = batch.iter().map(|t| t.len() / 4 + 1).sum::<usize>();
         let mut schedule = self.retry.schedule();
         loop {
+            if self.held.load(Ordering::SeqCst) {
+                return Err(EmbedError::Held);
+            }
             self.limiter
                 .acquire(u32::try_from(estimate).unwrap_or(u32::MAX))
                 .await;

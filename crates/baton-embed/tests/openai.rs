@@ -160,3 +160,40 @@ async fn per_token_vectors_are_mean_pooled() {
     let norm = (4.0f32 + 16.0).sqrt();
     assert_eq!(out.vectors[0], [2.0 / norm, 0.0, 4.0 / norm]);
 }
+
+/// A held embedder sends nothing and says why; `go_on` ends the hold. `embed_prefix` keeps
+/// the batches paid for before a failure.
+#[tokio::test]
+async fn a_hold_starts_no_request_and_a_prefix_keeps_what_was_paid_for() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(path("/v1/embeddings"))
+        .and(body_partial_json(json!({"input": ["a", "b"]})))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(answer(&[(0, [1.0, 0.0, 0.0]), (1, [0.0, 1.0, 0.0])], 4)),
+        )
+        .mount(&server)
+        .await;
+    Mock::given(method("POST"))
+        .and(path("/v1/embeddings"))
+        .and(body_partial_json(json!({"input": ["c"]})))
+        .respond_with(ResponseTemplate::new(401).set_body_json(
+            json!({"error": {"message": "Incorrect API key provided", "type": "invalid_request_error", "code": "invalid_api_key"}}),
+        ))
+        .mount(&server)
+        .await;
+    let metered = Metered::new(Arc::new(client(&server)));
+    let texts: Vec<String> = ["a", "b", "c"].map(String::from).to_vec();
+
+    metered.hold();
+    let held = metered.embed_all(&texts, Purpose::Document).await;
+    assert!(matches!(held, Err(EmbedError::Held)), "{held:?}");
+    assert!(server.received_requests().await.unwrap().is_empty());
+
+    metered.go_on();
+    let (vectors, error) = metered.embed_prefix(&texts, Purpose::Document).await;
+    assert_eq!(vectors.len(), 2, "the first batch is kept");
+    assert!(matches!(error, Some(EmbedError::Server(_))), "{error:?}");
+    assert_eq!(metered.totals().inputs, 2);
+}

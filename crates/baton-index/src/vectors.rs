@@ -44,17 +44,20 @@ const CLAIM_BATCH: usize = 64;
 /// How often a worker looks for the vectors another one claimed.
 const CLAIM_POLL: Duration = Duration::from_millis(250);
 
-/// Embeds `todo` (hash, path, symbol, text), in order.
+/// Embeds `todo` (hash, path, symbol, text), in order: the vectors of the leading chunks it
+/// embedded, and the failure that stopped it before the rest, if any (what was paid for is
+/// kept either way).
 async fn embed(
     embedder: &Metered,
     todo: &[&Missing],
-) -> Result<Vec<(String, Vec<f32>)>, IndexError> {
+) -> (Vec<(String, Vec<f32>)>, Option<IndexError>) {
     let inputs: Vec<String> = todo
         .iter()
         .map(|(_, path, symbol, text)| embed_input(path, symbol.as_deref(), text))
         .collect();
-    let vectors = embedder.embed_all(&inputs, Purpose::Document).await?;
-    Ok(todo.iter().map(|m| m.0.clone()).zip(vectors).collect())
+    let (vectors, error) = embedder.embed_prefix(&inputs, Purpose::Document).await;
+    let fresh = todo.iter().map(|m| m.0.clone()).zip(vectors).collect();
+    (fresh, error.map(IndexError::from))
 }
 
 /// Embedding through a shared cache: claim, embed what is ours, wait for what others claimed.
@@ -113,20 +116,21 @@ impl Shared<'_> {
         if own.is_empty() {
             return Ok(theirs);
         }
-        let fresh = match embed(self.embedder, &own).await {
-            Ok(fresh) => fresh,
-            Err(e) => {
-                // Best effort: others may take them now instead of after the claim timeout.
-                let own: Vec<String> = own.iter().map(|m| m.0.clone()).collect();
-                if let Err(release) = self.cache.release(self.model, &own).await {
-                    tracing::warn!("could not release claims after a failed embedding: {release}");
-                }
-                return Err(e);
-            }
-        };
-        self.cache.put(self.model, &fresh).await?;
+        let (fresh, error) = embed(self.embedder, &own).await;
+        if !fresh.is_empty() {
+            self.cache.put(self.model, &fresh).await?;
+        }
         report.embedded += fresh.len();
+        let got = fresh.len();
         found.extend(fresh);
+        if let Some(error) = error {
+            // Best effort: others may take the rest now instead of after the claim timeout.
+            let rest: Vec<String> = own.iter().skip(got).map(|m| m.0.clone()).collect();
+            if let Err(release) = self.cache.release(self.model, &rest).await {
+                tracing::warn!("could not release claims after a failed embedding: {release}");
+            }
+            return Err(error);
+        }
         Ok(theirs)
     }
 }
@@ -209,23 +213,25 @@ impl CodeIndex {
                 .iter()
                 .filter(|m| !found.contains_key(&m.0))
                 .collect();
-            match cache {
+            let outcome = match cache {
                 Some(cache) => {
                     let shared = Shared {
                         embedder,
                         cache,
                         model: &model,
                     };
-                    shared.embed(todo, &mut found, &mut report).await?;
+                    shared.embed(todo, &mut found, &mut report).await
                 }
-                None if todo.is_empty() => {}
                 None => {
-                    let fresh = embed(embedder, &todo).await?;
+                    let (fresh, error) = embed(embedder, &todo).await;
                     report.embedded += fresh.len();
                     found.extend(fresh);
+                    error.map_or(Ok(()), Err)
                 }
-            }
+            };
+            // What was embedded is kept even when the rest failed: it was paid for.
             self.store_vectors(&model, &found).await?;
+            outcome?;
             done += missing.len();
             progress(done.min(total), total);
         }

@@ -7,8 +7,8 @@
 //! every mutating tool call, never inside a turn: a search uses the index as it is (stale
 //! files are re-read first, which costs a directory walk), and chunks not embedded yet are
 //! found by their keywords. The run's end waits (up to 10 s) for the refresh its last change
-//! asked for, so that what the refresh spends on embeddings is journaled with the run
-//! ([`SideUsage::settle`]).
+//! asked for, then holds embedding and waits for the request in flight, so that what the
+//! refresh spends on embeddings is journaled with the run ([`SideUsage::settle`]).
 
 mod tools;
 
@@ -36,6 +36,10 @@ pub const SEARCH_CODE_TOOL: &str = "search_code";
 pub const REPO_MAP_TOOL: &str = "repo_map";
 /// Most tokens a `repo_map` call may ask for.
 const MAX_MAP_TOKENS: usize = 8_000;
+/// How long a run's end waits for the embedding request in flight once the refresh is held
+/// (see [`SideUsage::settle`]): longer than a request's own timeout and its retries normally
+/// take, so only a server that hangs is given up on.
+const IN_FLIGHT_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// The workspace's code index with its embedder, as a run uses it.
 pub struct CodeIntel {
@@ -71,11 +75,36 @@ impl UsageSink for PendingUsage {
 #[async_trait]
 impl SideUsage for CodeIntel {
     /// Waits until the refresh asked for by the run's last change is done: its embeddings are
-    /// then journaled with the run rather than spent after it ended.
+    /// then journaled with the run rather than spent after it ended. A refresh that outlasts
+    /// `within` is held: no new embedding request starts (the chunks left are embedded at the
+    /// next change or run; search finds them by keyword meanwhile), and the request in flight
+    /// is waited for, so that everything spent is journaled. After a person's stop (`within`
+    /// zero) nothing is waited for.
     async fn settle(&self, within: std::time::Duration) {
         let asked = self.requested.load(Ordering::SeqCst);
         let mut done = self.completed.subscribe();
-        let _ = tokio::time::timeout(within, done.wait_for(|n| *n >= asked)).await;
+        if tokio::time::timeout(within, done.wait_for(|n| *n >= asked))
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        let Some(embeddings) = &self.embeddings else {
+            return;
+        };
+        embeddings.metered.hold();
+        if within.is_zero() {
+            return;
+        }
+        if tokio::time::timeout(IN_FLIGHT_WAIT, done.wait_for(|n| *n >= asked))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "the code index's embedding request outlasted {IN_FLIGHT_WAIT:?} after the run \
+                 ended; what it costs is not journaled"
+            );
+        }
     }
 
     fn take(&self) -> Vec<Event> {
@@ -290,13 +319,18 @@ impl CodeIntel {
             tracing::warn!("code index update failed: {e}");
             return;
         }
-        if let Some(embeddings) = &self.embeddings
-            && let Err(e) = self
+        if let Some(embeddings) = &self.embeddings {
+            match self
                 .index
                 .embed_missing(&embeddings.metered, self.cache.as_deref(), &|_, _| {})
                 .await
-        {
-            tracing::warn!("embedding the code index failed: {e}");
+            {
+                Ok(_) => {}
+                Err(baton_index::IndexError::Embed(baton_embed::EmbedError::Held)) => {
+                    tracing::debug!("embedding held at the run's end; the rest waits");
+                }
+                Err(e) => tracing::warn!("embedding the code index failed: {e}"),
+            }
         }
     }
 
@@ -319,7 +353,11 @@ impl CodeIntel {
     }
 
     /// Asks the background task for a refresh (several pokes during one refresh make one more).
+    /// Ends a hold the end of an earlier run put on embedding.
     pub fn poke(&self) {
+        if let Some(embeddings) = &self.embeddings {
+            embeddings.metered.go_on();
+        }
         self.requested.fetch_add(1, Ordering::SeqCst);
         self.refresh.notify_one();
     }
