@@ -439,6 +439,18 @@ async fn priced_embeddings(
     wiremock::MockServer,
     std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 ) {
+    priced_embeddings_with(home, delay, "").await
+}
+
+/// [`priced_embeddings`] with more `[embeddings]` keys (`extra`, whole lines).
+async fn priced_embeddings_with(
+    home: &Path,
+    delay: Duration,
+    extra: &str,
+) -> (
+    wiremock::MockServer,
+    std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) {
     let embed = wiremock::MockServer::start().await;
     let inputs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     wiremock::Mock::given(wiremock::matchers::path("/v1/embeddings"))
@@ -453,7 +465,7 @@ async fn priced_embeddings(
     write_user_config(
         home,
         &format!(
-            "[embeddings]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\nprice_per_mtok = 100.0\n",
+            "[embeddings]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\nprice_per_mtok = 100.0\n{extra}",
             embed.uri()
         ),
     );
@@ -512,14 +524,8 @@ async fn a_refresh_outlasting_the_runs_end_is_held_and_what_it_spent_journaled()
     let home = tempfile::tempdir().unwrap();
     small_repo(ws.path());
     // Two texts a request, three seconds each: the new file's 30 functions take 45 s.
-    let (embed, inputs) = priced_embeddings(home.path(), Duration::from_secs(3)).await;
-    write_user_config(
-        home.path(),
-        &format!(
-            "[embeddings]\nprovider = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"mock-embed\"\nprice_per_mtok = 100.0\nbatch_size = 2\n",
-            embed.uri()
-        ),
-    );
+    let (_embed, inputs) =
+        priced_embeddings_with(home.path(), Duration::from_secs(3), "batch_size = 2\n").await;
     let functions: String = (0..30)
         .map(|i| format!("/// Step {i} of the ledger.\npub fn ledger_step_{i}(x: u64) -> u64 {{\n    x * {i} + 1\n}}\n\n"))
         .collect();

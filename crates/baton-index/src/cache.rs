@@ -54,6 +54,29 @@ pub trait VectorCache: Send + Sync {
 /// (MiniLM on two cores: ~5 chunks a second, a claim covers at most 64).
 pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The cache's tables (created when missing) and what creating each is called in errors.
+const TABLES: [(&str, &str); 2] = [
+    (
+        "CREATE TABLE IF NOT EXISTS baton_embedding_cache (
+            model TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            vec BYTEA NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (model, hash)
+        )",
+        "creating the shared embedding cache",
+    ),
+    (
+        "CREATE TABLE IF NOT EXISTS baton_embedding_claims (
+            model TEXT NOT NULL,
+            hash TEXT NOT NULL,
+            claimed_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (model, hash)
+        )",
+        "creating the shared embedding cache's claims",
+    ),
+];
+
 /// The cache as a PostgreSQL table, `baton_embedding_cache`, in the store's database.
 #[derive(Clone, Debug)]
 pub struct PostgresVectorCache {
@@ -64,29 +87,9 @@ pub struct PostgresVectorCache {
 impl PostgresVectorCache {
     /// Uses `pool`, creating the table if it is missing.
     pub async fn new(pool: PgPool) -> Result<Self, IndexError> {
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS baton_embedding_cache (
-                model TEXT NOT NULL,
-                hash TEXT NOT NULL,
-                vec BYTEA NOT NULL,
-                created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-                PRIMARY KEY (model, hash)
-            )",
-        )
-        .execute(&pool)
-        .await
-        .map_err(db("creating the shared embedding cache"))?;
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS baton_embedding_claims (
-                model TEXT NOT NULL,
-                hash TEXT NOT NULL,
-                claimed_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-                PRIMARY KEY (model, hash)
-            )",
-        )
-        .execute(&pool)
-        .await
-        .map_err(db("creating the shared embedding cache's claims"))?;
+        for (table, what) in TABLES {
+            sqlx::query(table).execute(&pool).await.map_err(db(what))?;
+        }
         Ok(PostgresVectorCache {
             pool,
             claim_timeout: DEFAULT_CLAIM_TIMEOUT,
