@@ -34,11 +34,17 @@ pub trait VectorCache: Send + Sync {
     /// Claims on them end.
     async fn put(&self, model: &str, vectors: &[(String, Vec<f32>)]) -> Result<(), IndexError>;
 
-    /// Claims `hashes` for the caller to embed: returns those it now holds — nobody else's
-    /// claim, or a claim older than the cache's claim timeout. Default: all of them (a cache
-    /// that cannot coordinate).
-    async fn claim(&self, model: &str, hashes: &[String]) -> Result<Vec<String>, IndexError> {
-        let _ = model;
+    /// Claims `hashes` for `owner` (an index's lasting id: a worker restarted on the same
+    /// index is the same owner) to embed: returns those it now holds — unclaimed, claimed by
+    /// the same owner, or claimed longer ago than the cache's claim timeout. Default: all of
+    /// them (a cache that cannot coordinate).
+    async fn claim(
+        &self,
+        model: &str,
+        owner: &str,
+        hashes: &[String],
+    ) -> Result<Vec<String>, IndexError> {
+        let _ = (model, owner);
         Ok(hashes.to_vec())
     }
 
@@ -55,7 +61,7 @@ pub trait VectorCache: Send + Sync {
 pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The cache's tables (created when missing) and what creating each is called in errors.
-const TABLES: [(&str, &str); 2] = [
+const TABLES: [(&str, &str); 3] = [
     (
         "CREATE TABLE IF NOT EXISTS baton_embedding_cache (
             model TEXT NOT NULL,
@@ -74,6 +80,10 @@ const TABLES: [(&str, &str); 2] = [
             PRIMARY KEY (model, hash)
         )",
         "creating the shared embedding cache's claims",
+    ),
+    (
+        "ALTER TABLE baton_embedding_claims ADD COLUMN IF NOT EXISTS owner TEXT NOT NULL DEFAULT ''",
+        "adding owners to the shared embedding cache's claims",
     ),
 ];
 
@@ -158,22 +168,30 @@ impl VectorCache for PostgresVectorCache {
         Ok(())
     }
 
-    async fn claim(&self, model: &str, hashes: &[String]) -> Result<Vec<String>, IndexError> {
+    async fn claim(
+        &self,
+        model: &str,
+        owner: &str,
+        hashes: &[String],
+    ) -> Result<Vec<String>, IndexError> {
         if hashes.is_empty() {
             return Ok(Vec::new());
         }
-        // A new row is a claim; an existing one is taken over only when it has gone stale.
-        // RETURNING lists exactly the rows inserted or taken over.
+        // A new row is a claim; an existing one is taken over when it is the owner's own (a
+        // restarted worker) or has gone stale. RETURNING lists exactly the rows inserted or
+        // taken over.
         sqlx::query_scalar(
-            "INSERT INTO baton_embedding_claims (model, hash)
-             SELECT $1, h FROM UNNEST($2::text[]) AS t(h)
-             ON CONFLICT (model, hash) DO UPDATE SET claimed_at = now()
-             WHERE baton_embedding_claims.claimed_at < now() - make_interval(secs => $3)
+            "INSERT INTO baton_embedding_claims (model, hash, owner)
+             SELECT $1, h, $4 FROM UNNEST($2::text[]) AS t(h)
+             ON CONFLICT (model, hash) DO UPDATE SET claimed_at = now(), owner = $4
+             WHERE baton_embedding_claims.owner = $4
+                OR baton_embedding_claims.claimed_at < now() - make_interval(secs => $3)
              RETURNING hash",
         )
         .bind(model)
         .bind(hashes)
         .bind(self.claim_timeout.as_secs_f64())
+        .bind(owner)
         .fetch_all(&self.pool)
         .await
         .map_err(db("claiming chunks in the shared embedding cache"))

@@ -68,7 +68,7 @@ pub(crate) fn chunk_hash(symbol: Option<&str>, text: &str) -> String {
     hex(&h.finalize()[..16])
 }
 
-fn content_hash(bytes: &[u8]) -> String {
+pub(crate) fn content_hash(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes)[..16])
 }
 

@@ -65,6 +65,8 @@ struct Shared<'a> {
     embedder: &'a Metered,
     cache: &'a dyn VectorCache,
     model: &'a str,
+    /// This index's lasting id ([`CodeIndex::owner`]).
+    owner: &'a str,
 }
 
 impl Shared<'_> {
@@ -107,7 +109,7 @@ impl Shared<'_> {
         let hashes: Vec<String> = batch.iter().map(|m| m.0.clone()).collect();
         let mine: HashSet<String> = self
             .cache
-            .claim(self.model, &hashes)
+            .claim(self.model, self.owner, &hashes)
             .await?
             .into_iter()
             .collect();
@@ -215,10 +217,12 @@ impl CodeIndex {
                 .collect();
             let outcome = match cache {
                 Some(cache) => {
+                    let owner = self.owner().await?;
                     let shared = Shared {
                         embedder,
                         cache,
                         model: &model,
+                        owner: &owner,
                     };
                     shared.embed(todo, &mut found, &mut report).await
                 }
@@ -239,6 +243,27 @@ impl CodeIndex {
         report.calls = after.calls - before.calls;
         report.input_tokens = after.input_tokens - before.input_tokens;
         Ok(report)
+    }
+
+    /// This index's lasting id as a claimant in a shared cache: made once, kept in the index,
+    /// so a worker killed while embedding takes its own claims back at once when it restarts.
+    async fn owner(&self) -> Result<String, IndexError> {
+        let seed = format!(
+            "{}:{}:{:?}",
+            self.root.display(),
+            std::process::id(),
+            std::time::SystemTime::now()
+        );
+        let fresh = crate::update::content_hash(seed.as_bytes());
+        sqlx::query("INSERT OR IGNORE INTO meta (key, value) VALUES ('owner', ?)")
+            .bind(&fresh)
+            .execute(&self.pool)
+            .await
+            .map_err(db("naming this index"))?;
+        sqlx::query_scalar("SELECT value FROM meta WHERE key = 'owner'")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db("naming this index"))
     }
 
     /// Distinct chunk texts without a vector of `model` (an embedder's model id). Counted once

@@ -536,3 +536,34 @@ async fn a_failed_embedding_releases_its_claims() {
     .unwrap();
     assert_eq!(report.embedded, chunks);
 }
+
+/// A worker killed while embedding and restarted on the same index takes its own claims back
+/// at once: they are its own, not another worker's to wait for (the default claim timeout is
+/// five minutes).
+#[tokio::test]
+async fn a_restarted_worker_takes_its_own_claims_back_at_once() {
+    let (cache, name) = shared_cache().await;
+    let (dir, first, slow) = slow_clone(&name, 60_000).await;
+    let killed = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        first.embed_missing(&Metered::new(slow), Some(&cache), &|_, _| {}),
+    )
+    .await;
+    assert!(killed.is_err(), "the first process was still embedding");
+    drop(first);
+
+    let again = open(dir.path()).await;
+    let model = Arc::new(BagOfWords {
+        name: name.clone(),
+        ..BagOfWords::default()
+    });
+    let chunks = again.missing_count(&model.model_id()).await.unwrap();
+    let report = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        again.embed_missing(&Metered::new(model.clone()), Some(&cache), &|_, _| {}),
+    )
+    .await
+    .expect("its own claims are not waited for")
+    .unwrap();
+    assert_eq!(report.embedded, chunks);
+}
