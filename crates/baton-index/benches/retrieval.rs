@@ -282,6 +282,9 @@ async fn run() {
         }
     }
     println!("hybrid misses (rank, query):\n{}", misses.join("\n"));
+    if full {
+        fusion_sweep(&index, &queries, &embedder).await;
+    }
     latencies.sort();
     println!(
         "hybrid query latency on {} chunks (query embedding included): p50 {:.1} ms, p95 {:.1} ms",
@@ -403,4 +406,115 @@ async fn large(embedder: &Metered) {
             "MISSED"
         }
     );
+}
+
+/// A hit's place: path and lines.
+type Key = (String, u32, u32);
+/// One way to fuse a keyword and a vector list into scores.
+type Fusion = dyn Fn(&[(Key, f64)], &[(Key, f64)]) -> std::collections::HashMap<Key, f64>;
+
+/// One retriever's 50 best hits for `query`, best first, with their scores.
+async fn ranked(
+    index: &CodeIndex,
+    embedder: &Metered,
+    mode: SearchMode,
+    query: &str,
+) -> Vec<(Key, f64)> {
+    let request = SearchRequest {
+        query,
+        k: 50,
+        mode,
+        path_prefix: None,
+    };
+    index
+        .search(&request, Some(embedder))
+        .await
+        .unwrap()
+        .hits
+        .into_iter()
+        .map(|h| ((h.path, h.start_line, h.end_line), h.score))
+        .collect()
+}
+
+/// How other fusions of the same two lists (50 deep, as a hybrid search of 10 takes them) would
+/// have ranked the concept queries' targets: weighted RRF at several keyword weights, and
+/// relative score fusion (each list's scores min-max normalised, then `alpha` × vector +
+/// (1 − alpha) × keyword, Weaviate's default fusion) — so that the choice in `search.rs` is
+/// seen against its alternatives, not tuned out of sight.
+async fn fusion_sweep(index: &CodeIndex, queries: &[Query], embedder: &Metered) {
+    let rrf = |keyword: &[(Key, f64)], vector: &[(Key, f64)], weight: f64| {
+        let mut fused: std::collections::HashMap<Key, f64> = Default::default();
+        for (list, w) in [(keyword, weight), (vector, 1.0)] {
+            for (rank, (key, _)) in list.iter().enumerate() {
+                *fused.entry(key.clone()).or_default() += w / (60.0 + rank as f64 + 1.0);
+            }
+        }
+        fused
+    };
+    let relative = |keyword: &[(Key, f64)], vector: &[(Key, f64)], alpha: f64| {
+        let mut fused: std::collections::HashMap<Key, f64> = Default::default();
+        for (list, w) in [(keyword, 1.0 - alpha), (vector, alpha)] {
+            let max = list.iter().map(|x| x.1).fold(f64::MIN, f64::max);
+            let min = list.iter().map(|x| x.1).fold(f64::MAX, f64::min);
+            for (key, score) in list {
+                let norm = if max > min {
+                    (score - min) / (max - min)
+                } else {
+                    1.0
+                };
+                *fused.entry(key.clone()).or_default() += w * norm;
+            }
+        }
+        fused
+    };
+    let variants: Vec<(String, Box<Fusion>)> = vec![
+        (
+            "RRF, keyword weight 1".into(),
+            Box::new(move |k, v| rrf(k, v, 1.0)),
+        ),
+        (
+            "RRF, keyword weight 0.5 (used until 2026-12-03)".into(),
+            Box::new(move |k, v| rrf(k, v, 0.5)),
+        ),
+        (
+            "RRF, keyword weight 0.25".into(),
+            Box::new(move |k, v| rrf(k, v, 0.25)),
+        ),
+        (
+            "relative score, alpha 0.5".into(),
+            Box::new(move |k, v| relative(k, v, 0.5)),
+        ),
+        (
+            "relative score, alpha 0.75 (search.rs; Weaviate's default)".into(),
+            Box::new(move |k, v| relative(k, v, 0.75)),
+        ),
+    ];
+    let mut tally = vec![(0u32, 0.0f64, 0u32); variants.len()];
+    for q in queries.iter().filter(|q| q.kind == "concept") {
+        let targets = resolve(index, &q.targets).await;
+        let keyword = ranked(index, embedder, SearchMode::Keyword, &q.query).await;
+        let vector = ranked(index, embedder, SearchMode::Vector, &q.query).await;
+        for (i, (_, fuse)) in variants.iter().enumerate() {
+            let mut fused: Vec<(Key, f64)> = fuse(&keyword, &vector).into_iter().collect();
+            fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let rank = fused.iter().take(10).position(|(key, _)| {
+                targets
+                    .iter()
+                    .any(|(p, a, b)| *p == key.0 && *a == key.1 && *b == key.2)
+            });
+            tally[i].2 += 1;
+            if let Some(r) = rank {
+                tally[i].0 += u32::from(r < 5);
+                tally[i].1 += 1.0 / (r as f64 + 1.0);
+            }
+        }
+    }
+    println!("fusions of the same lists on the concept queries (R@5, MRR@10):");
+    for ((name, _), (hits, rr, n)) in variants.iter().zip(tally) {
+        println!(
+            "  {name:<48} {:>5.1}%  {:.3}",
+            100.0 * f64::from(hits) / f64::from(n.max(1)),
+            rr / f64::from(n.max(1))
+        );
+    }
 }

@@ -8,7 +8,7 @@
 //! - [`CodeIndex`]: all of it in one SQLite file (baton keeps it in the workspace's state
 //!   directory, `index/index.db`), kept up to date
 //!   incrementally, with FTS5 over the chunks and their vectors, and
-//!   [`CodeIndex::search`]: BM25, exact cosine, or both fused by reciprocal rank.
+//!   [`CodeIndex::search`]: BM25, exact cosine, or both fused by relative score.
 //! - [`cache`]: a vector cache shared through PostgreSQL, keyed by model and chunk hash.
 //!
 //! The index is a cache of the workspace: it can always be deleted and rebuilt, and a kill at
