@@ -244,5 +244,11 @@ async fn the_second_worker_embeds_nothing_the_first_did() {
     assert_eq!(team.cached().await, chunks);
     // Each run's journal accounts for what its worker embedded.
     assert_eq!(journaled_inputs(&store, &second).await, 1);
-    assert!(journaled_inputs(&store, &first).await >= 1);
+    // The first run's end waited for its index's refresh: everything its worker sent — every
+    // chunk and the query — is in its journal.
+    assert_eq!(
+        journaled_inputs(&store, &first).await,
+        sent_1.len() as u64,
+        "{sent_1:?}"
+    );
 }
