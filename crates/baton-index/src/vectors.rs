@@ -190,6 +190,17 @@ impl CodeIndex {
         let total = self.missing_count(&model_id).await?;
         let mut report = EmbedReport::default();
         let mut done = 0;
+        // Named once per pass: only a shared cache needs to know who claims.
+        let owner = match cache {
+            Some(_) => Some(self.owner().await?),
+            None => None,
+        };
+        let shared = cache.zip(owner.as_deref()).map(|(cache, owner)| Shared {
+            embedder,
+            cache,
+            model: &model,
+            owner,
+        });
         progress(0, total);
         loop {
             let missing: Vec<Missing> = sqlx::query_as(
@@ -215,17 +226,8 @@ impl CodeIndex {
                 .iter()
                 .filter(|m| !found.contains_key(&m.0))
                 .collect();
-            let outcome = match cache {
-                Some(cache) => {
-                    let owner = self.owner().await?;
-                    let shared = Shared {
-                        embedder,
-                        cache,
-                        model: &model,
-                        owner: &owner,
-                    };
-                    shared.embed(todo, &mut found, &mut report).await
-                }
+            let outcome = match &shared {
+                Some(shared) => shared.embed(todo, &mut found, &mut report).await,
                 None => {
                     let (fresh, error) = embed(embedder, &todo).await;
                     report.embedded += fresh.len();
