@@ -500,15 +500,19 @@ async fn embeddings_of_the_last_change_are_journaled_before_the_run_ends() {
         sent.iter().any(|t| t.contains("invoice_total_cents")),
         "the new function was never embedded before the run ended: {sent:?}"
     );
-    let events = journal(ws.path(), home.path());
-    let used = of_type(&events, "embeddings_used");
+    assert_sent_is_journaled_before_the_end(&journal(ws.path(), home.path()), &sent);
+}
+
+/// Every text the embedding server was sent is journaled as `embeddings_used` — before the
+/// run's end, which closes its journal.
+fn assert_sent_is_journaled_before_the_end(events: &[Value], sent: &[String]) {
+    let used = of_type(events, "embeddings_used");
     let journaled: u64 = used.iter().map(|e| e["inputs"].as_u64().unwrap()).sum();
     assert_eq!(
         journaled,
         sent.len() as u64,
         "every text the server embedded is journaled: {used:?}, sent {sent:?}"
     );
-    // … before the run's end, which closes its journal.
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     let last_used = kinds.iter().rposition(|k| *k == "embeddings_used").unwrap();
     let finished = kinds.iter().position(|k| *k == "run_finished").unwrap();
@@ -541,23 +545,12 @@ async fn a_refresh_outlasting_the_runs_end_is_held_and_what_it_spent_journaled()
     assert_finished(&out);
 
     let sent = inputs.lock().unwrap().clone();
-    let events = journal(ws.path(), home.path());
-    let used = of_type(&events, "embeddings_used");
-    let journaled: u64 = used.iter().map(|e| e["inputs"].as_u64().unwrap()).sum();
-    assert_eq!(
-        journaled,
-        sent.len() as u64,
-        "every text the server was sent is journaled: {used:?}, sent {sent:?}"
-    );
+    assert_sent_is_journaled_before_the_end(&journal(ws.path(), home.path()), &sent);
     assert!(
         sent.len() < 30,
         "the refresh was held at the run's end, not run to completion: {} texts sent",
         sent.len()
     );
-    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
-    let last_used = kinds.iter().rposition(|k| *k == "embeddings_used").unwrap();
-    let finished = kinds.iter().position(|k| *k == "run_finished").unwrap();
-    assert!(last_used < finished, "{kinds:?}");
     // Nothing more reaches the server once the run has ended.
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(inputs.lock().unwrap().len(), sent.len());
