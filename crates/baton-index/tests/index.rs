@@ -446,6 +446,22 @@ async fn slow_clone(name: &str, delay_ms: u64) -> (tempfile::TempDir, CodeIndex,
     (dir, index, model)
 }
 
+/// A clone whose worker was "killed" while embedding: its future dropped after it claimed,
+/// while its model was still working. Its index is closed; its claims stay in the cache.
+async fn killed_while_embedding(
+    cache: &baton_index::PostgresVectorCache,
+    name: &str,
+) -> tempfile::TempDir {
+    let (dir, index, slow) = slow_clone(name, 60_000).await;
+    let killed = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        index.embed_missing(&Metered::new(slow), Some(cache), &|_, _| {}),
+    )
+    .await;
+    assert!(killed.is_err(), "the worker was still embedding");
+    dir
+}
+
 /// Two clones embedding at the same moment: the chunks one has claimed, the other waits for
 /// instead of embedding them too. Without claims both would find the cache empty and each
 /// embed every chunk.
@@ -484,15 +500,7 @@ async fn two_clones_embedding_at_once_embed_each_chunk_once() {
 #[tokio::test]
 async fn a_dead_workers_claims_are_taken_over_when_stale() {
     let (cache, name) = shared_cache().await;
-    let (_a, first, model_a) = slow_clone(&name, 60_000).await;
-    let metered_a = Metered::new(model_a.clone());
-    // "Killed": its future is dropped while its model is still working, after it claimed.
-    let killed = tokio::time::timeout(
-        std::time::Duration::from_millis(500),
-        first.embed_missing(&metered_a, Some(&cache), &|_, _| {}),
-    )
-    .await;
-    assert!(killed.is_err(), "the first worker was still embedding");
+    let _first = killed_while_embedding(&cache, &name).await;
 
     let cache = cache.with_claim_timeout(std::time::Duration::from_secs(1));
     let (_b, second, model_b) = slow_clone(&name, 0).await;
@@ -543,14 +551,7 @@ async fn a_failed_embedding_releases_its_claims() {
 #[tokio::test]
 async fn a_restarted_worker_takes_its_own_claims_back_at_once() {
     let (cache, name) = shared_cache().await;
-    let (dir, first, slow) = slow_clone(&name, 60_000).await;
-    let killed = tokio::time::timeout(
-        std::time::Duration::from_millis(500),
-        first.embed_missing(&Metered::new(slow), Some(&cache), &|_, _| {}),
-    )
-    .await;
-    assert!(killed.is_err(), "the first process was still embedding");
-    drop(first);
+    let dir = killed_while_embedding(&cache, &name).await;
 
     let again = open(dir.path()).await;
     let model = Arc::new(BagOfWords {
