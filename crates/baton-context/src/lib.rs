@@ -8,6 +8,7 @@
 //! summary ([`compact`]). The plan and durable facts come last in every request.
 
 pub mod compact;
+pub mod encoder;
 pub mod mask;
 pub mod metrics;
 pub mod profile;
@@ -17,7 +18,6 @@ mod tools;
 pub use tools::{memory_tool_specs, submit_plan_spec};
 
 use baton_core::{Message, ModelRequest, RunState};
-use sha2::{Digest, Sha256};
 
 /// The system prompt every run starts with. Recorded in the run's first event, so changing this
 /// text in a later baton version does not change the prompts of runs already under way.
@@ -218,14 +218,11 @@ pub fn working_memory(state: &RunState) -> Option<String> {
     Some(text)
 }
 
-/// Hex SHA-256 of the request's canonical JSON: journaled with each model call so that a resent
-/// request can be checked against the original.
+/// Hex SHA-256 of the request (the framing is in [`encoder`]'s doc): journaled with each model
+/// call so that a resent request can be checked against the original. A run computes it with a
+/// [`encoder::PromptEncoder`], which gives the same digest in time proportional to what changed.
 pub fn request_digest(request: &ModelRequest) -> String {
-    // Serializing plain structs and enums of strings cannot fail; fall back to Debug just in case
-    // so that the digest is still deterministic.
-    let bytes = serde_json::to_vec(request).unwrap_or_else(|_| format!("{request:?}").into_bytes());
-    let digest = Sha256::digest(&bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    encoder::PromptEncoder::default().encode(request).digest
 }
 
 #[cfg(test)]

@@ -22,11 +22,7 @@ pub fn prefix_stability(previous: &[u8], current: &[u8]) -> f64 {
     if current.is_empty() {
         return 1.0;
     }
-    let common = previous
-        .iter()
-        .zip(current)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let common = crate::encoder::common_prefix(previous, current);
     common as f64 / current.len() as f64
 }
 

@@ -5,9 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use baton_context::metrics::{prefix_stability, prompt_bytes};
+use baton_context::encoder::PromptEncoder;
 use baton_context::tokens::TokenCounter;
-use baton_context::{SYSTEM_PROMPT, assemble_with_report, request_digest};
+use baton_context::{SYSTEM_PROMPT, assemble_with_report};
 use baton_core::Planning;
 use baton_core::ending::FINISH_WHILE_PLANNING;
 use baton_core::governance::LoopPattern;
@@ -73,12 +73,13 @@ pub struct Engine {
     pub(crate) side_usage: Option<std::sync::Arc<dyn crate::SideUsage>>,
 }
 
-/// What the engine remembers between requests within one process (not journaled: it only
-/// feeds metrics).
+/// What the engine remembers between requests within one process (not journaled: it only saves
+/// work — what it computes depends on each request alone).
 #[derive(Default)]
 pub(crate) struct RequestHistory {
-    /// The previous request's prompt bytes, for prefix stability.
-    pub(crate) previous_prompt: Option<Vec<u8>>,
+    /// The previous request's encoding: the digest and prefix stability of the next one cost
+    /// only what changed.
+    pub(crate) encoder: PromptEncoder,
 }
 
 /// AGENTS.md larger than this is cut: it is re-sent with every request.
@@ -543,7 +544,7 @@ impl Engine {
             return Ok(());
         }
         let request = assembly.request;
-        let prompt = prompt_bytes(&request);
+        let encoded = requests.encoder.encode(&request);
         let window_tokens = journal
             .state()
             .settings
@@ -553,19 +554,15 @@ impl Engine {
             estimated_prompt_tokens: estimate.estimated,
             counted_prompt_tokens: estimate.counted,
             window_tokens,
-            prefix_stability: requests
-                .previous_prompt
-                .as_deref()
-                .map(|previous| prefix_stability(previous, &prompt)),
+            prefix_stability: encoded.prefix_stability,
             masked_outputs: assembly.masked_outputs,
         };
-        requests.previous_prompt = Some(prompt);
         journal
             .record(Event::ModelCallStarted {
                 turn,
                 call,
                 attempt,
-                request_sha256: request_digest(&request),
+                request_sha256: encoded.digest,
                 context: Some(metrics),
             })
             .await?;
