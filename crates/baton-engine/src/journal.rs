@@ -12,6 +12,17 @@
 //! none of them has an effect that started. Observers (and the log) see each event at the
 //! commit that makes it durable, in order, with the state after that commit.
 //!
+//! **Read-only calls overlap their intent's commit.** A read-only tool has no effect to protect
+//! (resume runs an unfinished read-only call again: invariant 2), so the commit that ends with
+//! its `tool_call_started` is handed to the store and the call runs while it is written; the
+//! next commit, and anything else that needs the journal durable, waits for it first. What that
+//! commit carries — the model's reply — is at risk for exactly as long as before (from the
+//! reply's arrival until that commit lands); what is won is the time the engine spends between
+//! the two commits (the tool, the next request's assembly), which no longer waits for an fsync.
+//! A mutating call still starts only once its intent is durable. Observers see the overlapped
+//! commit's events when the journal next waits for it, before any later event; the state they
+//! are given then may already hold the events applied since (not yet durable).
+//!
 //! **The run's end.** Before the event that finishes, fails or pauses the run, what the run
 //! spent on other services ([`SideUsage`]: the code index's embeddings) is settled — up to
 //! 10 s for the refresh after its last change, none after a person's stop — and journaled.
@@ -19,7 +30,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::{Event, EventRecord, PauseReason, RunId, RunState, RunStatus};
+use baton_core::{Event, EventRecord, PauseReason, RunId, RunState, RunStatus, ToolEffect};
 use baton_store::{Lease, Store, StoreError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -38,6 +49,9 @@ pub(crate) struct Journal {
     heartbeat: Heartbeat,
     /// Applied, not yet durable: written with the next event that must be.
     pending: Vec<EventRecord>,
+    /// A commit handed to the store that nobody has waited for yet (a read-only call's intent):
+    /// every later commit waits for it first, so batches land in order.
+    in_flight: Option<InFlight>,
     /// The seq of the run's latest state checkpoint (0: none yet).
     checkpointed: u64,
     /// Usage of other services, settled and journaled before the run's ending.
@@ -63,6 +77,7 @@ impl Journal {
             observer,
             heartbeat,
             pending: Vec::new(),
+            in_flight: None,
             checkpointed: 0,
             side_usage: None,
         }
@@ -133,33 +148,71 @@ impl Journal {
         if let Some(lost) = self.heartbeat.lost() {
             return Err(EngineError::Store(lost));
         }
-        let commits = Durability::of(&event) == Durability::Now;
+        let durability = Durability::of(&event);
         let record = apply_next(&mut self.state, &self.lease, event)?;
         self.pending.push(record);
-        if commits {
-            self.commit().await?;
+        match durability {
+            Durability::Now => self.commit().await,
+            Durability::Overlapped => self.commit_overlapped().await,
+            Durability::WithNext => Ok(()),
         }
-        Ok(())
     }
 
     /// Makes every applied event durable (one transaction), e.g. before something outside the
     /// journal records where the run is (a workspace archive).
     pub(crate) async fn commit(&mut self) -> Result<(), EngineError> {
+        self.wait_in_flight().await?;
         if self.pending.is_empty() {
             return Ok(());
         }
         append_durably(self.store.as_ref(), &self.lease, &self.pending).await?;
-        // Observers see only what is durable, in order, with the state after the commit: a
-        // consumer of the stream (a supervisor, a test killing the process at an event) can
-        // act on an event knowing a crash will not take it back.
-        for record in std::mem::take(&mut self.pending) {
-            log_record(&record);
-            self.observer.on_event(&record, &self.state);
-        }
+        let records = std::mem::take(&mut self.pending);
+        self.observe(records);
+        // Only here is every applied event durable, so only here is the state a checkpoint.
         if self.state.next_seq >= self.checkpointed + CHECKPOINT_EVERY {
             self.checkpoint().await;
         }
         Ok(())
+    }
+
+    /// Hands every applied event to the store in one transaction and returns without waiting
+    /// for it to be durable (see the module's doc: only for what a read-only call announces).
+    async fn commit_overlapped(&mut self) -> Result<(), EngineError> {
+        // One batch in flight at a time: each must start where the journal ends.
+        self.wait_in_flight().await?;
+        let records = std::mem::take(&mut self.pending);
+        let store = self.store.clone();
+        let lease = self.lease.clone();
+        self.in_flight = Some(InFlight(tokio::spawn(async move {
+            append_durably(store.as_ref(), &lease, &records)
+                .await
+                .map(|()| records)
+        })));
+        Ok(())
+    }
+
+    /// Waits for the overlapped commit, if one is under way, and shows its events.
+    async fn wait_in_flight(&mut self) -> Result<(), EngineError> {
+        let Some(InFlight(task)) = self.in_flight.take() else {
+            return Ok(());
+        };
+        let records = task.await.map_err(|e| {
+            EngineError::Internal(format!(
+                "the journal's overlapped commit did not finish: {e}"
+            ))
+        })??;
+        self.observe(records);
+        Ok(())
+    }
+
+    /// Observers see only what is durable, in order: a consumer of the stream (a supervisor, a
+    /// test killing the process at an event) can act on an event knowing a crash will not take
+    /// it back.
+    fn observe(&self, records: Vec<EventRecord>) {
+        for record in records {
+            log_record(&record);
+            self.observer.on_event(&record, &self.state);
+        }
     }
 
     /// Saves the state as the run's checkpoint. Right after a commit, so it holds only durable
@@ -223,20 +276,31 @@ pub async fn record_external(
     Ok(Some(record))
 }
 
-/// Whether an event must be durable as soon as it is applied, or may wait for the next one
-/// that must.
+/// Whether an event must be durable as soon as it is applied, may be written while the engine
+/// goes on, or may wait for the next one that must.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Durability {
     /// It announces an effect, precedes a wait, or changes the run's status: committed now
     /// (with whatever waits before it).
     Now,
+    /// It announces a read-only call, which has no effect to protect: committed now (with
+    /// whatever waits before it), but the call runs while the commit is written; the next
+    /// commit waits for it.
+    Overlapped,
     /// A step between effects: written with the next commit.
     WithNext,
 }
 
+/// The task writing an overlapped commit; it gives the batch back once durable.
+struct InFlight(JoinHandle<Result<Vec<EventRecord>, EngineError>>);
+
 impl Durability {
     fn of(event: &Event) -> Durability {
         match event {
+            Event::ToolCallStarted {
+                effect: ToolEffect::ReadOnly,
+                ..
+            } => Durability::Overlapped,
             Event::TurnStarted { .. }
             | Event::TurnFinished { .. }
             | Event::ModelCallFinished { .. }

@@ -1,21 +1,26 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Group commit in the journal (issue 20): a turn with one tool call costs two durable commits
 //! in steady state, on both stores — and no effect starts before its intent is durable: when the
-//! model is asked, the last committed event is that call's `model_call_started`; when a tool
-//! runs, its `tool_call_started`. The journal has every observed event, in order, once.
+//! model is asked, the last committed event is that call's `model_call_started`; when a
+//! mutating tool runs, its `tool_call_started`. A read-only call, which has no effect to
+//! protect, runs while its intent is being written. The journal has every observed event, in
+//! order, once.
 
 #[allow(dead_code)]
 mod support;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use async_trait::async_trait;
 use baton_core::*;
 use baton_store::Store;
+use baton_tools::{ToolContext, ToolRegistry, TypedTool};
 use serde_json::json;
 use support::backend::{Backend, on_both_backends};
 use support::counting::CountingStore;
 use support::fn_provider::{FnProvider, call};
-use support::run::{engine, settings};
+use support::run::{engine, engine_with_tools, settings};
 
 const TURNS: usize = 100;
 
@@ -106,4 +111,129 @@ async fn two_commits_a_turn(backend: Backend) {
     assert_eq!(replay(&journal).unwrap().status, RunStatus::Finished);
 }
 
-on_both_backends!(two_commits_a_turn);
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct NoArgs {}
+
+/// A tool that says it runs to the store holding its intent, and notes which event was the last
+/// durable one when it ran.
+struct Probe<const MUTATING: bool> {
+    commits: Arc<CountingStore>,
+    last_durable: Arc<Mutex<Vec<Option<&'static str>>>>,
+}
+
+#[async_trait]
+impl<const MUTATING: bool> TypedTool for Probe<MUTATING> {
+    type Args = NoArgs;
+    const NAME: &'static str = if MUTATING {
+        "probe_write"
+    } else {
+        "probe_read"
+    };
+    const EFFECT: ToolEffect = if MUTATING {
+        ToolEffect::Mutating
+    } else {
+        ToolEffect::ReadOnly
+    };
+
+    fn description(&self) -> String {
+        "A probe.".into()
+    }
+
+    async fn run(&self, _ctx: &ToolContext<'_>, _args: NoArgs) -> ToolResult {
+        self.last_durable
+            .lock()
+            .unwrap()
+            .push(self.commits.last_kind());
+        self.commits.call_runs(Self::NAME);
+        ToolResult::success("probed")
+    }
+}
+
+/// The commit announcing a read-only call is held until the call runs: it runs (the engine
+/// does not wait for that commit), and the next request still goes out only once everything
+/// before it is durable. The commit announcing a mutating call is held for a while too, and its
+/// call never runs during the hold: it starts after its intent is durable, whatever the timing.
+async fn read_only_calls_run_while_their_intent_is_written(backend: Backend) {
+    const ROUNDS: usize = 3;
+    let ws = tempfile::tempdir().unwrap();
+    let (inner, _schema) = backend.store(ws.path()).await;
+    let commits = Arc::new(CountingStore::new(inner));
+    // The read-only hold ends when the call runs (the bound only stops a wrong engine from
+    // hanging the test); the mutating one at its bound, as its call must wait for it.
+    commits.hold("probe_read", Duration::from_secs(20));
+    commits.hold("probe_write", Duration::from_millis(300));
+    let store: Arc<dyn Store> = commits.clone();
+    let intent_checks = Arc::new(Mutex::new(Vec::new()));
+    let provider = {
+        let commits = commits.clone();
+        let intent_checks = intent_checks.clone();
+        Arc::new(FnProvider::new(move |_request, n| {
+            intent_checks.lock().unwrap().push(commits.last_kind());
+            match n {
+                n if n >= 2 * ROUNDS => call("finish", json!({"summary": "done"}), 100),
+                n if n % 2 == 0 => call("probe_read", json!({}), 100),
+                _ => call("probe_write", json!({}), 100),
+            }
+        }))
+    };
+    let reads = Arc::new(Mutex::new(Vec::new()));
+    let writes = Arc::new(Mutex::new(Vec::new()));
+    let tools = ToolRegistry::standard()
+        .with(Arc::new(Probe::<false> {
+            commits: commits.clone(),
+            last_durable: reads.clone(),
+        }))
+        .with(Arc::new(Probe::<true> {
+            commits: commits.clone(),
+            last_durable: writes.clone(),
+        }));
+    let (engine, observer) = engine_with_tools(store.clone(), provider, tools);
+    let mut run_settings = settings(ContextSettings::default());
+    // The same two calls, alternating: no loop to detect.
+    run_settings.loop_detection = baton_core::governance::LoopPolicy {
+        repeats: 1_000,
+        alternations: 1_000,
+        stalled_turns: 1_000,
+        ..Default::default()
+    };
+    let outcome = engine
+        .start(baton_engine::StartRun {
+            plan: None,
+            goal: "probe".into(),
+            workspace: ws.path().into(),
+            settings: run_settings,
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, baton_engine::RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
+
+    let held = commits.held();
+    let expected: Vec<(String, bool)> = (0..ROUNDS)
+        .flat_map(|_| [("probe_read".into(), true), ("probe_write".into(), false)])
+        .collect();
+    assert_eq!(held, expected, "(tool, ran while its intent was held)");
+    // While a read ran, its own intent was not durable yet; a write saw its own.
+    let reads = reads.lock().unwrap().clone();
+    assert_eq!(reads, vec![Some("model_call_started"); ROUNDS]);
+    let writes = writes.lock().unwrap().clone();
+    assert_eq!(writes, vec![Some("tool_call_started"); ROUNDS]);
+    // Every request waited for everything before it, the held read's intent included.
+    let checks = intent_checks.lock().unwrap().clone();
+    assert_eq!(checks, vec![Some("model_call_started"); 2 * ROUNDS + 1]);
+    let run_id = observer.events()[0].run_id.clone();
+    let journal = store.load_events(&run_id).await.unwrap();
+    let observed = observer.events();
+    assert_eq!(journal.len(), observed.len());
+    for (i, (stored, seen)) in journal.iter().zip(&observed).enumerate() {
+        assert_eq!(stored.seq, i as u64);
+        assert_eq!(stored.event, seen.event);
+    }
+}
+
+on_both_backends!(
+    two_commits_a_turn,
+    read_only_calls_run_while_their_intent_is_written
+);

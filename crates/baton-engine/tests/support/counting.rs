@@ -2,10 +2,13 @@
 //! with its event kinds and how long the store took: how the group-commit test and the overhead
 //! benchmark count commits. It also records where reads of the journal start and which state
 //! checkpoints are saved. (Nothing else is done in the append path: sizes are measured
-//! afterwards, from the journal, by [`journal_bytes`].)
+//! afterwards, from the journal, by [`journal_bytes`].) A test can also hold back the commit
+//! that announces a given tool's call until that call says it runs ([`CountingStore::hold`]):
+//! how it sees whether a call runs while its intent is being written.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use baton_core::{Event, EventRecord, RunId};
@@ -26,6 +29,10 @@ pub struct CountingStore {
     reads: Mutex<Vec<u64>>,
     /// The seq of every state checkpoint saved.
     checkpoints: Mutex<Vec<u64>>,
+    /// Per tool whose intents are held: how many were, and how many of its calls ran.
+    holds: Mutex<HashMap<String, Hold>>,
+    /// Every held commit: the tool, and whether its call ran while the commit was held.
+    held: Mutex<Vec<(String, bool)>>,
 }
 
 #[allow(dead_code)] // Each target uses a different part.
@@ -36,7 +43,51 @@ impl CountingStore {
             appends: Mutex::default(),
             reads: Mutex::default(),
             checkpoints: Mutex::default(),
+            holds: Mutex::default(),
+            held: Mutex::default(),
         }
+    }
+
+    /// Holds every commit that ends with a `tool_call_started` of `tool` until that call says it
+    /// runs ([`CountingStore::call_runs`]), or for `at_most`: the k-th such commit waits for the
+    /// k-th call.
+    pub fn hold(&self, tool: &str, at_most: Duration) {
+        let hold = Hold {
+            runs: tokio::sync::watch::channel(0).0,
+            intents: 0,
+            at_most,
+        };
+        self.holds.lock().unwrap().insert(tool.to_string(), hold);
+    }
+
+    /// Said by a call of `tool` when it runs.
+    pub fn call_runs(&self, tool: &str) {
+        if let Some(hold) = self.holds.lock().unwrap().get(tool) {
+            hold.runs.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Every held commit, in order: its tool, and whether its call ran while it was held.
+    pub fn held(&self) -> Vec<(String, bool)> {
+        self.held.lock().unwrap().clone()
+    }
+
+    async fn wait_if_held(&self, records: &[EventRecord]) {
+        let Some(Event::ToolCallStarted { name, .. }) = records.last().map(|r| &r.event) else {
+            return;
+        };
+        let (mut runs, k, at_most) = {
+            let mut holds = self.holds.lock().unwrap();
+            let Some(hold) = holds.get_mut(name) else {
+                return;
+            };
+            hold.intents += 1;
+            (hold.runs.subscribe(), hold.intents, hold.at_most)
+        };
+        let ran = tokio::time::timeout(at_most, runs.wait_for(|&n| n >= k))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        self.held.lock().unwrap().push((name.clone(), ran));
     }
 
     pub fn reads(&self) -> Vec<u64> {
@@ -63,6 +114,13 @@ impl CountingStore {
             .last()
             .and_then(|a| a.kinds.last().copied())
     }
+}
+
+/// The commits of one tool's intents that are held, and its calls that ran.
+struct Hold {
+    runs: tokio::sync::watch::Sender<usize>,
+    intents: usize,
+    at_most: Duration,
 }
 
 /// A journal's size: its events' JSON, and the turn content they carry (see [`content_bytes`]).
@@ -105,6 +163,7 @@ impl Store for CountingStore {
         self.inner.release(lease).await
     }
     async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
+        self.wait_if_held(records).await;
         let began = Instant::now();
         self.inner.append(lease, records).await?;
         let micros = began.elapsed().as_micros() as u64;

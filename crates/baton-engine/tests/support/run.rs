@@ -55,11 +55,20 @@ pub fn settings(context: ContextSettings) -> RunSettings {
 }
 
 pub fn engine(store: Arc<dyn Store>, provider: Arc<dyn ModelProvider>) -> (Engine, Arc<Collect>) {
+    engine_with_tools(store, provider, ToolRegistry::standard())
+}
+
+/// [`engine`] with the tools given instead of the standard ones.
+pub fn engine_with_tools(
+    store: Arc<dyn Store>,
+    provider: Arc<dyn ModelProvider>,
+    tools: ToolRegistry,
+) -> (Engine, Arc<Collect>) {
     let observer = Arc::new(Collect::default());
     let engine = Engine::new(EngineParts {
         store,
         provider,
-        tools: Arc::new(ToolRegistry::standard()),
+        tools: Arc::new(tools),
         retry: RetryPolicy {
             max_attempts: 3,
             max_total_wait: Duration::from_secs(5),
