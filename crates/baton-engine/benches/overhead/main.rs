@@ -63,7 +63,7 @@ fn main() {
         }
     }
     let peer = langgraph::run(&turns);
-    table::print(&ours, &peer);
+    table::print(&ours, &peer, run::fsync_median_ms());
 }
 
 fn backends() -> Vec<BackendKind> {

@@ -414,6 +414,27 @@ async fn resume(place: &Place, run_id: &RunId, turns: usize) -> (f64, u64) {
     (ready.as_secs_f64() * 1_000.0, events)
 }
 
+/// The median time of appending 4 KiB to a file and fsyncing it, 200 times, in the directory the
+/// SQLite stores are made in (as the peer's `fsync_latency.py` measures it): a durable commit
+/// costs at least one of these, so two a turn put a floor under the time per turn that no
+/// harness can go below on this disk.
+pub fn fsync_median_ms() -> f64 {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let mut file = std::fs::File::create(dir.path().join("fsync-probe")).unwrap();
+    let block = vec![0x5a_u8; 4096];
+    let mut ms: Vec<f64> = (0..200)
+        .map(|_| {
+            let began = Instant::now();
+            file.write_all(&block).unwrap();
+            file.sync_all().unwrap();
+            began.elapsed().as_secs_f64() * 1_000.0
+        })
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    ms[ms.len() / 2]
+}
+
 /// The process's peak resident set (VmHWM), in KiB.
 fn peak_rss_kib() -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
