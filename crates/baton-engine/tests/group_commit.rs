@@ -233,7 +233,65 @@ async fn read_only_calls_run_while_their_intent_is_written(backend: Backend) {
     }
 }
 
+/// An overlapped commit that fails (the lease went to someone else while it was written) stops
+/// the run at the next commit: the read-only call ran, but nothing after it is journaled and no
+/// further request goes out.
+async fn a_failed_overlapped_commit_stops_the_run(backend: Backend) {
+    let ws = tempfile::tempdir().unwrap();
+    let (inner, _schema) = backend.store(ws.path()).await;
+    let commits = Arc::new(CountingStore::new(inner));
+    commits.refuse_intents_of("probe_read");
+    let store: Arc<dyn Store> = commits.clone();
+    let provider = Arc::new(FnProvider::new(|_request, n| match n {
+        0 => call("probe_read", json!({}), 100),
+        _ => call("finish", json!({"summary": "done"}), 100),
+    }));
+    let requests = provider.requests.clone();
+    let reads = Arc::new(Mutex::new(Vec::new()));
+    let tools = ToolRegistry::standard().with(Arc::new(Probe::<false> {
+        commits: commits.clone(),
+        last_durable: reads.clone(),
+    }));
+    let (engine, observer) = engine_with_tools(store.clone(), provider, tools);
+    let outcome = engine
+        .start(baton_engine::StartRun {
+            plan: None,
+            goal: "probe once".into(),
+            workspace: ws.path().into(),
+            settings: settings(ContextSettings::default()),
+        })
+        .await;
+    assert!(
+        matches!(
+            outcome,
+            Err(baton_engine::EngineError::Store(
+                baton_store::StoreError::LeaseLost { .. }
+            ))
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!(
+        reads.lock().unwrap().len(),
+        1,
+        "the read-only call ran once"
+    );
+    assert_eq!(
+        requests.lock().unwrap().len(),
+        1,
+        "no request after the failure"
+    );
+    // The journal ends where the last successful commit did: the first request's intent.
+    let run_id = observer.events()[0].run_id.clone();
+    let journal = store.load_events(&run_id).await.unwrap();
+    assert_eq!(
+        journal.last().map(|r| r.event.kind()),
+        Some("model_call_started")
+    );
+    assert_eq!(journal.len(), observer.events().len());
+}
+
 on_both_backends!(
     two_commits_a_turn,
-    read_only_calls_run_while_their_intent_is_written
+    read_only_calls_run_while_their_intent_is_written,
+    a_failed_overlapped_commit_stops_the_run
 );

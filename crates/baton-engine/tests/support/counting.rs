@@ -33,6 +33,8 @@ pub struct CountingStore {
     holds: Mutex<HashMap<String, Hold>>,
     /// Every held commit: the tool, and whether its call ran while the commit was held.
     held: Mutex<Vec<(String, bool)>>,
+    /// A tool whose intents' commits fail as if the lease had been lost.
+    refused: Mutex<Option<String>>,
 }
 
 #[allow(dead_code)] // Each target uses a different part.
@@ -45,7 +47,13 @@ impl CountingStore {
             checkpoints: Mutex::default(),
             holds: Mutex::default(),
             held: Mutex::default(),
+            refused: Mutex::default(),
         }
+    }
+
+    /// Makes every commit that ends with a `tool_call_started` of `tool` fail (lease lost).
+    pub fn refuse_intents_of(&self, tool: &str) {
+        *self.refused.lock().unwrap() = Some(tool.to_string());
     }
 
     /// Holds every commit that ends with a `tool_call_started` of `tool` until that call says it
@@ -164,6 +172,13 @@ impl Store for CountingStore {
     }
     async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
         self.wait_if_held(records).await;
+        if let Some(Event::ToolCallStarted { name, .. }) = records.last().map(|r| &r.event)
+            && self.refused.lock().unwrap().as_ref() == Some(name)
+        {
+            return Err(StoreError::LeaseLost {
+                run_id: lease.run_id.clone(),
+            });
+        }
         let began = Instant::now();
         self.inner.append(lease, records).await?;
         let micros = began.elapsed().as_micros() as u64;
