@@ -77,8 +77,8 @@ async fn run() {
     let postgres = Backend::Postgres(schema);
     println!();
     println!(
-        "== PostgreSQL at {url} (synchronous_commit=on; an append is BEGIN, SELECT … FOR UPDATE, \
-         INSERT, UPDATE, COMMIT)"
+        "== PostgreSQL at {url} (synchronous_commit=on; an append is one statement: the fence's \
+         UPDATE in a CTE, the INSERT of the batch)"
     );
     bench(&postgres).await;
 }

@@ -1,6 +1,7 @@
 //! The shared PostgreSQL backend: the SQLite schema and semantics on a server that many
 //! processes, on many machines, use at once.
 
+mod append;
 mod connect;
 mod rows;
 
@@ -13,10 +14,10 @@ use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{Postgres, Transaction};
 
 use self::connect::classify;
-use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, from_db_int, ts_from_micros};
+use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, ts_from_micros};
 use crate::process::{holder_is_dead, local_hostname};
 use crate::rows::At;
-use crate::shared::{check_batch, new_token, redact_url, to_db_int, ts_to_text};
+use crate::shared::{new_token, redact_url, to_db_int, ts_to_text};
 use crate::statements::Shared;
 use crate::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
@@ -52,11 +53,11 @@ impl Default for PostgresOptions {
 ///
 /// # Fencing and sequence numbers
 ///
-/// An append locks the run's row (`SELECT … FOR UPDATE`), checks the lease token and that the
-/// batch starts at the stored event count, inserts the events and moves the count, all in one
-/// transaction. Concurrent appenders to one run therefore queue on the row lock and each sees
-/// the previous one's result: no gaps, no duplicates, and a holder whose lease was taken over
-/// gets [`StoreError::LeaseLost`] without writing anything.
+/// An append is one statement (one round trip, one transaction): it moves the run's event count
+/// only if the lease token is the current one and the batch starts at the stored count, and
+/// inserts the events only if it did. Concurrent appenders to one run queue on the row's lock
+/// and each sees the previous one's result: no gaps, no duplicates, and a holder whose lease was
+/// taken over gets [`StoreError::LeaseLost`] without writing anything.
 ///
 /// # Time
 ///
@@ -304,86 +305,7 @@ impl Store for PostgresStore {
     }
 
     async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
-        let run_id = &lease.run_id;
-        let first = check_batch(run_id, records)?;
-        if records.is_empty() {
-            return Ok(());
-        }
-        // Everything that does not need the row lock is done before taking it.
-        let mut seqs = Vec::with_capacity(records.len());
-        let mut kinds = Vec::with_capacity(records.len());
-        let mut ats = Vec::with_capacity(records.len());
-        let mut payloads = Vec::with_capacity(records.len());
-        for r in records {
-            let payload =
-                serde_json::to_string(&r.event).map_err(|source| StoreError::Serialization {
-                    run_id: run_id.clone(),
-                    seq: r.seq,
-                    source,
-                })?;
-            seqs.push(to_db_int(r.seq));
-            kinds.push(r.event.kind().to_owned());
-            ats.push(ts_to_text(r.at));
-            payloads.push(payload);
-        }
-        let status = records.iter().rev().find_map(|r| r.event.status_change());
-        let count = records.len() as u64;
-
-        let mut tx = self.begin("appending events").await?;
-        // The fence: with the row locked, nobody can take the lease over or append between this
-        // check and the commit.
-        let row: Option<(Option<String>, i64)> =
-            sqlx::query_as("SELECT lease_token, event_count FROM runs WHERE id = $1 FOR UPDATE")
-                .bind(run_id.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(self.db("locking the run to append"))?;
-        match row {
-            None => {
-                return Err(StoreError::NotFound {
-                    run_id: run_id.clone(),
-                });
-            }
-            Some((token, _)) if token.as_deref() != Some(lease.token.as_str()) => {
-                return Err(StoreError::LeaseLost {
-                    run_id: run_id.clone(),
-                });
-            }
-            Some((_, stored)) if stored != to_db_int(first) => {
-                return Err(StoreError::SequenceConflict {
-                    run_id: run_id.clone(),
-                    expected: from_db_int(&self.url, "event count", stored)?,
-                    got: first,
-                });
-            }
-            Some(_) => {}
-        }
-        // One statement for the whole batch, whatever its size.
-        sqlx::query(
-            "INSERT INTO events (run_id, seq, kind, at, payload) \
-             SELECT $1, * FROM UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[])",
-        )
-        .bind(run_id.as_str())
-        .bind(&seqs)
-        .bind(&kinds)
-        .bind(&ats)
-        .bind(&payloads)
-        .execute(&mut *tx)
-        .await
-        .map_err(self.db("inserting events"))?;
-        // updated_at in the server's clock, like created_at and the lease expiry.
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "UPDATE runs SET event_count = event_count + $1, status = COALESCE($2, status), \
-             updated_at = {SERVER_NOW_TEXT} WHERE id = $3"
-        )))
-        .bind(to_db_int(count))
-        .bind(status.map(RunStatus::as_str))
-        .bind(run_id.as_str())
-        .execute(&mut *tx)
-        .await
-        .map_err(self.db("appending events"))?;
-        // With synchronous_commit = on the commit returns after the server flushed its WAL.
-        tx.commit().await.map_err(self.db("committing events"))
+        self.append_batch(lease, records).await
     }
 
     async fn read_events(
