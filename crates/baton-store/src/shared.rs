@@ -1,11 +1,12 @@
-//! Pieces both backends share: the on-disk text form of times and counts, lease tokens, and the
-//! check that an append is one contiguous batch of the leased run.
+//! Pieces both backends share: the on-disk text form of times and counts, lease tokens, the
+//! check that an append is one contiguous batch of the leased run, its rows, and why a fenced
+//! append was refused.
 
 use baton_core::{EventRecord, RunId};
 use jiff::Timestamp;
 use jiff::fmt::temporal::DateTimePrinter;
 
-use crate::StoreError;
+use crate::{Lease, StoreError};
 
 /// RFC 3339 in UTC with exactly nine fractional digits: fixed width, so that comparing the
 /// strings (as `ORDER BY created_at` does) compares the times.
@@ -47,6 +48,64 @@ pub(crate) fn check_batch(run_id: &RunId, records: &[EventRecord]) -> Result<u64
         }
     }
     Ok(first)
+}
+
+/// One event as both backends store it.
+pub(crate) struct EventRow {
+    pub seq: i64,
+    pub kind: &'static str,
+    pub at: String,
+    /// The JSON of the `Event`.
+    pub payload: String,
+}
+
+/// The rows of a batch, serialized before the append takes any lock (other writers wait on it).
+pub(crate) fn event_rows(
+    run_id: &RunId,
+    records: &[EventRecord],
+) -> Result<Vec<EventRow>, StoreError> {
+    records
+        .iter()
+        .map(|r| {
+            let payload =
+                serde_json::to_string(&r.event).map_err(|source| StoreError::Serialization {
+                    run_id: run_id.clone(),
+                    seq: r.seq,
+                    source,
+                })?;
+            Ok(EventRow {
+                seq: to_db_int(r.seq),
+                kind: r.event.kind(),
+                at: ts_to_text(r.at),
+                payload,
+            })
+        })
+        .collect()
+}
+
+/// Why a fenced append starting at `first` wrote nothing, from the run's row as read afterwards
+/// (its lease token and event count; `None`: no such run): the run is gone, its lease is
+/// someone else's now, or the batch does not start where the journal ends. `None` when the row
+/// explains nothing; the backend then reports what it knows. The explanation of a refusal that
+/// already happened, not a decision.
+pub(crate) fn refusal(
+    lease: &Lease,
+    first: u64,
+    row: Option<(Option<String>, u64)>,
+) -> Option<StoreError> {
+    let run_id = lease.run_id.clone();
+    match row {
+        None => Some(StoreError::NotFound { run_id }),
+        Some((token, _)) if token.as_deref() != Some(lease.token.as_str()) => {
+            Some(StoreError::LeaseLost { run_id })
+        }
+        Some((_, expected)) if expected != first => Some(StoreError::SequenceConflict {
+            run_id,
+            expected,
+            got: first,
+        }),
+        Some(_) => None,
+    }
 }
 
 /// `url` with the password (in the user info, or a `password=` query parameter) replaced by
@@ -105,7 +164,35 @@ pub(crate) fn journal_gap(
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_explained_by_the_run_row_read_after_it() {
+        let lease = Lease {
+            run_id: RunId::new(),
+            token: "mine".into(),
+            expires_at: Timestamp::MAX,
+        };
+        let explain = |row: Option<(Option<&str>, u64)>| {
+            refusal(&lease, 7, row.map(|(t, n)| (t.map(str::to_owned), n)))
+        };
+        assert!(matches!(explain(None), Some(StoreError::NotFound { .. })));
+        for other in [None, Some("theirs")] {
+            assert!(matches!(
+                explain(Some((other, 7))),
+                Some(StoreError::LeaseLost { .. })
+            ));
+        }
+        assert!(matches!(
+            explain(Some((Some("mine"), 9))),
+            Some(StoreError::SequenceConflict {
+                expected: 9,
+                got: 7,
+                ..
+            })
+        ));
+        assert!(explain(Some((Some("mine"), 7))).is_none());
+    }
 
     #[test]
     fn passwords_are_redacted_from_urls() {

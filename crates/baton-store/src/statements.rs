@@ -1,5 +1,5 @@
 //! The statements both backends run alike, once, generic over the sqlx database: state
-//! checkpoints, reading a run's events, whether a run exists. Only the SQL's placeholder syntax
+//! checkpoints, reading a run's events, whether a run exists, why an append was refused. Only the SQL's placeholder syntax
 //! differs ([`Dialect`]); where an error points is the rows' [`Origin`].
 
 use baton_core::{EventRecord, RunId};
@@ -16,6 +16,8 @@ pub(crate) trait Dialect: sqlx::Database {
     const LOAD_CHECKPOINT: &'static str;
     const READ_EVENTS: &'static str;
     const RUN_EXISTS: &'static str;
+    /// What an append is fenced by: the run's lease token and event count.
+    const FENCE_ROW: &'static str;
 }
 
 impl Dialect for sqlx::Sqlite {
@@ -29,6 +31,7 @@ impl Dialect for sqlx::Sqlite {
     const READ_EVENTS: &'static str =
         "SELECT seq, at, payload FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?";
     const RUN_EXISTS: &'static str = "SELECT id FROM runs WHERE id = ?";
+    const FENCE_ROW: &'static str = "SELECT lease_token, event_count FROM runs WHERE id = ?";
 }
 
 impl Dialect for sqlx::Postgres {
@@ -41,6 +44,7 @@ impl Dialect for sqlx::Postgres {
     const READ_EVENTS: &'static str = "SELECT seq, at, payload FROM events \
          WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3";
     const RUN_EXISTS: &'static str = "SELECT id FROM runs WHERE id = $1";
+    const FENCE_ROW: &'static str = "SELECT lease_token, event_count FROM runs WHERE id = $1";
 }
 
 /// A backend's pool and what its errors name.
@@ -59,6 +63,7 @@ where
     for<'t> i64: sqlx::Encode<'t, DB>,
     for<'r> (i64, String, String): sqlx::FromRow<'r, DB::Row>,
     for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (Option<String>, i64): sqlx::FromRow<'r, DB::Row>,
     for<'c> &'c str: sqlx::ColumnIndex<DB::Row>,
     for<'r> String: sqlx::Decode<'r, DB>,
     String: sqlx::Type<DB>,
@@ -114,6 +119,32 @@ where
             .await
             .map_err(self.db("looking up a run"))?;
         Ok(found.is_some())
+    }
+
+    /// Why a fenced append starting at `first` wrote nothing, read from the run's row afterwards
+    /// (see [`crate::shared::refusal`]); `None` when the row explains nothing.
+    pub(crate) async fn refusal(&self, lease: &Lease, first: u64) -> Option<StoreError> {
+        let row: Option<(Option<String>, i64)> = match sqlx::query_as(DB::FENCE_ROW)
+            .bind(lease.run_id.as_str().to_owned())
+            .fetch_optional(self.pool)
+            .await
+        {
+            Ok(row) => row,
+            Err(e) => return Some(self.db("checking why an append was refused")(e)),
+        };
+        let row = match row {
+            None => None,
+            Some((token, stored)) => match u64::try_from(stored) {
+                Ok(stored) => Some((token, stored)),
+                Err(_) => {
+                    return Some(
+                        self.origin
+                            .corrupt(format!("event count is negative ({stored})")),
+                    );
+                }
+            },
+        };
+        crate::shared::refusal(lease, first, row)
     }
 
     /// Up to `limit` events of `run_id` from `from_seq` on, checked to be gap-free.

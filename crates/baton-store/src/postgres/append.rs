@@ -15,8 +15,8 @@
 use baton_core::{EventRecord, RunStatus};
 
 use super::PostgresStore;
-use super::rows::{SERVER_NOW_TEXT, from_db_int};
-use crate::shared::{check_batch, to_db_int, ts_to_text};
+use super::rows::SERVER_NOW_TEXT;
+use crate::shared::{check_batch, event_rows, to_db_int};
 use crate::{Lease, StoreError};
 
 /// The fenced append: `$1` run, `$2`–`$5` the rows' seq, kind, at and payload, `$6` their number,
@@ -45,22 +45,11 @@ impl PostgresStore {
         if records.is_empty() {
             return Ok(());
         }
-        let mut seqs = Vec::with_capacity(records.len());
-        let mut kinds = Vec::with_capacity(records.len());
-        let mut ats = Vec::with_capacity(records.len());
-        let mut payloads = Vec::with_capacity(records.len());
-        for r in records {
-            let payload =
-                serde_json::to_string(&r.event).map_err(|source| StoreError::Serialization {
-                    run_id: run_id.clone(),
-                    seq: r.seq,
-                    source,
-                })?;
-            seqs.push(to_db_int(r.seq));
-            kinds.push(r.event.kind().to_owned());
-            ats.push(ts_to_text(r.at));
-            payloads.push(payload);
-        }
+        let rows = event_rows(run_id, records)?;
+        let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
+        let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
+        let (ats, payloads): (Vec<String>, Vec<String>) =
+            rows.into_iter().map(|r| (r.at, r.payload)).unzip();
         let status = records.iter().rev().find_map(|r| r.event.status_change());
         let count = records.len() as u64;
         // With synchronous_commit = on the statement returns after the server flushed its WAL.
@@ -84,9 +73,7 @@ impl PostgresStore {
         Err(self.refusal(lease, first, count, inserted).await)
     }
 
-    /// Why an append inserted `inserted` rows instead of its `records_len`: the run is gone, its lease is
-    /// someone else's now, or the batch does not start where the journal ends. Read after the
-    /// statement: the explanation of a refusal that already happened, not a decision.
+    /// Why an append inserted `inserted` rows instead of its `records_len`.
     async fn refusal(
         &self,
         lease: &Lease,
@@ -94,40 +81,17 @@ impl PostgresStore {
         records_len: u64,
         inserted: u64,
     ) -> StoreError {
-        let run_id = &lease.run_id;
-        let row: Result<Option<(Option<String>, i64)>, StoreError> =
-            sqlx::query_as("SELECT lease_token, event_count FROM runs WHERE id = $1")
-                .bind(run_id.as_str())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(self.db("checking why an append was refused"));
-        match row {
-            Err(e) => e,
-            Ok(None) => StoreError::NotFound {
-                run_id: run_id.clone(),
-            },
-            Ok(Some((token, _))) if token.as_deref() != Some(lease.token.as_str()) => {
-                StoreError::LeaseLost {
-                    run_id: run_id.clone(),
-                }
-            }
-            Ok(Some((_, stored))) => match from_db_int(&self.url, "event count", stored) {
-                Err(e) => e,
-                Ok(expected) if expected != first => StoreError::SequenceConflict {
-                    run_id: run_id.clone(),
-                    expected,
-                    got: first,
-                },
-                // The row matches the fence, yet the statement inserted a different number of
-                // rows than the batch holds: not a state this statement can leave.
-                Ok(_) => StoreError::CorruptData {
-                    store: self.url.clone(),
-                    detail: format!(
-                        "an append of {} events to run {run_id} inserted {inserted}",
-                        records_len
-                    ),
-                },
-            },
-        }
+        // The row matching the fence, yet the statement inserting another number of rows than
+        // the batch holds, is not a state this statement can leave.
+        self.shared()
+            .refusal(lease, first)
+            .await
+            .unwrap_or_else(|| StoreError::CorruptData {
+                store: self.url.clone(),
+                detail: format!(
+                    "an append of {records_len} events to run {} inserted {inserted}",
+                    lease.run_id
+                ),
+            })
     }
 }

@@ -41,7 +41,3 @@ pub(crate) fn ts_from_micros(url: &str, micros: i64) -> Result<Timestamp, StoreE
     Timestamp::from_microsecond(micros)
         .map_err(|e| corrupt(url, format!("the server's clock reads {micros} µs: {e}")))
 }
-
-pub(crate) fn from_db_int(url: &str, what: &str, n: i64) -> Result<u64, StoreError> {
-    u64::try_from(n).map_err(|_| corrupt(url, format!("{what} is negative ({n})")))
-}

@@ -21,9 +21,8 @@ use sqlx::sqlite::SqliteArguments;
 use sqlx::{AssertSqlSafe, Sqlite};
 
 use super::SqliteStore;
-use super::rows::from_db_int;
 use crate::error::sqlite_primary_code;
-use crate::shared::{check_batch, to_db_int, ts_to_text};
+use crate::shared::{check_batch, event_rows, to_db_int, ts_to_text};
 use crate::{Lease, StoreError};
 
 /// The fence, and the end of the journal moved, in one statement: unless the lease token is the
@@ -72,14 +71,6 @@ fn batch_sql(rows: usize) -> String {
     sql
 }
 
-/// One event's bound values.
-struct Row {
-    seq: i64,
-    kind: &'static str,
-    at: String,
-    payload: String,
-}
-
 impl SqliteStore {
     pub(super) async fn append_batch(
         &self,
@@ -91,25 +82,7 @@ impl SqliteStore {
         if records.is_empty() {
             return Ok(());
         }
-        // Serialize before taking the write lock, which other writers wait on.
-        let rows = records
-            .iter()
-            .map(|r| {
-                let payload = serde_json::to_string(&r.event).map_err(|source| {
-                    StoreError::Serialization {
-                        run_id: run_id.clone(),
-                        seq: r.seq,
-                        source,
-                    }
-                })?;
-                Ok(Row {
-                    seq: to_db_int(r.seq),
-                    kind: r.event.kind(),
-                    at: ts_to_text(r.at),
-                    payload,
-                })
-            })
-            .collect::<Result<Vec<Row>, StoreError>>()?;
+        let rows = event_rows(run_id, records)?;
         let status = records.iter().rev().find_map(|r| r.event.status_change());
         let mut query = sqlx::query(AssertSqlSafe(batch_sql(rows.len())))
             .bind(lease.token.clone())
@@ -147,41 +120,13 @@ impl SqliteStore {
         }
     }
 
-    /// Why an append was refused: the run is gone, its lease is someone else's now, or the batch
-    /// does not start where the journal ends. `cause` is the database's own error, returned when
-    /// none of these holds (then something else went wrong). Read after the rollback: this is
-    /// the explanation of a refusal that already happened, not a decision.
+    /// Why an append was refused; `cause`, the database's own error, when the run's row
+    /// explains nothing (then something else went wrong).
     async fn refusal(&self, lease: &Lease, first: u64, cause: sqlx::Error) -> StoreError {
-        let run_id = &lease.run_id;
-        let row: Result<Option<(Option<String>, i64)>, StoreError> =
-            sqlx::query_as("SELECT lease_token, event_count FROM runs WHERE id = ?")
-                .bind(run_id.as_str())
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(self.db("checking why an append was refused"));
-        let stored = match row {
-            Err(e) => return e,
-            Ok(None) => {
-                return StoreError::NotFound {
-                    run_id: run_id.clone(),
-                };
-            }
-            Ok(Some((token, _))) if token.as_deref() != Some(lease.token.as_str()) => {
-                return StoreError::LeaseLost {
-                    run_id: run_id.clone(),
-                };
-            }
-            Ok(Some((_, stored))) => stored,
-        };
-        match from_db_int(&self.path, "event count", stored) {
-            Err(e) => e,
-            Ok(expected) if expected != first => StoreError::SequenceConflict {
-                run_id: run_id.clone(),
-                expected,
-                got: first,
-            },
-            Ok(_) => self.db("appending events")(cause),
-        }
+        self.shared()
+            .refusal(lease, first)
+            .await
+            .unwrap_or_else(|| self.db("appending events")(cause))
     }
 }
 

@@ -20,10 +20,6 @@ impl Origin for &Path {
     }
 }
 
-pub(crate) fn from_db_int(path: &Path, what: &str, n: i64) -> Result<u64, StoreError> {
-    u64::try_from(n).map_err(|_| corrupt(path, format!("{what} is negative ({n})")))
-}
-
 pub(crate) fn corrupt(path: &Path, detail: String) -> StoreError {
     StoreError::Corrupt {
         path: path.to_owned(),
