@@ -24,6 +24,34 @@ use support::run::{engine, engine_with_tools, settings};
 
 const TURNS: usize = 100;
 
+/// Runs a goal in `workspace` until it finishes, with loop detection out of the way: these runs
+/// repeat the same calls on purpose.
+async fn run_to_the_end(
+    engine: &baton_engine::Engine,
+    workspace: &std::path::Path,
+    mut run_settings: RunSettings,
+) {
+    run_settings.loop_detection = baton_core::governance::LoopPolicy {
+        repeats: 1_000,
+        alternations: 1_000,
+        stalled_turns: 1_000,
+        ..Default::default()
+    };
+    let outcome = engine
+        .start(baton_engine::StartRun {
+            plan: None,
+            goal: "call the same tools again and again".into(),
+            workspace: workspace.into(),
+            settings: run_settings,
+        })
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, baton_engine::RunOutcome::Finished { .. }),
+        "{outcome:?}"
+    );
+}
+
 async fn two_commits_a_turn(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
@@ -46,25 +74,7 @@ async fn two_commits_a_turn(backend: Backend) {
     let (engine, observer) = engine(store.clone(), provider);
     let mut run_settings = settings(ContextSettings::default());
     run_settings.limits.max_turns = TURNS as u32 + 10;
-    run_settings.loop_detection = baton_core::governance::LoopPolicy {
-        repeats: 1_000,
-        alternations: 1_000,
-        stalled_turns: 1_000,
-        ..Default::default()
-    };
-    let outcome = engine
-        .start(baton_engine::StartRun {
-            plan: None,
-            goal: "read a.txt a hundred times".into(),
-            workspace: ws.path().into(),
-            settings: run_settings,
-        })
-        .await
-        .unwrap();
-    assert!(
-        matches!(outcome, baton_engine::RunOutcome::Finished { .. }),
-        "{outcome:?}"
-    );
+    run_to_the_end(&engine, ws.path(), run_settings).await;
 
     // Every request went out with its model_call_started durable, nothing after it.
     let checks = intent_checks.lock().unwrap().clone();
@@ -188,27 +198,7 @@ async fn read_only_calls_run_while_their_intent_is_written(backend: Backend) {
             last_durable: writes.clone(),
         }));
     let (engine, observer) = engine_with_tools(store.clone(), provider, tools);
-    let mut run_settings = settings(ContextSettings::default());
-    // The same two calls, alternating: no loop to detect.
-    run_settings.loop_detection = baton_core::governance::LoopPolicy {
-        repeats: 1_000,
-        alternations: 1_000,
-        stalled_turns: 1_000,
-        ..Default::default()
-    };
-    let outcome = engine
-        .start(baton_engine::StartRun {
-            plan: None,
-            goal: "probe".into(),
-            workspace: ws.path().into(),
-            settings: run_settings,
-        })
-        .await
-        .unwrap();
-    assert!(
-        matches!(outcome, baton_engine::RunOutcome::Finished { .. }),
-        "{outcome:?}"
-    );
+    run_to_the_end(&engine, ws.path(), settings(ContextSettings::default())).await;
 
     let held = commits.held();
     let expected: Vec<(String, bool)> = (0..ROUNDS)
