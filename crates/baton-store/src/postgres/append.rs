@@ -12,6 +12,8 @@
 //! It was a transaction of five statements (BEGIN, `SELECT … FOR UPDATE`, INSERT, UPDATE,
 //! COMMIT): five round trips, each a network hop where the server is on another machine.
 
+use std::sync::LazyLock;
+
 use baton_core::{EventRecord, RunStatus};
 
 use super::PostgresStore;
@@ -21,8 +23,8 @@ use crate::{Lease, StoreError};
 
 /// The fenced append: `$1` run, `$2`–`$5` the rows' seq, kind, at and payload, `$6` their number,
 /// `$7` the run's new status (or NULL), `$8` the lease token, `$9` the seq the batch starts at.
-/// `updated_at` is in the server's clock, like `created_at` and the lease expiry.
-fn append_sql() -> String {
+/// `updated_at` is in the server's clock, like `created_at` and the lease expiry. Built once.
+static APPEND_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH fence AS ( \
              UPDATE runs SET event_count = event_count + $6, status = COALESCE($7, status), \
@@ -32,7 +34,7 @@ fn append_sql() -> String {
          SELECT fence.id, u.seq, u.kind, u.at, u.payload FROM fence, \
              UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(seq, kind, at, payload)"
     )
-}
+});
 
 impl PostgresStore {
     pub(super) async fn append_batch(
@@ -53,7 +55,7 @@ impl PostgresStore {
         let status = records.iter().rev().find_map(|r| r.event.status_change());
         let count = records.len() as u64;
         // With synchronous_commit = on the statement returns after the server flushed its WAL.
-        let inserted = sqlx::query(sqlx::AssertSqlSafe(append_sql()))
+        let inserted = sqlx::query(sqlx::AssertSqlSafe(APPEND_SQL.as_str()))
             .bind(run_id.as_str())
             .bind(&seqs)
             .bind(&kinds)
