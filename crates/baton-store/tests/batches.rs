@@ -243,10 +243,20 @@ async fn a_writer_killed_in_a_batch_leaves_whole_batches_only(location: &str) {
             in_an_append += 1;
         }
 
-        // A fresh store, as the next process would open it (SQLite recovers the WAL here).
+        // A fresh store, as the next process would open it (SQLite recovers the WAL here), read
+        // as that process would: with the run's lease taken first (the killed holder's process
+        // is gone, so at once). On PostgreSQL the killed writer's last statement may still be
+        // running in the server, which finishes and commits a statement whose client died;
+        // taking the lease queues behind its row lock, and a statement that starts later is
+        // fenced off by the new token.
         let store = open(location).await;
+        let reader = store
+            .acquire(&run.id, &Holder::this_process())
+            .await
+            .unwrap();
         let events = store.load_events(&run.id).await.unwrap();
         let summary = store.get_run(&run.id).await.unwrap().unwrap();
+        store.release(&reader).await.unwrap();
         assert_eq!(
             summary.event_count,
             events.len() as u64,
