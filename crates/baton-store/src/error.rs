@@ -116,6 +116,15 @@ pub enum StoreError {
         source: sqlx::Error,
     },
 
+    /// A statement on the SQLite store's append connection failed (see `sqlite/appender.rs`:
+    /// appends go through rusqlite, everything else through sqlx).
+    #[error("database error while {context}: {source}")]
+    Sqlite {
+        context: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+
     #[error("could not serialize event #{seq} of run {run_id}: {source}")]
     Serialization {
         run_id: RunId,
@@ -152,6 +161,10 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         match self {
             StoreError::Database { source, .. } => sqlx_error_is_retryable(source),
+            StoreError::Sqlite { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ),
             StoreError::Io { source, .. } => io_kind_is_retryable(source.kind()),
             StoreError::Unreachable { .. } => true,
             StoreError::State(e) => e.is_retryable(),

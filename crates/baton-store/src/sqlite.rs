@@ -1,10 +1,12 @@
 //! The embedded SQLite backend.
 
 mod append;
+mod appender;
 mod open;
 mod rows;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -13,6 +15,7 @@ use jiff::Timestamp;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Sqlite, Transaction};
 
+use self::appender::Appender;
 use self::open::classify;
 use self::rows::RUN_COLUMNS;
 use crate::process::{holder_is_dead, local_hostname};
@@ -48,8 +51,11 @@ impl Default for SqliteOptions {
 /// The database runs in WAL mode with `synchronous = FULL`: a transaction commits only after
 /// its WAL frames are fsynced, so when [`Store::append`] returns `Ok` the events survive a
 /// process crash *and* a power loss. The cost is one fsync of the WAL per append (typically
-/// 0.1–10 ms depending on the disk; see `benches/journal.rs`), paid once per journaled event —
-/// the price of "journal before effect". Batching several events into one append pays it once.
+/// 0.1–10 ms depending on the disk; see `benches/journal.rs`) — the price of "journal before
+/// effect". Batching several events into one append pays it once.
+///
+/// Appends run on a connection and a thread of their own (`sqlite/appender.rs`); everything else
+/// on sqlx's pool.
 ///
 /// # Opening
 ///
@@ -61,6 +67,8 @@ impl Default for SqliteOptions {
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    /// The journal's appends, on a connection of their own.
+    appender: Arc<Appender>,
     path: PathBuf,
     lease_ttl: Duration,
     /// Leases held by processes on this host can be checked for a dead holder.
@@ -92,8 +100,20 @@ impl SqliteStore {
             pool.close().await;
             return Err(e);
         }
+        let appender = match Appender::start(path, options.busy_timeout).await {
+            Ok(appender) => Arc::new(appender),
+            Err(e) => {
+                pool.close().await;
+                return Err(open::classify_sqlite(
+                    path,
+                    "opening the store for appends",
+                    e,
+                ));
+            }
+        };
         Ok(SqliteStore {
             pool,
+            appender,
             path: path.to_owned(),
             lease_ttl: options.lease_ttl,
             local_host: local_hostname(),
@@ -132,12 +152,18 @@ impl SqliteStore {
     /// Closes all connections, letting SQLite checkpoint the WAL into the main file. Dropping the
     /// store without closing is safe too: committed data is already durable in the WAL.
     pub async fn close(&self) {
+        self.appender.close().await;
         self.pool.close().await;
     }
 
     fn db(&self, context: &str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
         let context = context.to_owned();
         move |e| classify(&self.path, &context, e)
+    }
+
+    /// [`SqliteStore::db`] for the append connection's errors.
+    fn sqlite_error(&self, context: &str, error: rusqlite::Error) -> StoreError {
+        open::classify_sqlite(&self.path, context, error)
     }
 
     /// The statements this store runs as the other backend does.

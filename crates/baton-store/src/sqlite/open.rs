@@ -239,6 +239,22 @@ pub(crate) fn classify(path: &Path, context: &str, error: sqlx::Error) -> StoreE
     }
 }
 
+/// [`classify`] for an error of the append connection (rusqlite).
+pub(crate) fn classify_sqlite(path: &Path, context: &str, error: rusqlite::Error) -> StoreError {
+    if let Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) =
+        error.sqlite_error_code()
+    {
+        return StoreError::Corrupt {
+            path: path.to_owned(),
+            detail: error.to_string(),
+        };
+    }
+    StoreError::Sqlite {
+        context: format!("{context} ({})", path.display()),
+        source: error,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,356 @@
+//! The journal's appends, on a SQLite connection and a thread of their own.
+//!
+//! Why not sqlx, as every other statement of the store: sqlx runs each query on its
+//! connection's worker thread, reached through the pool and channels, and an append — one
+//! transaction with a fsync — paid about 0.26 ms of those hand-offs on the 2-core CI machine,
+//! against 0.09 ms for SQLite's own work and the fsync (a loop of the same transactions through
+//! rusqlite on the same disk). Two appends a turn made that most of a journaled turn's cost
+//! (`cargo bench -p baton-engine --bench overhead`). Here an append is one message to a thread
+//! that owns a rusqlite connection with its two statements prepared once, runs the transaction,
+//! and answers.
+//!
+//! Both libraries link the same SQLite (libsqlite3-sys, which sqlx builds bundled), so this
+//! connection and the pool's share the file's locks and WAL as any two connections do.
+//!
+//! The thread finishes whatever it was sent: an append whose caller stopped waiting still
+//! commits or rolls back whole, as it would have with the caller there.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+use crate::shared::EventRow;
+
+/// The fence, and the end of the journal moved, in one statement: unless the lease token is the
+/// current one and the batch starts where the journal ends, `event_count` becomes NULL, which its
+/// NOT NULL constraint refuses. A run that does not exist matches no row.
+const FENCE: &str = "UPDATE runs SET \
+     event_count = CASE WHEN lease_token = ?1 AND event_count = ?2 THEN event_count + ?3 END, \
+     status = COALESCE(?4, status), updated_at = ?5 WHERE id = ?6";
+
+const INSERT: &str =
+    "INSERT INTO events (run_id, seq, kind, at, payload) VALUES (?1, ?2, ?3, ?4, ?5)";
+
+/// One append: the run's row is fenced and moved on, and the rows inserted, in one transaction.
+pub(super) struct Batch {
+    pub run_id: String,
+    pub token: String,
+    pub first: i64,
+    /// The run's status after the batch, when one of its events changes it.
+    pub status: Option<&'static str>,
+    pub updated_at: String,
+    pub rows: Vec<EventRow>,
+}
+
+/// Why an append wrote nothing.
+#[derive(Debug)]
+pub(super) enum AppendFailure {
+    /// The run's row or a constraint refused the batch: a lost lease, a sequence conflict, a
+    /// missing run. The run's row says which; the database's error, when there was one.
+    Refused(Option<rusqlite::Error>),
+    /// Anything else SQLite reported (busy past the timeout, disk full, I/O).
+    Failed(rusqlite::Error),
+    /// The store was closed, or its append thread is gone.
+    Stopped,
+}
+
+enum Message {
+    Append(Batch, oneshot::Sender<Result<(), AppendFailure>>),
+    Close(oneshot::Sender<()>),
+}
+
+/// The handle to the append thread. Dropping every handle (every clone of the store) ends
+/// the thread and closes its connection, as [`Appender::close`] does.
+#[derive(Debug)]
+pub(super) struct Appender {
+    sender: mpsc::Sender<Message>,
+}
+
+impl Appender {
+    /// Opens the append connection to the (existing, migrated) database at `path` on a new
+    /// thread; fails as opening it fails.
+    pub(super) async fn start(
+        path: &Path,
+        busy_timeout: Duration,
+    ) -> Result<Appender, rusqlite::Error> {
+        let (sender, receiver) = mpsc::channel();
+        let (opened_tx, opened) = oneshot::channel();
+        let path = path.to_owned();
+        let spawned = std::thread::Builder::new()
+            .name("baton-sqlite-append".into())
+            .spawn(move || {
+                let mut writer = Writer {
+                    path,
+                    busy_timeout,
+                    conn: None,
+                };
+                let first = writer.connection().map(|_| ());
+                let failed = first.is_err();
+                if opened_tx.send(first).is_err() || failed {
+                    return;
+                }
+                writer.serve(&receiver);
+            });
+        if let Err(e) = spawned {
+            return Err(thread_error(&e));
+        }
+        match opened.await {
+            Ok(Ok(())) => Ok(Appender { sender }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(thread_error(&"the append thread ended while opening")),
+        }
+    }
+
+    /// Appends `batch`; returns once it is durable or was rolled back.
+    pub(super) async fn append(&self, batch: Batch) -> Result<(), AppendFailure> {
+        let (reply, answer) = oneshot::channel();
+        self.sender
+            .send(Message::Append(batch, reply))
+            .map_err(|_| AppendFailure::Stopped)?;
+        answer.await.unwrap_or(Err(AppendFailure::Stopped))
+    }
+
+    /// Closes the append connection (and ends its thread) once the appends sent before are done.
+    /// Appends after this fail with [`AppendFailure::Stopped`].
+    pub(super) async fn close(&self) {
+        let (reply, done) = oneshot::channel();
+        if self.sender.send(Message::Close(reply)).is_ok() {
+            // Err: the thread was already gone; either way it is closed.
+            let _ = done.await;
+        }
+    }
+}
+
+/// A rusqlite error for a failure that is not SQLite's (the thread could not start).
+fn thread_error(detail: &dyn std::fmt::Display) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CANTOPEN),
+        Some(format!(
+            "could not start the store's append thread: {detail}"
+        )),
+    )
+}
+
+/// The append thread's side: the connection, reopened after a failure left it unusable.
+struct Writer {
+    path: PathBuf,
+    busy_timeout: Duration,
+    conn: Option<Connection>,
+}
+
+impl Writer {
+    fn serve(&mut self, receiver: &mpsc::Receiver<Message>) {
+        while let Ok(message) = receiver.recv() {
+            match message {
+                Message::Append(batch, reply) => {
+                    let outcome = self.append(&batch);
+                    // Err: the caller stopped waiting; the append is done either way.
+                    let _ = reply.send(outcome);
+                }
+                Message::Close(reply) => {
+                    self.conn = None;
+                    let _ = reply.send(());
+                    return;
+                }
+            }
+        }
+    }
+
+    fn append(&mut self, batch: &Batch) -> Result<(), AppendFailure> {
+        let conn = self.connection().map_err(AppendFailure::Failed)?;
+        let outcome = append_in(conn, batch);
+        // A failed rollback (on an I/O error, say) can leave the connection inside the
+        // transaction, where every later BEGIN would fail: start again on a new one.
+        let stuck = outcome.is_err() && !conn.is_autocommit();
+        if stuck {
+            self.conn = None;
+        }
+        outcome
+    }
+
+    fn connection(&mut self) -> Result<&mut Connection, rusqlite::Error> {
+        let conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => open(&self.path, self.busy_timeout)?,
+        };
+        Ok(self.conn.insert(conn))
+    }
+}
+
+/// The connection with the settings every connection of the store has (see `open::connect`):
+/// WAL, `synchronous = FULL` (a commit returns after its WAL frames are fsynced), foreign keys.
+fn open(path: &Path, busy_timeout: Duration) -> Result<Connection, rusqlite::Error> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(busy_timeout)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
+    )?;
+    Ok(conn)
+}
+
+fn append_in(conn: &mut Connection, batch: &Batch) -> Result<(), AppendFailure> {
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(AppendFailure::Failed)?;
+    let count = i64::try_from(batch.rows.len()).unwrap_or(i64::MAX);
+    let fenced = tx
+        .prepare_cached(FENCE)
+        .and_then(|mut fence| {
+            fence.execute(params![
+                batch.token,
+                batch.first,
+                count,
+                batch.status,
+                batch.updated_at,
+                batch.run_id
+            ])
+        })
+        .map_err(refused_or_failed)?;
+    if fenced == 0 {
+        // No such run; dropping `tx` rolls back.
+        return Err(AppendFailure::Refused(None));
+    }
+    {
+        let mut insert = tx.prepare_cached(INSERT).map_err(AppendFailure::Failed)?;
+        for row in &batch.rows {
+            insert
+                .execute(params![
+                    batch.run_id,
+                    row.seq,
+                    row.kind,
+                    row.at,
+                    row.payload
+                ])
+                .map_err(refused_or_failed)?;
+        }
+    }
+    // With synchronous = FULL, COMMIT returns after the WAL is fsynced.
+    tx.commit().map_err(AppendFailure::Failed)
+}
+
+fn refused_or_failed(error: rusqlite::Error) -> AppendFailure {
+    if error.sqlite_error_code() == Some(ErrorCode::ConstraintViolation) {
+        AppendFailure::Refused(Some(error))
+    } else {
+        AppendFailure::Failed(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN: &str = "r1";
+
+    /// A database with the store's schema and one run whose lease token is "t".
+    async fn database() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("baton.db");
+        let pool = super::super::open::connect(&path, Duration::from_secs(5))
+            .await
+            .unwrap();
+        super::super::open::migrate(&pool, &path).await.unwrap();
+        sqlx::query(
+            "INSERT INTO runs (id, goal, workspace, status, created_at, updated_at, lease_token) \
+             VALUES ('r1', 'g', '/w', 'running', 'c', 'u', 't')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+        (dir, path)
+    }
+
+    fn batch(token: &str, first: i64, n: i64) -> Batch {
+        Batch {
+            run_id: RUN.into(),
+            token: token.into(),
+            first,
+            status: None,
+            updated_at: "2026-12-06T00:00:00.000000000Z".into(),
+            rows: (first..first + n)
+                .map(|seq| EventRow {
+                    seq,
+                    kind: "turn_started",
+                    at: "2026-12-06T00:00:00.000000000Z".into(),
+                    payload: format!("{{\"type\":\"turn_started\",\"turn\":{seq}}}"),
+                })
+                .collect(),
+        }
+    }
+
+    fn journal(path: &Path) -> (i64, Vec<i64>) {
+        let conn = Connection::open(path).unwrap();
+        let count = conn
+            .query_row("SELECT event_count FROM runs WHERE id = 'r1'", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        let mut stmt = conn
+            .prepare("SELECT seq FROM events WHERE run_id = 'r1' ORDER BY seq")
+            .unwrap();
+        let seqs = stmt
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        (count, seqs)
+    }
+
+    #[tokio::test]
+    async fn batches_land_whole_and_the_fence_refuses_the_rest() {
+        let (_dir, path) = database().await;
+        let appender = Appender::start(&path, Duration::from_secs(5))
+            .await
+            .unwrap();
+        appender.append(batch("t", 0, 3)).await.unwrap();
+        appender.append(batch("t", 3, 1)).await.unwrap();
+        // A stale token, a gap, a repeat: refused by the fence, nothing written.
+        for (token, first) in [("old", 4), ("t", 5), ("t", 2)] {
+            let refused = appender.append(batch(token, first, 2)).await;
+            assert!(
+                matches!(refused, Err(AppendFailure::Refused(Some(_)))),
+                "{token} at {first}: {refused:?}"
+            );
+        }
+        let mut missing = batch("t", 4, 1);
+        missing.run_id = "nope".into();
+        let refused = appender.append(missing).await;
+        assert!(
+            matches!(refused, Err(AppendFailure::Refused(None))),
+            "{refused:?}"
+        );
+        // The connection is still good after the refusals.
+        appender.append(batch("t", 4, 2)).await.unwrap();
+        assert_eq!(journal(&path), (6, (0..6).collect()));
+    }
+
+    #[tokio::test]
+    async fn a_closed_appender_refuses_to_append() {
+        let (_dir, path) = database().await;
+        let appender = Appender::start(&path, Duration::from_secs(5))
+            .await
+            .unwrap();
+        appender.append(batch("t", 0, 1)).await.unwrap();
+        appender.close().await;
+        let after = appender.append(batch("t", 1, 1)).await;
+        assert!(matches!(after, Err(AppendFailure::Stopped)), "{after:?}");
+        assert_eq!(journal(&path), (1, vec![0]));
+    }
+
+    #[tokio::test]
+    async fn opening_a_missing_database_fails_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("absent.db");
+        let error = Appender::start(&missing, Duration::from_secs(5)).await;
+        assert!(error.is_err());
+        assert!(
+            !missing.exists(),
+            "the append connection must not create a database"
+        );
+    }
+}
