@@ -329,6 +329,52 @@ mod tests {
         assert_eq!(journal(&path), (6, (0..6).collect()));
     }
 
+    /// Durability rests on these settings being in force on the append connection too.
+    #[tokio::test]
+    async fn the_append_connection_uses_wal_full_sync_and_foreign_keys() {
+        let (_dir, path) = database().await;
+        let conn = open(&path, Duration::from_secs(5)).unwrap();
+        let pragma = |name: &str| -> String {
+            conn.query_row(&format!("PRAGMA {name}"), [], |r| {
+                r.get::<_, rusqlite::types::Value>(0)
+            })
+            .map(|v| match v {
+                rusqlite::types::Value::Integer(i) => i.to_string(),
+                rusqlite::types::Value::Text(t) => t,
+                other => format!("{other:?}"),
+            })
+            .unwrap()
+        };
+        assert_eq!(
+            [
+                pragma("journal_mode"),
+                pragma("synchronous"),
+                pragma("foreign_keys")
+            ],
+            ["wal", "2", "1"]
+        );
+    }
+
+    /// A caller that stops waiting after sending (a cancelled task) does not cancel the append:
+    /// the batch lands whole, and the appends after it continue from its end.
+    #[tokio::test]
+    async fn an_append_whose_caller_stopped_waiting_still_lands_whole() {
+        let (_dir, path) = database().await;
+        let appender = Appender::start(&path, Duration::from_secs(5))
+            .await
+            .unwrap();
+        {
+            // Polled once (which sends the batch), then dropped.
+            let mut abandoned = std::pin::pin!(appender.append(batch("t", 0, 3)));
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            assert!(abandoned.as_mut().poll(&mut cx).is_pending());
+        }
+        // FIFO: the next append runs after the abandoned one, so it must continue at 3.
+        appender.append(batch("t", 3, 2)).await.unwrap();
+        appender.close().await;
+        assert_eq!(journal(&path), (5, (0..5).collect()));
+    }
+
     #[tokio::test]
     async fn a_closed_appender_refuses_to_append() {
         let (_dir, path) = database().await;
