@@ -301,9 +301,12 @@ impl Durability {
                 effect: ToolEffect::ReadOnly,
                 ..
             } => Durability::Overlapped,
+            // Outcomes: the next commit comes before anything that depends on them is sent (a
+            // summary's next is the model call it made room for).
             Event::TurnStarted { .. }
             | Event::TurnFinished { .. }
             | Event::ModelCallFinished { .. }
+            | Event::CompactionFinished { .. }
             | Event::ToolCallFinished { .. }
             | Event::NoteAdded { .. }
             | Event::BudgetWarning { .. }

@@ -19,7 +19,7 @@ use baton_tools::{ToolContext, ToolRegistry, TypedTool};
 use serde_json::json;
 use support::backend::{Backend, on_both_backends};
 use support::counting::CountingStore;
-use support::fn_provider::{FnProvider, call};
+use support::fn_provider::{FnProvider, call, is_summary_request, text};
 use support::run::{engine, engine_with_tools, settings};
 
 const TURNS: usize = 100;
@@ -118,6 +118,82 @@ async fn two_commits_a_turn(backend: Backend) {
         assert_eq!(stored.seq, i as u64);
         assert_eq!(stored.event, seen.event);
     }
+    assert_eq!(replay(&journal).unwrap().status, RunStatus::Finished);
+}
+
+/// A compaction adds one commit, its intent before the summary call; the summary is committed
+/// with the next model call's intent, as a model call's outcome is with the next tool's.
+async fn a_compaction_adds_one_commit(backend: Backend) {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
+    let (inner, _schema) = backend.store(ws.path()).await;
+    let commits = Arc::new(CountingStore::new(inner));
+    let store: Arc<dyn Store> = commits.clone();
+    let last_durable = Arc::new(Mutex::new(Vec::new()));
+    let provider = {
+        let commits = commits.clone();
+        let last_durable = last_durable.clone();
+        Arc::new(FnProvider::new(move |request, n| {
+            let summary = is_summary_request(request);
+            last_durable
+                .lock()
+                .unwrap()
+                .push((summary, commits.last_kind()));
+            if summary {
+                return text("## Goal\nRead a.txt.\n## Next step\nRead it again.", 500);
+            }
+            if n >= 40 {
+                return call("finish", json!({"summary": "done"}), 500);
+            }
+            // Reported usage that climbs past the window's threshold every few turns.
+            call(
+                "read_file",
+                json!({"path": "a.txt"}),
+                1_000 + 400 * (n as u64 % 10),
+            )
+        }))
+    };
+    let (engine, observer) = engine(store.clone(), provider);
+    let mut run_settings = settings(ContextSettings {
+        window_tokens: 5_000,
+        compact_at_percent: 80,
+        masking: Masking::Off,
+        compaction: Compaction::Summarize {
+            keep_recent_turns: 1,
+        },
+    });
+    run_settings.limits.max_turns = 60;
+    run_to_the_end(&engine, ws.path(), run_settings).await;
+
+    let seen = last_durable.lock().unwrap().clone();
+    let summaries = seen.iter().filter(|(summary, _)| *summary).count();
+    assert!(summaries >= 2, "the run should have compacted: {seen:?}");
+    for (summary, last) in &seen {
+        let intent = if *summary {
+            "compaction_started"
+        } else {
+            "model_call_started"
+        };
+        assert_eq!(*last, Some(intent), "{seen:?}");
+    }
+    let batches: Vec<Vec<&'static str>> = commits.appends().into_iter().map(|a| a.kinds).collect();
+    for batch in &batches {
+        if batch.contains(&"compaction_finished") {
+            assert_eq!(batch.last(), Some(&"model_call_started"), "{batch:?}");
+        }
+    }
+    // Two commits a turn, one more per compaction, and the run's start and end.
+    let turns = seen.len() - summaries;
+    let extra = batches.len() as i64 - 2 * turns as i64 - summaries as i64;
+    assert!(
+        (0..=3).contains(&extra),
+        "{} commits: {batches:?}",
+        batches.len()
+    );
+
+    let run_id = observer.events()[0].run_id.clone();
+    let journal = store.load_events(&run_id).await.unwrap();
+    assert_eq!(journal.len(), observer.events().len());
     assert_eq!(replay(&journal).unwrap().status, RunStatus::Finished);
 }
 
@@ -283,5 +359,6 @@ async fn a_failed_overlapped_commit_stops_the_run(backend: Backend) {
 on_both_backends!(
     two_commits_a_turn,
     read_only_calls_run_while_their_intent_is_written,
-    a_failed_overlapped_commit_stops_the_run
+    a_failed_overlapped_commit_stops_the_run,
+    a_compaction_adds_one_commit
 );
