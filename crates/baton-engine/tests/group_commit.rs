@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use baton_core::*;
 use baton_store::Store;
+use baton_store::testing::PgTestSchema;
 use baton_tools::{ToolContext, ToolRegistry, TypedTool};
 use serde_json::json;
 use support::backend::{Backend, on_both_backends};
@@ -52,12 +53,22 @@ async fn run_to_the_end(
     );
 }
 
+/// `backend`'s store for `workspace` with its commits counted: the counter, the store the engine
+/// is given (the same one), and the PostgreSQL schema to keep alive.
+async fn counted_store(
+    backend: Backend,
+    workspace: &std::path::Path,
+) -> (Arc<CountingStore>, Arc<dyn Store>, Option<PgTestSchema>) {
+    let (inner, schema) = backend.store(workspace).await;
+    let commits = Arc::new(CountingStore::new(inner));
+    let store: Arc<dyn Store> = commits.clone();
+    (commits, store, schema)
+}
+
 async fn two_commits_a_turn(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
-    let (inner, _schema) = backend.store(ws.path()).await;
-    let commits = Arc::new(CountingStore::new(inner));
-    let store: Arc<dyn Store> = commits.clone();
+    let (commits, store, _schema) = counted_store(backend, ws.path()).await;
     let intent_checks = Arc::new(Mutex::new(Vec::new()));
     let provider = {
         let commits = commits.clone();
@@ -126,9 +137,7 @@ async fn two_commits_a_turn(backend: Backend) {
 async fn a_compaction_adds_one_commit(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
-    let (inner, _schema) = backend.store(ws.path()).await;
-    let commits = Arc::new(CountingStore::new(inner));
-    let store: Arc<dyn Store> = commits.clone();
+    let (commits, store, _schema) = counted_store(backend, ws.path()).await;
     let last_durable = Arc::new(Mutex::new(Vec::new()));
     let provider = {
         let commits = commits.clone();
@@ -242,13 +251,11 @@ impl<const MUTATING: bool> TypedTool for Probe<MUTATING> {
 async fn read_only_calls_run_while_their_intent_is_written(backend: Backend) {
     const ROUNDS: usize = 3;
     let ws = tempfile::tempdir().unwrap();
-    let (inner, _schema) = backend.store(ws.path()).await;
-    let commits = Arc::new(CountingStore::new(inner));
+    let (commits, store, _schema) = counted_store(backend, ws.path()).await;
     // The read-only hold ends when the call runs (the bound only stops a wrong engine from
     // hanging the test); the mutating one at its bound, as its call must wait for it.
     commits.hold("probe_read", Duration::from_secs(20));
     commits.hold("probe_write", Duration::from_millis(300));
-    let store: Arc<dyn Store> = commits.clone();
     let intent_checks = Arc::new(Mutex::new(Vec::new()));
     let provider = {
         let commits = commits.clone();
@@ -304,10 +311,8 @@ async fn read_only_calls_run_while_their_intent_is_written(backend: Backend) {
 /// further request goes out.
 async fn a_failed_overlapped_commit_stops_the_run(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
-    let (inner, _schema) = backend.store(ws.path()).await;
-    let commits = Arc::new(CountingStore::new(inner));
+    let (commits, store, _schema) = counted_store(backend, ws.path()).await;
     commits.refuse_intents_of("probe_read");
-    let store: Arc<dyn Store> = commits.clone();
     let provider = Arc::new(FnProvider::new(|_request, n| match n {
         0 => call("probe_read", json!({}), 100),
         _ => call("finish", json!({"summary": "done"}), 100),

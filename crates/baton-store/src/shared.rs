@@ -2,7 +2,7 @@
 //! check that an append is one contiguous batch of the leased run, its rows, and why a fenced
 //! append was refused.
 
-use baton_core::{EventRecord, RunId};
+use baton_core::{EventRecord, RunId, RunStatus};
 use jiff::Timestamp;
 use jiff::fmt::temporal::DateTimePrinter;
 
@@ -28,8 +28,34 @@ pub(crate) fn new_token() -> String {
     uuid::Uuid::now_v7().simple().to_string()
 }
 
+/// An append's batch, checked and serialized before the append takes any lock (other writers
+/// wait on it).
+pub(crate) struct PreparedBatch {
+    /// The seq the batch starts at: where the journal must end for it to be written.
+    pub first: u64,
+    /// The run's status after the batch, when one of its events changes it.
+    pub status: Option<RunStatus>,
+    pub rows: Vec<EventRow>,
+}
+
+/// `records` as both backends append them; `None` when there is nothing to write.
+pub(crate) fn prepare_batch(
+    run_id: &RunId,
+    records: &[EventRecord],
+) -> Result<Option<PreparedBatch>, StoreError> {
+    let first = check_batch(run_id, records)?;
+    if records.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(PreparedBatch {
+        first,
+        status: records.iter().rev().find_map(|r| r.event.status_change()),
+        rows: event_rows(run_id, records)?,
+    }))
+}
+
 /// Checks that `records` are one contiguous batch of `run_id`'s journal; returns the first seq.
-pub(crate) fn check_batch(run_id: &RunId, records: &[EventRecord]) -> Result<u64, StoreError> {
+fn check_batch(run_id: &RunId, records: &[EventRecord]) -> Result<u64, StoreError> {
     let first = records.first().map_or(0, |r| r.seq);
     for (i, record) in records.iter().enumerate() {
         if record.run_id != *run_id {
@@ -59,11 +85,8 @@ pub(crate) struct EventRow {
     pub payload: String,
 }
 
-/// The rows of a batch, serialized before the append takes any lock (other writers wait on it).
-pub(crate) fn event_rows(
-    run_id: &RunId,
-    records: &[EventRecord],
-) -> Result<Vec<EventRow>, StoreError> {
+/// The rows of a batch.
+fn event_rows(run_id: &RunId, records: &[EventRecord]) -> Result<Vec<EventRow>, StoreError> {
     records
         .iter()
         .map(|r| {

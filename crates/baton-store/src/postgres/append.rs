@@ -18,7 +18,7 @@ use baton_core::{EventRecord, RunStatus};
 
 use super::PostgresStore;
 use super::rows::SERVER_NOW_TEXT;
-use crate::shared::{check_batch, event_rows, to_db_int};
+use crate::shared::{PreparedBatch, prepare_batch, to_db_int};
 use crate::{Lease, StoreError};
 
 /// The fenced append: `$1` run, `$2`–`$5` the rows' seq, kind, at and payload, `$6` their number,
@@ -43,16 +43,18 @@ impl PostgresStore {
         records: &[EventRecord],
     ) -> Result<(), StoreError> {
         let run_id = &lease.run_id;
-        let first = check_batch(run_id, records)?;
-        if records.is_empty() {
+        let Some(PreparedBatch {
+            first,
+            status,
+            rows,
+        }) = prepare_batch(run_id, records)?
+        else {
             return Ok(());
-        }
-        let rows = event_rows(run_id, records)?;
+        };
         let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
         let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
         let (ats, payloads): (Vec<String>, Vec<String>) =
             rows.into_iter().map(|r| (r.at, r.payload)).unzip();
-        let status = records.iter().rev().find_map(|r| r.event.status_change());
         let count = records.len() as u64;
         // With synchronous_commit = on the statement returns after the server flushed its WAL.
         let inserted = sqlx::query(sqlx::AssertSqlSafe(APPEND_SQL.as_str()))

@@ -6,7 +6,7 @@ use jiff::Timestamp;
 
 use super::SqliteStore;
 use super::appender::{AppendFailure, Batch};
-use crate::shared::{check_batch, event_rows, to_db_int, ts_to_text};
+use crate::shared::{PreparedBatch, prepare_batch, to_db_int, ts_to_text};
 use crate::{Lease, StoreError};
 
 impl SqliteStore {
@@ -16,21 +16,21 @@ impl SqliteStore {
         records: &[EventRecord],
     ) -> Result<(), StoreError> {
         let run_id = &lease.run_id;
-        let first = check_batch(run_id, records)?;
-        if records.is_empty() {
+        let Some(PreparedBatch {
+            first,
+            status,
+            rows,
+        }) = prepare_batch(run_id, records)?
+        else {
             return Ok(());
-        }
+        };
         let batch = Batch {
             run_id: run_id.as_str().to_owned(),
             token: lease.token.clone(),
             first: to_db_int(first),
-            status: records
-                .iter()
-                .rev()
-                .find_map(|r| r.event.status_change())
-                .map(RunStatus::as_str),
+            status: status.map(RunStatus::as_str),
             updated_at: ts_to_text(Timestamp::now()),
-            rows: event_rows(run_id, records)?,
+            rows,
         };
         match self.appender.append(batch).await {
             Ok(()) => Ok(()),

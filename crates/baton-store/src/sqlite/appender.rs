@@ -265,6 +265,15 @@ mod tests {
         (dir, path)
     }
 
+    /// [`database`] with an appender started on it.
+    async fn started() -> (tempfile::TempDir, PathBuf, Appender) {
+        let (dir, path) = database().await;
+        let appender = Appender::start(&path, Duration::from_secs(5))
+            .await
+            .unwrap();
+        (dir, path, appender)
+    }
+
     fn batch(token: &str, first: i64, n: i64) -> Batch {
         Batch {
             run_id: RUN.into(),
@@ -303,10 +312,7 @@ mod tests {
 
     #[tokio::test]
     async fn batches_land_whole_and_the_fence_refuses_the_rest() {
-        let (_dir, path) = database().await;
-        let appender = Appender::start(&path, Duration::from_secs(5))
-            .await
-            .unwrap();
+        let (_dir, path, appender) = started().await;
         appender.append(batch("t", 0, 3)).await.unwrap();
         appender.append(batch("t", 3, 1)).await.unwrap();
         // A stale token, a gap, a repeat: refused by the fence, nothing written.
@@ -359,10 +365,7 @@ mod tests {
     /// the batch lands whole, and the appends after it continue from its end.
     #[tokio::test]
     async fn an_append_whose_caller_stopped_waiting_still_lands_whole() {
-        let (_dir, path) = database().await;
-        let appender = Appender::start(&path, Duration::from_secs(5))
-            .await
-            .unwrap();
+        let (_dir, path, appender) = started().await;
         {
             // Polled once (which sends the batch), then dropped.
             let mut abandoned = std::pin::pin!(appender.append(batch("t", 0, 3)));
@@ -377,10 +380,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_appender_refuses_to_append() {
-        let (_dir, path) = database().await;
-        let appender = Appender::start(&path, Duration::from_secs(5))
-            .await
-            .unwrap();
+        let (_dir, path, appender) = started().await;
         appender.append(batch("t", 0, 1)).await.unwrap();
         appender.close().await;
         let after = appender.append(batch("t", 1, 1)).await;
