@@ -101,13 +101,11 @@ pub fn compaction_request(state: &RunState, replaced: u32, left_out: u32) -> Opt
         content: instructions,
     });
     Some(ModelRequest {
-        model: parts.model,
         messages,
         tools: state.tools.clone(),
-        response_mode: parts.response_mode,
         tool_choice: ToolChoice::None,
-        reasoning: parts.reasoning,
         provider_compaction_at: None,
+        ..parts.request
     })
 }
 

@@ -75,24 +75,29 @@ impl PromptEncoder {
             .count();
         let kept_bytes = if kept == 0 { 0 } else { self.ends[kept - 1] };
 
-        let mut bytes = Vec::with_capacity(kept_bytes + 4096);
-        bytes.extend_from_slice(&self.bytes[..kept_bytes]);
-        let mut ends = self.ends[..kept].to_vec();
-        let mut hashes = self.hashes[..kept].to_vec();
-        let mut hasher = hashes.last().cloned().unwrap_or_default();
-        for message in &request.messages[kept..] {
-            let start = bytes.len();
-            write_json(&mut bytes, message);
-            hasher.update(&bytes[start..]);
-            hasher.update(b"\n");
-            ends.push(bytes.len());
-            hashes.push(hasher.clone());
-        }
-
         let mut tools = Vec::new();
         for tool in &request.tools {
             write_json(&mut tools, tool);
         }
+        // The kept messages' bytes, ends and hash states stay where they are (copying them every
+        // turn made the time per turn grow with the context); of the previous prompt only the
+        // bytes after the kept ones are set aside, for the prefix stability.
+        let previous_tail = self.bytes.split_off(kept_bytes);
+        self.ends.truncate(kept);
+        self.hashes.truncate(kept);
+        self.messages.truncate(kept);
+        let mut hasher = self.hashes.last().cloned().unwrap_or_default();
+        for message in &request.messages[kept..] {
+            let start = self.bytes.len();
+            write_json(&mut self.bytes, message);
+            hasher.update(&self.bytes[start..]);
+            hasher.update(b"\n");
+            self.ends.push(self.bytes.len());
+            self.hashes.push(hasher.clone());
+        }
+        self.messages
+            .extend(request.messages[kept..].iter().cloned());
+
         let rest = Rest {
             model: &request.model,
             tools: &request.tools,
@@ -107,15 +112,14 @@ impl PromptEncoder {
         let digest = hex(&hasher.finalize());
 
         let prefix_stability = self.tools.as_ref().map(|previous_tools| {
-            stability(previous_tools, &self.bytes, &tools, &bytes, kept_bytes)
+            stability(
+                previous_tools,
+                &previous_tail,
+                &tools,
+                &self.bytes,
+                kept_bytes,
+            )
         });
-
-        self.messages.truncate(kept);
-        self.messages
-            .extend(request.messages[kept..].iter().cloned());
-        self.bytes = bytes;
-        self.ends = ends;
-        self.hashes = hashes;
         self.tools = Some(tools);
         Encoded {
             digest,
@@ -124,12 +128,12 @@ impl PromptEncoder {
     }
 }
 
-/// Share of the prompt `tools ‖ messages` that the previous prompt `previous_tools ‖
-/// previous_messages` starts with; the two message byte strings are known to agree on their
-/// first `known` bytes.
+/// Share of the prompt `tools ‖ messages` that the previous prompt starts with. The previous
+/// prompt is `previous_tools ‖ messages[..known] ‖ previous_tail`: the two agree on the first
+/// `known` bytes of their messages.
 fn stability(
     previous_tools: &[u8],
-    previous_messages: &[u8],
+    previous_tail: &[u8],
     tools: &[u8],
     messages: &[u8],
     known: usize,
@@ -139,10 +143,10 @@ fn stability(
         return 1.0;
     }
     let common = if previous_tools == tools {
-        tools.len() + known + common_prefix(&previous_messages[known..], &messages[known..])
+        tools.len() + known + common_prefix(previous_tail, &messages[known..])
     } else {
         // The tool list changed (rare): compare the whole prompts.
-        let previous = [previous_tools, previous_messages].concat();
+        let previous = [previous_tools, &messages[..known], previous_tail].concat();
         let current = [tools, messages].concat();
         common_prefix(&previous, &current)
     };

@@ -7,6 +7,7 @@
 //! of old outputs is masked ([`mask`]) or the older history is compacted into a handoff
 //! summary ([`compact`]). The plan and durable facts come last in every request.
 
+pub mod assembler;
 pub mod compact;
 pub mod encoder;
 pub mod mask;
@@ -15,6 +16,7 @@ pub mod profile;
 pub mod tokens;
 mod tools;
 
+pub use assembler::{Assembled, Assembler};
 pub use tools::{memory_tool_specs, submit_plan_spec};
 
 use baton_core::{Message, ModelRequest, RunState};
@@ -43,11 +45,8 @@ const PROJECT_INSTRUCTIONS_HEADING: &str = "# Project instructions (from AGENTS.
 
 /// The parts a request is made of, before the working-memory tail.
 pub(crate) struct Parts {
-    pub model: String,
-    pub response_mode: baton_core::ResponseMode,
-    pub tool_choice: baton_core::ToolChoice,
-    pub reasoning: baton_core::ReasoningSettings,
-    pub provider_compaction_at: Option<u64>,
+    /// The run's model and options, without messages or tools.
+    pub request: ModelRequest,
     /// System prompt and goal: identical for the whole run.
     pub prefix: Vec<Message>,
     /// The history as shown (masked).
@@ -57,6 +56,37 @@ pub(crate) struct Parts {
 
 pub(crate) fn assemble_parts(state: &RunState) -> Option<Parts> {
     let settings = state.settings.as_ref()?;
+    let (history, masked_outputs) = mask::masked_history(
+        &state.history,
+        &settings.context.masking,
+        state.turns_started,
+    );
+    Some(Parts {
+        request: empty_request(settings),
+        prefix: prefix(state),
+        history,
+        masked_outputs,
+    })
+}
+
+/// A request for the run's model with its options, and no messages or tools yet.
+pub(crate) fn empty_request(settings: &baton_core::RunSettings) -> ModelRequest {
+    ModelRequest {
+        model: settings.model.model.clone(),
+        messages: Vec::new(),
+        tools: Vec::new(),
+        response_mode: settings.model.response_mode,
+        tool_choice: settings.model.tool_choice.clone(),
+        reasoning: settings.model.reasoning.clone(),
+        provider_compaction_at: (settings.context.compaction == baton_core::Compaction::Provider)
+            .then(|| settings.context.compaction_threshold()),
+    }
+}
+
+/// The messages before the history: system prompt (with the project's instructions), goal, the
+/// task's brief and the repo map. They stay the same for a whole task, so providers' prompt
+/// caches keep hitting.
+pub(crate) fn prefix(state: &RunState) -> Vec<Message> {
     let mut system = state.system_prompt.clone();
     if let Some(instructions) = &state.project_instructions {
         system.push_str("\n\n");
@@ -80,22 +110,7 @@ pub(crate) fn assemble_parts(state: &RunState) -> Option<Parts> {
             content: format!("{REPO_MAP_HEADING}\n\n{map}"),
         });
     }
-    let (history, masked_outputs) = mask::masked_history(
-        &state.history,
-        &settings.context.masking,
-        state.turns_started,
-    );
-    Some(Parts {
-        model: settings.model.model.clone(),
-        response_mode: settings.model.response_mode,
-        tool_choice: settings.model.tool_choice.clone(),
-        reasoning: settings.model.reasoning.clone(),
-        provider_compaction_at: (settings.context.compaction == baton_core::Compaction::Provider)
-            .then(|| settings.context.compaction_threshold()),
-        prefix,
-        history,
-        masked_outputs,
-    })
+    prefix
 }
 
 /// Heading of the repo map message.
@@ -147,7 +162,9 @@ pub struct Assembly {
 }
 
 /// Builds the request for the next model call from the run's state: the stable prefix, the
-/// history (old outputs masked), and the working memory (plan, durable facts) last.
+/// history (old outputs masked), and the working memory (plan, durable facts) last. This builds
+/// it from scratch; a run builds one request after another with an [`Assembler`], which gives
+/// the same request in time proportional to what changed.
 pub fn assemble_with_report(state: &RunState) -> Option<Assembly> {
     let parts = assemble_parts(state)?;
     let mut messages = parts.prefix;
@@ -157,13 +174,9 @@ pub fn assemble_with_report(state: &RunState) -> Option<Assembly> {
     }
     Some(Assembly {
         request: ModelRequest {
-            model: parts.model,
             messages,
             tools: offered_tools(state),
-            response_mode: parts.response_mode,
-            tool_choice: parts.tool_choice,
-            reasoning: parts.reasoning,
-            provider_compaction_at: parts.provider_compaction_at,
+            ..parts.request
         },
         masked_outputs: parts.masked_outputs,
     })

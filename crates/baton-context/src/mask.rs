@@ -35,6 +35,31 @@ pub fn placeholder(name: &str, seq: u64, content: &str) -> String {
     )
 }
 
+/// The smallest tool output `masking` masks (`usize::MAX` when it is off).
+pub fn min_masked_bytes(masking: &Masking) -> usize {
+    match *masking {
+        Masking::Off => usize::MAX,
+        Masking::OlderThan { min_bytes, .. } => min_bytes as usize,
+    }
+}
+
+/// The placeholder message that stands for `entry` while outputs of turns up to `through` are
+/// masked, or `None` if the prompt shows the entry as it is.
+pub fn masked_entry(entry: &HistoryEntry, through: u32, min_bytes: usize) -> Option<Message> {
+    match &entry.message {
+        Message::Tool {
+            call_id,
+            name,
+            content,
+        } if entry.turn <= through && content.len() >= min_bytes => Some(Message::Tool {
+            call_id: call_id.clone(),
+            name: name.clone(),
+            content: placeholder(name, entry.seq, content),
+        }),
+        _ => None,
+    }
+}
+
 /// The history as the prompt shows it, and how many outputs were masked.
 pub fn masked_history(
     history: &[HistoryEntry],
@@ -42,27 +67,16 @@ pub fn masked_history(
     current_turn: u32,
 ) -> (Vec<Message>, u32) {
     let through = masked_through_turn(masking, current_turn);
-    let min_bytes = match *masking {
-        Masking::Off => usize::MAX,
-        Masking::OlderThan { min_bytes, .. } => min_bytes as usize,
-    };
+    let min_bytes = min_masked_bytes(masking);
     let mut masked = 0;
     let messages = history
         .iter()
-        .map(|entry| match &entry.message {
-            Message::Tool {
-                call_id,
-                name,
-                content,
-            } if entry.turn <= through && content.len() >= min_bytes => {
+        .map(|entry| match masked_entry(entry, through, min_bytes) {
+            Some(placeholder) => {
                 masked += 1;
-                Message::Tool {
-                    call_id: call_id.clone(),
-                    name: name.clone(),
-                    content: placeholder(name, entry.seq, content),
-                }
+                placeholder
             }
-            message => message.clone(),
+            None => entry.message.clone(),
         })
         .collect();
     (messages, masked)

@@ -91,33 +91,34 @@ impl TokenCounter {
     /// Counts `request` in `encoding`: message texts, tool-call arguments, tool definitions and
     /// a per-message overhead.
     pub fn count(&self, encoding: Encoding, request: &ModelRequest) -> u64 {
+        // One lock for the whole request: it holds hundreds of texts.
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut text = |text: &str| count_text(&mut cache, encoding, text);
         let mut total = 3; // the reply's priming tokens
         for message in &request.messages {
             total += PER_MESSAGE_OVERHEAD;
             match message {
                 Message::System { content } | Message::User { content } => {
-                    total += self.count_text(encoding, content);
+                    total += text(content);
                 }
                 Message::Tool { name, content, .. } => {
-                    total += self.count_text(encoding, name) + self.count_text(encoding, content);
+                    total += text(name) + text(content);
                 }
                 Message::Assistant(reply) => {
                     if let Some(content) = &reply.content {
-                        total += self.count_text(encoding, content);
+                        total += text(content);
                     }
                     // Chat reasoning goes back as text (`reasoning_history = "preserve"`) and
                     // can be longer than the answer. Anthropic drops earlier turns' thinking
                     // from the context, and Responses items are opaque: those the calibration
                     // against reported usage accounts for, where there is one.
                     for part in &reply.reasoning {
-                        if let baton_core::Reasoning::Text { text, .. } = part {
-                            total += self.count_text(encoding, text);
+                        if let baton_core::Reasoning::Text { text: thought, .. } = part {
+                            total += text(thought);
                         }
                     }
                     for call in &reply.tool_calls {
-                        total += self.count_text(encoding, &call.name)
-                            + self.count_text(encoding, &call.arguments)
-                            + PER_MESSAGE_OVERHEAD;
+                        total += text(&call.name) + text(&call.arguments) + PER_MESSAGE_OVERHEAD;
                     }
                 }
             }
@@ -126,26 +127,9 @@ impl TokenCounter {
             let definition = serde_json::json!({
                 "name": tool.name, "description": tool.description, "parameters": tool.parameters,
             });
-            total += self.count_text(encoding, &definition.to_string());
+            total += text(&definition.to_string());
         }
         total
-    }
-
-    /// Every text is remembered, short ones too: a request repeats hundreds of short texts
-    /// (tool names, masked outputs' placeholders) whose encoding costs far more than a lookup.
-    fn count_text(&self, encoding: Encoding, text: &str) -> u64 {
-        let key = (encoding, fingerprint(text));
-        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(&n) = cache.get(&key) {
-            return n;
-        }
-        let n = encoding.count(text);
-        // Bounded: a pathological run must not grow this without end.
-        if cache.len() > 100_000 {
-            cache.clear();
-        }
-        cache.insert(key, n);
-        n
     }
 
     /// The estimate for the next request of `state`'s run.
@@ -167,6 +151,22 @@ impl TokenCounter {
         };
         Estimate { counted, estimated }
     }
+}
+
+/// Every text is remembered, short ones too: a request repeats hundreds of short texts (tool
+/// names, masked outputs' placeholders) whose encoding costs far more than a lookup.
+fn count_text(cache: &mut HashMap<(Encoding, u64), u64>, encoding: Encoding, text: &str) -> u64 {
+    let key = (encoding, fingerprint(text));
+    if let Some(&n) = cache.get(&key) {
+        return n;
+    }
+    let n = encoding.count(text);
+    // Bounded: a pathological run must not grow this without end.
+    if cache.len() > 100_000 {
+        cache.clear();
+    }
+    cache.insert(key, n);
+    n
 }
 
 /// The previous call's reported size plus the local count of what changed since. Clamped so
@@ -225,11 +225,17 @@ mod tests {
 
     #[test]
     fn cached_counts_equal_fresh_counts() {
-        let counter = TokenCounter::default();
+        let mut cache = HashMap::new();
         let text = "a sentence of ordinary words repeated to pass the cache threshold. ".repeat(5);
-        let first = counter.count_text(Encoding::Cl100k, &text);
+        let first = count_text(&mut cache, Encoding::Cl100k, &text);
         assert_eq!(first, Encoding::Cl100k.count(&text));
-        assert_eq!(counter.count_text(Encoding::Cl100k, &text), first);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(count_text(&mut cache, Encoding::Cl100k, &text), first);
+        assert_eq!(
+            count_text(&mut cache, Encoding::O200k, &text),
+            Encoding::O200k.count(&text)
+        );
+        assert_eq!(cache.len(), 2, "each encoding has counts of its own");
     }
 
     #[test]

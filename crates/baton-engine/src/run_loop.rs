@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use baton_context::encoder::PromptEncoder;
 use baton_context::tokens::TokenCounter;
-use baton_context::{SYSTEM_PROMPT, assemble_with_report};
+use baton_context::{Assembler, SYSTEM_PROMPT};
 use baton_core::Planning;
 use baton_core::ending::FINISH_WHILE_PLANNING;
 use baton_core::governance::LoopPattern;
@@ -77,6 +77,9 @@ pub struct Engine {
 /// work — what it computes depends on each request alone).
 #[derive(Default)]
 pub(crate) struct RequestHistory {
+    /// The previous request, which the next one is built from: building it costs only what
+    /// changed.
+    pub(crate) assembler: Assembler,
     /// The previous request's encoding: the digest and prefix stability of the next one cost
     /// only what changed.
     pub(crate) encoder: PromptEncoder,
@@ -531,9 +534,11 @@ impl Engine {
         attempt: u32,
         schedule: &mut RetrySchedule,
     ) -> Result<(), EngineError> {
-        let assembly = assemble_with_report(journal.state())
+        let RequestHistory { assembler, encoder } = requests;
+        let assembly = assembler
+            .assemble(journal.state())
             .ok_or_else(|| EngineError::Internal("no settings in run state".into()))?;
-        let estimate = self.counter.estimate(journal.state(), &assembly.request);
+        let estimate = self.counter.estimate(journal.state(), assembly.request);
         if self.compact_before_call(journal, turn, estimate).await? {
             return Ok(());
         }
@@ -544,7 +549,7 @@ impl Engine {
             return Ok(());
         }
         let request = assembly.request;
-        let encoded = requests.encoder.encode(&request);
+        let encoded = encoder.encode(request);
         let window_tokens = journal
             .state()
             .settings
@@ -567,7 +572,7 @@ impl Engine {
             })
             .await?;
         let started = Instant::now();
-        let Some(outcome) = self.send(&request, estimate.estimated).await else {
+        let Some(outcome) = self.send(request, estimate.estimated).await else {
             // Abandoned: the call stays open in the journal and is sent again on resume.
             return Ok(());
         };

@@ -17,7 +17,8 @@
 //! both up and runs everything.
 //!
 //! `cargo bench -p baton-engine --bench overhead [-- TURNS...]`; `BATON_OVERHEAD_STORES=sqlite`
-//! leaves the PostgreSQL rows out (they need the `BATON_TEST_POSTGRES` server).
+//! leaves the PostgreSQL rows out (they need the `BATON_TEST_POSTGRES` server);
+//! `BATON_OVERHEAD_KEEP=DIR` keeps each SQLite run's file, as `DIR/TURNS-sqlite/baton.db`.
 
 #[path = "../../tests/support/counting.rs"]
 mod counting;

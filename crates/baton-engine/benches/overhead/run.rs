@@ -212,34 +212,51 @@ impl RunObserver for Quiet {
 
 /// Where the run's store lives; kept alive for the whole measurement.
 enum Place {
-    Sqlite(tempfile::TempDir),
+    /// The directory, and the guard that removes it (none with `BATON_OVERHEAD_KEEP`).
+    Sqlite {
+        dir: std::path::PathBuf,
+        _guard: Option<tempfile::TempDir>,
+    },
     Postgres(PgTestSchema),
 }
 
 impl Place {
-    async fn new(backend: BackendKind) -> Place {
+    async fn new(backend: BackendKind, turns: usize) -> Place {
         match backend {
-            BackendKind::Sqlite => Place::Sqlite(tempfile::tempdir().unwrap()),
+            BackendKind::Sqlite => {
+                // For inspecting what the journal holds, the file can outlive the measurement.
+                if let Some(keep) = std::env::var_os("BATON_OVERHEAD_KEEP") {
+                    let dir = std::path::Path::new(&keep).join(format!("{turns}-sqlite"));
+                    std::fs::create_dir_all(&dir).unwrap();
+                    for name in ["baton.db", "baton.db-wal", "baton.db-shm"] {
+                        let _ = std::fs::remove_file(dir.join(name));
+                    }
+                    return Place::Sqlite { dir, _guard: None };
+                }
+                let guard = tempfile::tempdir().unwrap();
+                Place::Sqlite {
+                    dir: guard.path().to_path_buf(),
+                    _guard: Some(guard),
+                }
+            }
             BackendKind::Postgres => Place::Postgres(PgTestSchema::create().await),
         }
     }
 
     async fn open(&self) -> Opened {
         match self {
-            Place::Sqlite(dir) => Opened::Sqlite(Arc::new(
-                SqliteStore::open(&dir.path().join("baton.db"))
-                    .await
-                    .unwrap(),
+            Place::Sqlite { dir, .. } => Opened::Sqlite(Arc::new(
+                SqliteStore::open(&dir.join("baton.db")).await.unwrap(),
             )),
             Place::Postgres(schema) => Opened::Postgres(Arc::new(schema.store().await)),
         }
     }
 
     fn file_bytes(&self) -> Option<u64> {
-        let Place::Sqlite(dir) = self else {
+        let Place::Sqlite { dir, .. } = self else {
             return None;
         };
-        let size = |name: &str| std::fs::metadata(dir.path().join(name)).map_or(0, |m| m.len());
+        let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
         Some(size("baton.db") + size("baton.db-wal"))
     }
 }
@@ -320,7 +337,7 @@ fn settings(turns: usize) -> RunSettings {
 /// Runs `turns` echo turns to the turn limit (the run pauses), resumes the run in a fresh engine
 /// on a freshly opened store, and finishes it on the first call.
 pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
-    let place = Place::new(backend).await;
+    let place = Place::new(backend, turns).await;
     let workspace = tempfile::tempdir().unwrap();
 
     let opened = place.open().await;

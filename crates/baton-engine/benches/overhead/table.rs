@@ -17,10 +17,35 @@ fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
 
-/// Means of the first and last tenth of the turns (at least one turn each).
-fn tenths(turn_ms: &[f64]) -> (f64, f64) {
-    let k = (turn_ms.len() / 10).max(1);
-    (mean(&turn_ms[..k]), mean(&turn_ms[turn_ms.len() - k..]))
+/// The first and last tenth of the turns (at least one turn each).
+struct Tenths {
+    first_mean: f64,
+    last_mean: f64,
+    first_p50: f64,
+    last_p50: f64,
+}
+
+impl Tenths {
+    fn of(turn_ms: &[f64]) -> Tenths {
+        let k = (turn_ms.len() / 10).max(1);
+        let (first, last) = (&turn_ms[..k], &turn_ms[turn_ms.len() - k..]);
+        Tenths {
+            first_mean: mean(first),
+            last_mean: mean(last),
+            first_p50: median(first.to_vec()),
+            last_p50: median(last.to_vec()),
+        }
+    }
+
+    /// Last over first of the medians: the target's ratio. A median is what the p50 target is
+    /// about, and a few slow fsyncs (a shared disk's spells) do not move it as they move a mean.
+    fn ratio(&self) -> f64 {
+        self.last_p50 / self.first_p50
+    }
+
+    fn mean_ratio(&self) -> f64 {
+        self.last_mean / self.first_mean
+    }
 }
 
 fn mark(ok: bool) -> &'static str {
@@ -32,22 +57,25 @@ pub fn print(ours: &[Measured], peer: &[PeerRun], fsync_ms: f64) {
         "\n## baton: harness overhead (zero-latency model, no-op tool; turn = model call i → i+1)\n"
     );
     println!(
-        "| store | turns | p50 ms/turn | mean | first 10% | last 10% | last/first | commits/turn (steady; all) | store ms/turn | \
+        "| store | turns | p50 ms/turn | mean | first 10% (p50; mean) | last 10% (p50; mean) | last/first (p50; mean) | commits/turn (steady; all) | store ms/turn | \
          journal B/turn | file B/turn | content B/turn | store ÷ content | compactions | peak RSS MiB (run / +resume) | resume → ready ms |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for m in ours {
-        let (first, last) = tenths(&m.turn_ms);
+        let tenths = Tenths::of(&m.turn_ms);
         let stored = m.file_bytes_per_turn.unwrap_or(m.journal_bytes_per_turn);
         println!(
-            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.3}; {:.3} | {:.3} | {:.0} | {} | {:.0} | {:.2} | {} | {:.1} / {:.1} | {:.1} |",
+            "| {} | {} | {:.3} | {:.3} | {:.3}; {:.3} | {:.3}; {:.3} | {:.2}; {:.2} | {:.3}; {:.3} | {:.3} | {:.0} | {} | {:.0} | {:.2} | {} | {:.1} / {:.1} | {:.1} |",
             m.store,
             m.turns,
             median(m.turn_ms.clone()),
             mean(&m.turn_ms),
-            first,
-            last,
-            last / first,
+            tenths.first_p50,
+            tenths.first_mean,
+            tenths.last_p50,
+            tenths.last_mean,
+            tenths.ratio(),
+            tenths.mean_ratio(),
             m.steady_commits_per_turn,
             m.commits_per_turn,
             m.append_ms_per_turn,
@@ -77,7 +105,7 @@ pub fn print(ours: &[Measured], peer: &[PeerRun], fsync_ms: f64) {
 fn targets(ours: &[Measured], fsync_ms: f64) {
     println!("\n### Targets\n");
     for m in ours {
-        let (first, last) = tenths(&m.turn_ms);
+        let tenths = Tenths::of(&m.turn_ms);
         let p50 = median(m.turn_ms.clone());
         let stored = m.file_bytes_per_turn.unwrap_or(m.journal_bytes_per_turn);
         let mut line = format!(
@@ -93,11 +121,13 @@ fn targets(ours: &[Measured], fsync_ms: f64) {
         );
         if m.store == "sqlite" {
             line += &format!(
-                "; p50 {p50:.3} ms ≤ 0.5 {} (this disk's floor of two fsyncs: {:.3} ms); last/first {:.2} ≤ 1.2 {}",
+                "; p50 {p50:.3} ms ≤ 0.5 {} (this disk's floor of two fsyncs: {:.3} ms); \
+                 last/first 10% p50 {:.2} ≤ 1.2 {} (means: {:.2})",
                 mark(p50 <= 0.5),
                 2.0 * fsync_ms,
-                last / first,
-                mark(last / first <= 1.2)
+                tenths.ratio(),
+                mark(tenths.ratio() <= 1.2),
+                tenths.mean_ratio(),
             );
         }
         if m.turns >= 10_000 {
@@ -148,7 +178,7 @@ fn compare(ours: &[Measured], peer: &[PeerRun]) {
             continue;
         };
         let ours_mean = mean(&m.turn_ms);
-        let (_, ours_last) = tenths(&m.turn_ms);
+        let ours_last = Tenths::of(&m.turn_ms).last_mean;
         for mode in ["sqlite_sync", "sqlite_async", "sqlite_delta"] {
             let Some((total, _, last, db)) = peer_row(peer, m.turns, mode) else {
                 continue;
