@@ -5,6 +5,7 @@
 //! Both keep the same schema and the same guarantees (leases, fenced appends, gap-free sequence
 //! numbers); [`open_store`] picks one from a `--store` URL.
 
+mod commit;
 mod error;
 mod postgres;
 mod process;

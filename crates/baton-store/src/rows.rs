@@ -5,7 +5,7 @@
 //! status, a negative count, an unparsable time) means the data was damaged or edited, and is
 //! reported as corrupt naming the store rather than papered over.
 
-use baton_core::{Event, EventRecord, RunId, RunStatus};
+use baton_core::{EventRecord, RunId, RunStatus};
 use jiff::Timestamp;
 
 use crate::process::holder_is_dead;
@@ -41,6 +41,8 @@ where
     i64: sqlx::Type<R::Database>,
     for<'r> bool: sqlx::Decode<'r, R::Database>,
     bool: sqlx::Type<R::Database>,
+    for<'r> Vec<u8>: sqlx::Decode<'r, R::Database>,
+    Vec<u8>: sqlx::Type<R::Database>,
 {
     fn get<T>(&self, column: &str) -> Result<T, StoreError>
     where
@@ -141,20 +143,18 @@ where
         })
     }
 
-    /// An `events` row (`seq, at, payload`) as a journal record.
-    pub(crate) fn record(&self, run_id: &RunId) -> Result<EventRecord, StoreError> {
-        let seq = self.count("event sequence number", self.int("seq")?)?;
-        let at = self.text("at")?;
-        let payload = self.text("payload")?;
-        let event: Event = serde_json::from_str(&payload).map_err(|e| {
-            self.corrupt(format!("event #{seq} of run {run_id} cannot be read: {e}"))
-        })?;
-        Ok(EventRecord {
-            run_id: run_id.clone(),
-            seq,
-            at: self.timestamp(&format!("event #{seq} of run {run_id}"), &at)?,
-            event,
-        })
+    /// The journal records with a seq in `wanted` that a `journal` row (`first_seq, encoding,
+    /// body`: one commit) holds.
+    pub(crate) fn commit(
+        &self,
+        run_id: &RunId,
+        wanted: std::ops::Range<u64>,
+    ) -> Result<Vec<EventRecord>, StoreError> {
+        let first_seq = self.count("commit sequence number", self.int("first_seq")?)?;
+        let encoding = self.int("encoding")?;
+        let body: Vec<u8> = self.get("body")?;
+        crate::commit::decode(run_id, first_seq, encoding, &body, wanted)
+            .map_err(|e| self.corrupt(e))
     }
 }
 

@@ -1,11 +1,12 @@
 //! Pieces both backends share: the on-disk text form of times and counts, lease tokens, the
-//! check that an append is one contiguous batch of the leased run, its rows, and why a fenced
+//! check that an append is one contiguous batch of the leased run, its row, and why a fenced
 //! append was refused.
 
 use baton_core::{EventRecord, RunId, RunStatus};
 use jiff::Timestamp;
 use jiff::fmt::temporal::DateTimePrinter;
 
+use crate::commit::CommitRow;
 use crate::{Lease, StoreError};
 
 /// RFC 3339 in UTC with exactly nine fractional digits: fixed width, so that comparing the
@@ -33,9 +34,12 @@ pub(crate) fn new_token() -> String {
 pub(crate) struct PreparedBatch {
     /// The seq the batch starts at: where the journal must end for it to be written.
     pub first: u64,
+    /// How many events the batch holds.
+    pub count: u64,
     /// The run's status after the batch, when one of its events changes it.
     pub status: Option<RunStatus>,
-    pub rows: Vec<EventRow>,
+    /// The batch as one `journal` row.
+    pub row: CommitRow,
 }
 
 /// `records` as both backends append them; `None` when there is nothing to write.
@@ -49,8 +53,9 @@ pub(crate) fn prepare_batch(
     }
     Ok(Some(PreparedBatch {
         first,
+        count: records.len() as u64,
         status: records.iter().rev().find_map(|r| r.event.status_change()),
-        rows: event_rows(run_id, records)?,
+        row: crate::commit::encode(run_id, records)?,
     }))
 }
 
@@ -74,36 +79,6 @@ fn check_batch(run_id: &RunId, records: &[EventRecord]) -> Result<u64, StoreErro
         }
     }
     Ok(first)
-}
-
-/// One event as both backends store it.
-pub(crate) struct EventRow {
-    pub seq: i64,
-    pub kind: &'static str,
-    pub at: String,
-    /// The JSON of the `Event`.
-    pub payload: String,
-}
-
-/// The rows of a batch.
-fn event_rows(run_id: &RunId, records: &[EventRecord]) -> Result<Vec<EventRow>, StoreError> {
-    records
-        .iter()
-        .map(|r| {
-            let payload =
-                serde_json::to_string(&r.event).map_err(|source| StoreError::Serialization {
-                    run_id: run_id.clone(),
-                    seq: r.seq,
-                    source,
-                })?;
-            Ok(EventRow {
-                seq: to_db_int(r.seq),
-                kind: r.event.kind(),
-                at: ts_to_text(r.at),
-                payload,
-            })
-        })
-        .collect()
 }
 
 /// Why a fenced append starting at `first` wrote nothing, from the run's row as read afterwards

@@ -28,8 +28,10 @@ impl Dialect for sqlx::Sqlite {
          state = excluded.state";
     const LOAD_CHECKPOINT: &'static str =
         "SELECT seq, format, state FROM checkpoints WHERE run_id = ?";
-    const READ_EVENTS: &'static str =
-        "SELECT seq, at, payload FROM events WHERE run_id = ? AND seq >= ? ORDER BY seq LIMIT ?";
+    // The commit holding `from` (the last that starts at or before it) and those after it.
+    const READ_EVENTS: &'static str = "SELECT first_seq, encoding, body FROM journal \
+         WHERE run_id = ?1 AND first_seq >= COALESCE((SELECT MAX(first_seq) FROM journal \
+         WHERE run_id = ?1 AND first_seq <= ?2), 0) ORDER BY first_seq LIMIT ?3";
     const RUN_EXISTS: &'static str = "SELECT id FROM runs WHERE id = ?";
     const FENCE_ROW: &'static str = "SELECT lease_token, event_count FROM runs WHERE id = ?";
 }
@@ -41,8 +43,9 @@ impl Dialect for sqlx::Postgres {
          state = excluded.state";
     const LOAD_CHECKPOINT: &'static str =
         "SELECT seq, format, state FROM checkpoints WHERE run_id = $1";
-    const READ_EVENTS: &'static str = "SELECT seq, at, payload FROM events \
-         WHERE run_id = $1 AND seq >= $2 ORDER BY seq LIMIT $3";
+    const READ_EVENTS: &'static str = "SELECT first_seq, encoding, body FROM journal \
+         WHERE run_id = $1 AND first_seq >= COALESCE((SELECT MAX(first_seq) FROM journal \
+         WHERE run_id = $1 AND first_seq <= $2), 0) ORDER BY first_seq LIMIT $3";
     const RUN_EXISTS: &'static str = "SELECT id FROM runs WHERE id = $1";
     const FENCE_ROW: &'static str = "SELECT lease_token, event_count FROM runs WHERE id = $1";
 }
@@ -71,6 +74,8 @@ where
     i64: sqlx::Type<DB>,
     for<'r> bool: sqlx::Decode<'r, DB>,
     bool: sqlx::Type<DB>,
+    for<'r> Vec<u8>: sqlx::Decode<'r, DB>,
+    Vec<u8>: sqlx::Type<DB>,
 {
     fn db(&self, context: &'static str) -> impl FnOnce(sqlx::Error) -> StoreError + '_ {
         move |e| self.origin.failed(context, e)
@@ -166,10 +171,16 @@ where
                 run_id: run_id.clone(),
             });
         }
-        let records = rows
-            .iter()
-            .map(|row| At(row, self.origin).record(run_id))
-            .collect::<Result<Vec<_>, _>>()?;
+        // Each row is a commit of at least one event, so `limit` rows hold at least `limit`
+        // events from `from_seq` on; the first may start before it.
+        let wanted = from_seq..from_seq.saturating_add(limit);
+        let mut records = Vec::new();
+        for row in &rows {
+            records.extend(At(row, self.origin).commit(run_id, wanted.clone())?);
+            if records.len() as u64 >= limit {
+                break;
+            }
+        }
         if let Some(detail) = crate::shared::journal_gap(run_id, &records, from_seq) {
             return Err(self.origin.corrupt(detail));
         }

@@ -70,6 +70,24 @@ impl PgTestSchema {
         }
     }
 
+    /// What the schema's tables take on the server, with their indexes and TOAST
+    /// (`pg_total_relation_size`): what a store's rows cost, page overhead and dead rows included.
+    pub async fn stored_bytes(&self) -> u64 {
+        let mut conn = sqlx::PgConnection::connect(&self.base_url)
+            .await
+            .unwrap_or_else(|e| panic!("the PostgreSQL test server is not usable: {e}"));
+        let bytes: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'r'",
+        )
+        .bind(&self.schema)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("could not measure schema {}: {e}", self.schema));
+        let _ = conn.close().await;
+        u64::try_from(bytes).unwrap_or(0)
+    }
+
     /// A URL that selects this schema by itself (through the connection's `search_path`), for
     /// a `baton --store URL` process.
     pub fn url(&self) -> String {

@@ -36,9 +36,13 @@ fn assert_corrupt_naming(err: &StoreError, path: &Path) {
     assert!(message.contains("Move it aside"), "{message}");
 }
 
-/// A store at `dir/baton.db` with one run of `events` events, closed (so its WAL is
-/// checkpointed into the main file).
-async fn written_store(dir: &tempfile::TempDir, events: usize) -> (PathBuf, RunId) {
+/// A store at `dir/baton.db` with one run of `events` events appended in commits of
+/// `per_commit`, closed (so its WAL is checkpointed into the main file).
+async fn written_store(
+    dir: &tempfile::TempDir,
+    events: usize,
+    per_commit: usize,
+) -> (PathBuf, RunId) {
     let path = dir.path().join("baton.db");
     let store = SqliteStore::open(&path).await.unwrap();
     let run = NewRun {
@@ -53,7 +57,9 @@ async fn written_store(dir: &tempfile::TempDir, events: usize) -> (PathBuf, RunI
     let mut journal = Journal::new(run.id.clone());
     let mut records = vec![journal.started("goal")];
     records.extend(journal.take(events - 1));
-    store.append(&lease, &records).await.unwrap();
+    for commit in records.chunks(per_commit) {
+        store.append(&lease, commit).await.unwrap();
+    }
     store.close().await;
     (path, run.id)
 }
@@ -83,7 +89,7 @@ async fn random_bytes_are_refused_untouched() {
 #[tokio::test]
 async fn a_sqlite_header_followed_by_garbage_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, _) = written_store(&dir, 10).await;
+    let (path, _) = written_store(&dir, 10, 10).await;
     let mut bytes = std::fs::read(&path).unwrap();
     let garbage = pseudo_random_bytes(bytes.len() - 100);
     bytes[100..].copy_from_slice(&garbage);
@@ -95,7 +101,7 @@ async fn a_sqlite_header_followed_by_garbage_is_refused_untouched() {
 #[tokio::test]
 async fn a_truncated_store_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, _) = written_store(&dir, 400).await;
+    let (path, _) = written_store(&dir, 1_000, 2).await;
     let wal = dir.path().join("baton.db-wal");
     assert!(
         !wal.exists() || std::fs::metadata(&wal).unwrap().len() == 0,
@@ -134,7 +140,7 @@ async fn another_programs_database_is_refused_untouched() {
 #[tokio::test]
 async fn a_store_from_a_newer_baton_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, _) = written_store(&dir, 3).await;
+    let (path, _) = written_store(&dir, 3, 3).await;
     let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
     let mut conn = sqlx::SqliteConnection::connect_with(&options)
         .await
@@ -168,23 +174,40 @@ async fn a_store_from_a_newer_baton_is_refused_untouched() {
 #[tokio::test]
 async fn an_unreadable_event_names_the_file_and_the_event() {
     let dir = tempfile::tempdir().unwrap();
-    let (path, run_id) = written_store(&dir, 5).await;
+    let (path, run_id) = written_store(&dir, 5, 5).await;
+    // The run's one commit rewritten as JSON text (encoding 0), its third event one this baton
+    // does not know.
+    let store = SqliteStore::open(&path).await.unwrap();
+    let events = store.load_events(&run_id).await.unwrap();
+    store.close().await;
+    let body: Vec<String> = events
+        .iter()
+        .map(|r| {
+            let event = match r.seq {
+                2 => r#"{"type":"from_the_future"}"#.to_owned(),
+                _ => serde_json::to_string(&r.event).unwrap(),
+            };
+            format!(r#"{{"at":"{}","event":{event}}}"#, r.at)
+        })
+        .collect();
     let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
     let mut conn = sqlx::SqliteConnection::connect_with(&options)
         .await
         .unwrap();
-    sqlx::query("UPDATE events SET payload = '{\"type\":\"from_the_future\"}' WHERE seq = 2")
+    let updated = sqlx::query("UPDATE journal SET encoding = 0, body = ? WHERE first_seq = 0")
+        .bind(format!("[{}]", body.join(",")).into_bytes())
         .execute(&mut conn)
         .await
         .unwrap();
+    assert_eq!(updated.rows_affected(), 1);
     conn.close().await.unwrap();
 
     let store = SqliteStore::open(&path).await.unwrap();
     let err = store.load_events(&run_id).await.unwrap_err();
     assert_corrupt_naming(&err, &path);
     assert!(err.to_string().contains("event #2"), "{err}");
-    // Events before the damage are still readable.
-    assert_eq!(store.read_events(&run_id, 0, 2).await.unwrap().len(), 2);
+    // Events before the damage are still readable, though the same commit holds them.
+    assert_eq!(store.read_events(&run_id, 0, 2).await.unwrap(), events[..2]);
 }
 
 #[tokio::test]

@@ -60,8 +60,9 @@ pub struct Measured {
     pub append_ms_per_turn: f64,
     /// Serialized events appended, per turn.
     pub journal_bytes_per_turn: f64,
-    /// The SQLite file after the run (none for PostgreSQL), per turn.
-    pub file_bytes_per_turn: Option<f64>,
+    /// What the store takes after the run, per turn: the SQLite file, or the PostgreSQL schema's
+    /// tables with their indexes and TOAST.
+    pub stored_bytes_per_turn: f64,
     /// What a turn carries: the tool call's arguments and the tool's output.
     pub content_bytes_per_turn: f64,
     pub compactions: usize,
@@ -74,23 +75,27 @@ pub struct Measured {
     pub resumed_events: u64,
 }
 
-/// Deterministic English-like text of exactly `len` characters, different per turn.
+/// Real source code, the kind of text a coding agent's tools carry: baton's own.
+const SOURCES: &[&str] = &[
+    include_str!("../../src/run_loop.rs"),
+    include_str!("../../src/journal.rs"),
+    include_str!("../../../baton-context/src/encoder.rs"),
+    include_str!("../../../baton-store/src/sqlite/appender.rs"),
+    include_str!("../../../baton-core/src/state.rs"),
+];
+
+/// `len` characters of real source code, from a different place every turn (deterministic). The
+/// text decides how well the store compresses a turn: real code compresses about as a coding
+/// agent's tool traffic does, where the word salad of a small vocabulary this bench used before
+/// compressed far better and would flatter the store's bytes.
 fn text(seed: usize, len: usize) -> String {
-    const WORDS: &[&str] = &[
-        "agent", "tool", "call", "result", "state", "graph", "journal", "durable", "commit",
-        "replay", "resume", "turn", "model", "reply", "context", "window", "budget", "retry",
-    ];
-    let mut out = String::with_capacity(len + 16);
-    let mut i = seed.wrapping_mul(2_654_435_761);
-    while out.len() < len {
-        i = i
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        out.push_str(WORDS[(i >> 33) % WORDS.len()]);
-        out.push(' ');
-    }
-    out.truncate(len);
-    out
+    let mut i = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
+    i = i
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    let source = SOURCES[(i >> 40) % SOURCES.len()];
+    let start = source.floor_char_boundary((i >> 8) % source.len().saturating_sub(len * 4).max(1));
+    source[start..].chars().take(len).collect()
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]
@@ -252,12 +257,16 @@ impl Place {
         }
     }
 
-    fn file_bytes(&self) -> Option<u64> {
-        let Place::Sqlite { dir, .. } = self else {
-            return None;
-        };
-        let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
-        Some(size("baton.db") + size("baton.db-wal"))
+    /// What the store takes: the SQLite file (and WAL), or every table of the PostgreSQL
+    /// schema with its indexes and TOAST (`pg_total_relation_size`).
+    async fn stored_bytes(&self) -> u64 {
+        match self {
+            Place::Sqlite { dir, .. } => {
+                let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
+                size("baton.db") + size("baton.db-wal")
+            }
+            Place::Postgres(schema) => schema.stored_bytes().await,
+        }
     }
 }
 
@@ -381,7 +390,7 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
 
     let (resume_to_ready_ms, resumed_events) = resume(&place, &run_id, turns).await;
     let peak_rss_resume_kib = peak_rss_kib();
-    let file_bytes = place.file_bytes();
+    let stored_bytes = place.stored_bytes().await;
     // Sizes last: reading the whole journal back would otherwise count in the peaks above.
     let opened = place.open().await;
     let mut events = opened.store().load_events(&run_id).await.unwrap();
@@ -398,7 +407,7 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
         commits_per_effect,
         append_ms_per_turn: append_ms / turns as f64,
         journal_bytes_per_turn: journal_bytes as f64 / turns as f64,
-        file_bytes_per_turn: file_bytes.map(|b| b as f64 / turns as f64),
+        stored_bytes_per_turn: stored_bytes as f64 / turns as f64,
         content_bytes_per_turn: content as f64 / turns as f64,
         compactions: model.summaries.load(Ordering::Relaxed),
         peak_rss_run_kib,

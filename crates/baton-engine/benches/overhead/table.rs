@@ -58,14 +58,14 @@ pub fn print(ours: &[Measured], peer: &[PeerRun], fsync_ms: f64) {
     );
     println!(
         "| store | turns | p50 ms/turn | mean | first 10% (p50; mean) | last 10% (p50; mean) | last/first (p50; mean) | commits/turn (steady; all) | store ms/turn | \
-         journal B/turn | file B/turn | content B/turn | store ÷ content | compactions | peak RSS MiB (run / +resume) | resume → ready ms |"
+         event JSON B/turn | stored B/turn | content B/turn | store ÷ content | compactions | peak RSS MiB (run / +resume) | resume → ready ms |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for m in ours {
         let tenths = Tenths::of(&m.turn_ms);
-        let stored = m.file_bytes_per_turn.unwrap_or(m.journal_bytes_per_turn);
+        let stored = m.stored_bytes_per_turn;
         println!(
-            "| {} | {} | {:.3} | {:.3} | {:.3}; {:.3} | {:.3}; {:.3} | {:.2}; {:.2} | {:.3}; {:.3} | {:.3} | {:.0} | {} | {:.0} | {:.2} | {} | {:.1} / {:.1} | {:.1} |",
+            "| {} | {} | {:.3} | {:.3} | {:.3}; {:.3} | {:.3}; {:.3} | {:.2}; {:.2} | {:.3}; {:.3} | {:.3} | {:.0} | {:.0} | {:.0} | {:.2} | {} | {:.1} / {:.1} | {:.1} |",
             m.store,
             m.turns,
             median(m.turn_ms.clone()),
@@ -80,8 +80,7 @@ pub fn print(ours: &[Measured], peer: &[PeerRun], fsync_ms: f64) {
             m.commits_per_turn,
             m.append_ms_per_turn,
             m.journal_bytes_per_turn,
-            m.file_bytes_per_turn
-                .map_or("—".into(), |b| format!("{b:.0}")),
+            m.stored_bytes_per_turn,
             m.content_bytes_per_turn,
             stored / m.content_bytes_per_turn,
             m.compactions,
@@ -107,7 +106,7 @@ fn targets(ours: &[Measured], fsync_ms: f64) {
     for m in ours {
         let tenths = Tenths::of(&m.turn_ms);
         let p50 = median(m.turn_ms.clone());
-        let stored = m.file_bytes_per_turn.unwrap_or(m.journal_bytes_per_turn);
+        let stored = m.stored_bytes_per_turn;
         let mut line = format!(
             "- {} × {}: steady commits/turn {:.3} ≤ 2.0 {} (per effect started {:.3}: compactions' \
              summary calls are effects too); store ÷ content {:.2} ≤ 2 {}",
@@ -169,7 +168,7 @@ fn compare(ours: &[Measured], peer: &[PeerRun]) {
     );
     println!(
         "| turns | LangGraph mode | its ms/turn (mean) | its overhead ms/turn (mean; last 10%) | \
-         baton SQLite ms/turn (mean; last 10%) | baton ÷ its overhead (mean; last 10%) | its DB B/turn | baton file B/turn |"
+         baton SQLite ms/turn (mean; last 10%) | baton ÷ its overhead (mean; last 10%) | its DB B/turn | baton stored B/turn |"
     );
     // (The mean is from the wall time of the whole invocation; the last 10% from the turns.)
     println!("|---|---|---|---|---|---|---|---|");
@@ -191,7 +190,7 @@ fn compare(ours: &[Measured], peer: &[PeerRun]) {
                 _ => format!("{x:.2}"),
             };
             println!(
-                "| {} | {mode} | {total:.2} | {over:.2}; {} | {ours_mean:.3}; {ours_last:.3} | 1/{:.1}; {} | {:.0} | {} |",
+                "| {} | {mode} | {total:.2} | {over:.2}; {} | {ours_mean:.3}; {ours_last:.3} | 1/{:.1}; {} | {:.0} | {:.0} |",
                 m.turns,
                 last_10(last - none.2),
                 over / ours_mean,
@@ -200,8 +199,7 @@ fn compare(ours: &[Measured], peer: &[PeerRun]) {
                     _ => format!("1/{:.1}", (last - none.2) / ours_last),
                 },
                 db / m.turns as f64,
-                m.file_bytes_per_turn
-                    .map_or("—".into(), |b| format!("{b:.0}")),
+                m.stored_bytes_per_turn,
             );
         }
     }

@@ -21,18 +21,17 @@ use super::rows::SERVER_NOW_TEXT;
 use crate::shared::{PreparedBatch, prepare_batch, to_db_int};
 use crate::{Lease, StoreError};
 
-/// The fenced append: `$1` run, `$2`–`$5` the rows' seq, kind, at and payload, `$6` their number,
-/// `$7` the run's new status (or NULL), `$8` the lease token, `$9` the seq the batch starts at.
+/// The fenced append: `$1` run, `$2`–`$4` the commit's first seq, encoding and body, `$5` its
+/// number of events, `$6` the run's new status (or NULL), `$7` the lease token.
 /// `updated_at` is in the server's clock, like `created_at` and the lease expiry. Built once.
 static APPEND_SQL: LazyLock<String> = LazyLock::new(|| {
     format!(
         "WITH fence AS ( \
-             UPDATE runs SET event_count = event_count + $6, status = COALESCE($7, status), \
+             UPDATE runs SET event_count = event_count + $5, status = COALESCE($6, status), \
              updated_at = {SERVER_NOW_TEXT} \
-             WHERE id = $1 AND lease_token = $8 AND event_count = $9 RETURNING id) \
-         INSERT INTO events (run_id, seq, kind, at, payload) \
-         SELECT fence.id, u.seq, u.kind, u.at, u.payload FROM fence, \
-             UNNEST($2::bigint[], $3::text[], $4::text[], $5::text[]) AS u(seq, kind, at, payload)"
+             WHERE id = $1 AND lease_token = $7 AND event_count = $2 RETURNING id) \
+         INSERT INTO journal (run_id, first_seq, encoding, body) \
+         SELECT fence.id, $2, $3, $4 FROM fence"
     )
 });
 
@@ -45,39 +44,33 @@ impl PostgresStore {
         let run_id = &lease.run_id;
         let Some(PreparedBatch {
             first,
+            count,
             status,
-            rows,
+            row,
         }) = prepare_batch(run_id, records)?
         else {
             return Ok(());
         };
-        let seqs: Vec<i64> = rows.iter().map(|r| r.seq).collect();
-        let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
-        let (ats, payloads): (Vec<String>, Vec<String>) =
-            rows.into_iter().map(|r| (r.at, r.payload)).unzip();
-        let count = records.len() as u64;
         // With synchronous_commit = on the statement returns after the server flushed its WAL.
         let inserted = sqlx::query(sqlx::AssertSqlSafe(APPEND_SQL.as_str()))
             .bind(run_id.as_str())
-            .bind(&seqs)
-            .bind(&kinds)
-            .bind(&ats)
-            .bind(&payloads)
+            .bind(row.first_seq)
+            .bind(row.encoding)
+            .bind(row.body)
             .bind(to_db_int(count))
             .bind(status.map(RunStatus::as_str))
             .bind(&lease.token)
-            .bind(to_db_int(first))
             .execute(&self.pool)
             .await
             .map_err(self.db("appending events"))?
             .rows_affected();
-        if inserted == count {
+        if inserted == 1 {
             return Ok(());
         }
         Err(self.refusal(lease, first, count, inserted).await)
     }
 
-    /// Why an append inserted `inserted` rows instead of its `records_len`.
+    /// Why an append of `records_len` events inserted `inserted` rows instead of its one.
     async fn refusal(
         &self,
         lease: &Lease,
@@ -93,7 +86,7 @@ impl PostgresStore {
             .unwrap_or_else(|| StoreError::CorruptData {
                 store: self.url.clone(),
                 detail: format!(
-                    "an append of {records_len} events to run {} inserted {inserted}",
+                    "an append of {records_len} events to run {} inserted {inserted} rows, not 1",
                     lease.run_id
                 ),
             })

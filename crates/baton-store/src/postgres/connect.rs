@@ -33,6 +33,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "state checkpoints",
         include_str!("../../migrations/postgres/0004_state_checkpoints.sql"),
     ),
+    (
+        5,
+        "journal commits",
+        include_str!("../../migrations/postgres/0005_journal_commits.sql"),
+    ),
 ];
 
 /// SQLSTATEs of a server that answered but will not let us in as configured: wrong password or

@@ -18,8 +18,9 @@ impl SqliteStore {
         let run_id = &lease.run_id;
         let Some(PreparedBatch {
             first,
+            count,
             status,
-            rows,
+            row,
         }) = prepare_batch(run_id, records)?
         else {
             return Ok(());
@@ -28,9 +29,10 @@ impl SqliteStore {
             run_id: run_id.as_str().to_owned(),
             token: lease.token.clone(),
             first: to_db_int(first),
+            count: to_db_int(count),
             status: status.map(RunStatus::as_str),
             updated_at: ts_to_text(Timestamp::now()),
-            rows,
+            row,
         };
         match self.appender.append(batch).await {
             Ok(()) => Ok(()),

@@ -22,7 +22,7 @@ use std::time::Duration;
 use rusqlite::{Connection, ErrorCode, OpenFlags, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
-use crate::shared::EventRow;
+use crate::commit::CommitRow;
 
 /// The fence, and the end of the journal moved, in one statement: unless the lease token is the
 /// current one and the batch starts where the journal ends, `event_count` becomes NULL, which its
@@ -32,17 +32,20 @@ const FENCE: &str = "UPDATE runs SET \
      status = COALESCE(?4, status), updated_at = ?5 WHERE id = ?6";
 
 const INSERT: &str =
-    "INSERT INTO events (run_id, seq, kind, at, payload) VALUES (?1, ?2, ?3, ?4, ?5)";
+    "INSERT INTO journal (run_id, first_seq, encoding, body) VALUES (?1, ?2, ?3, ?4)";
 
-/// One append: the run's row is fenced and moved on, and the rows inserted, in one transaction.
+/// One append: the run's row is fenced and moved on, and the commit's row inserted, in one
+/// transaction.
 pub(super) struct Batch {
     pub run_id: String,
     pub token: String,
     pub first: i64,
+    /// How many events the batch holds.
+    pub count: i64,
     /// The run's status after the batch, when one of its events changes it.
     pub status: Option<&'static str>,
     pub updated_at: String,
-    pub rows: Vec<EventRow>,
+    pub row: CommitRow,
 }
 
 /// Why an append wrote nothing.
@@ -196,14 +199,13 @@ fn append_in(conn: &mut Connection, batch: &Batch) -> Result<(), AppendFailure> 
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(AppendFailure::Failed)?;
-    let count = i64::try_from(batch.rows.len()).unwrap_or(i64::MAX);
     let fenced = tx
         .prepare_cached(FENCE)
         .and_then(|mut fence| {
             fence.execute(params![
                 batch.token,
                 batch.first,
-                count,
+                batch.count,
                 batch.status,
                 batch.updated_at,
                 batch.run_id
@@ -214,20 +216,15 @@ fn append_in(conn: &mut Connection, batch: &Batch) -> Result<(), AppendFailure> 
         // No such run; dropping `tx` rolls back.
         return Err(AppendFailure::Refused(None));
     }
-    {
-        let mut insert = tx.prepare_cached(INSERT).map_err(AppendFailure::Failed)?;
-        for row in &batch.rows {
-            insert
-                .execute(params![
-                    batch.run_id,
-                    row.seq,
-                    row.kind,
-                    row.at,
-                    row.payload
-                ])
-                .map_err(refused_or_failed)?;
-        }
-    }
+    tx.prepare_cached(INSERT)
+        .map_err(AppendFailure::Failed)?
+        .execute(params![
+            batch.run_id,
+            batch.row.first_seq,
+            batch.row.encoding,
+            batch.row.body
+        ])
+        .map_err(refused_or_failed)?;
     // With synchronous = FULL, COMMIT returns after the WAL is fsynced.
     tx.commit().map_err(AppendFailure::Failed)
 }
@@ -275,20 +272,23 @@ mod tests {
     }
 
     fn batch(token: &str, first: i64, n: i64) -> Batch {
+        let run_id = baton_core::RunId::from_string(RUN);
+        let records: Vec<baton_core::EventRecord> = (first..first + n)
+            .map(|seq| baton_core::EventRecord {
+                run_id: run_id.clone(),
+                seq: seq as u64,
+                at: jiff::Timestamp::now(),
+                event: baton_core::Event::TurnStarted { turn: seq as u32 },
+            })
+            .collect();
         Batch {
             run_id: RUN.into(),
             token: token.into(),
             first,
+            count: n,
             status: None,
             updated_at: "2026-12-06T00:00:00.000000000Z".into(),
-            rows: (first..first + n)
-                .map(|seq| EventRow {
-                    seq,
-                    kind: "turn_started",
-                    at: "2026-12-06T00:00:00.000000000Z".into(),
-                    payload: format!("{{\"type\":\"turn_started\",\"turn\":{seq}}}"),
-                })
-                .collect(),
+            row: crate::commit::encode(&run_id, &records).unwrap(),
         }
     }
 
@@ -300,12 +300,19 @@ mod tests {
             })
             .unwrap();
         let mut stmt = conn
-            .prepare("SELECT seq FROM events WHERE run_id = 'r1' ORDER BY seq")
+            .prepare("SELECT first_seq, encoding, body FROM journal WHERE run_id = 'r1' ORDER BY first_seq")
             .unwrap();
+        let run_id = baton_core::RunId::from_string(RUN);
         let seqs = stmt
-            .query_map([], |r| r.get(0))
+            .query_map([], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get::<_, Vec<u8>>(2)?))
+            })
             .unwrap()
             .map(Result::unwrap)
+            .flat_map(|(first, encoding, body)| {
+                crate::commit::decode(&run_id, first as u64, encoding, &body, 0..u64::MAX).unwrap()
+            })
+            .map(|record| record.seq as i64)
             .collect();
         (count, seqs)
     }

@@ -37,6 +37,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "state checkpoints",
         include_str!("../../migrations/sqlite/0004_state_checkpoints.sql"),
     ),
+    (
+        5,
+        "journal commits",
+        include_str!("../../migrations/sqlite/0005_journal_commits.sql"),
+    ),
 ];
 
 /// sqlx's bookkeeping table; its presence marks a database as one of ours.

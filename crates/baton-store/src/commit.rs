@@ -1,0 +1,306 @@
+//! How both backends store a journal: one row per commit, not per event.
+//!
+//! An append is one batch of events made durable together (the engine's group commit), and a
+//! batch is stored as one row of the `journal` table: the run, the seq of its first event, an
+//! encoding, and a body. The body is the batch's events as a JSON array of `{"at": …,
+//! "event": …}` (the time as RFC 3339 with nine fractional digits, the event as
+//! `baton_core::Event` serializes), compressed as one zstd frame.
+//!
+//! Why (issue 20: store bytes per turn ≤ 2× the turn's content): a row per event repeated the run
+//! id, the kind and the time as text in every row and in the primary-key index, and an event
+//! repeated what the one before it holds — a tool call's intent carries the arguments the
+//! model's reply, in the same commit, already holds. One compressed frame per commit stores the
+//! arguments once and the row overhead once per commit.
+//!
+//! Encodings:
+//! - [`Encoding::Json`] (0): the array as UTF-8 text, uncompressed. What migration 0005 made of
+//!   each event row of a journal written before it (a batch of one).
+//! - [`Encoding::JsonZstd`] (1): the array compressed as one zstd frame. What appends write.
+
+use std::cell::RefCell;
+
+use baton_core::{Event, EventRecord, RunId};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::StoreError;
+use crate::shared::ts_to_text;
+
+/// zstd's level: 3 (its default) compresses a commit of a few kilobytes in microseconds.
+const LEVEL: i32 = 3;
+
+/// What a commit's body holds, as the `encoding` column names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Encoding {
+    Json = 0,
+    JsonZstd = 1,
+}
+
+impl Encoding {
+    fn from_column(value: i64) -> Option<Encoding> {
+        match value {
+            0 => Some(Encoding::Json),
+            1 => Some(Encoding::JsonZstd),
+            _ => None,
+        }
+    }
+}
+
+/// One event in a commit's body, as written.
+#[derive(Serialize)]
+struct Written<'a> {
+    at: String,
+    event: &'a Event,
+}
+
+/// One event in a commit's body, as read: the event is parsed on its own, so that an error
+/// names its seq.
+#[derive(Deserialize)]
+struct Read<'a> {
+    at: String,
+    #[serde(borrow)]
+    event: &'a RawValue,
+}
+
+/// A batch's row.
+pub(crate) struct CommitRow {
+    pub first_seq: i64,
+    pub encoding: i64,
+    pub body: Vec<u8>,
+}
+
+thread_local! {
+    /// A compression context per thread: making one per commit would cost more than the
+    /// compression.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// The body of the commit holding `records` (a checked, non-empty batch of `run_id`).
+pub(crate) fn encode(run_id: &RunId, records: &[EventRecord]) -> Result<CommitRow, StoreError> {
+    let first = records.first().map_or(0, |r| r.seq);
+    let written: Vec<Written> = records
+        .iter()
+        .map(|r| Written {
+            at: ts_to_text(r.at),
+            event: &r.event,
+        })
+        .collect();
+    let json = serde_json::to_vec(&written).map_err(|source| StoreError::Serialization {
+        run_id: run_id.clone(),
+        seq: first,
+        source,
+    })?;
+    let compressed = COMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let compressor = match cell.as_mut() {
+            Some(compressor) => compressor,
+            None => cell.insert(zstd::bulk::Compressor::new(LEVEL)?),
+        };
+        compressor.compress(&json)
+    });
+    // zstd fails only on allocation or a bad parameter; the JSON text is then stored as it is.
+    let (encoding, body) = match compressed {
+        Ok(body) => (Encoding::JsonZstd, body),
+        Err(_) => (Encoding::Json, json),
+    };
+    Ok(CommitRow {
+        first_seq: crate::shared::to_db_int(first),
+        encoding: encoding as i64,
+        body,
+    })
+}
+
+/// The events with a seq in `wanted` of the commit of `run_id` that starts at `first_seq`; an
+/// error says what is wrong with it (the caller reports it as corrupt data). Only the wanted
+/// events are parsed, so a damaged event does not hide the ones before it.
+pub(crate) fn decode(
+    run_id: &RunId,
+    first_seq: u64,
+    encoding: i64,
+    body: &[u8],
+    wanted: std::ops::Range<u64>,
+) -> Result<Vec<EventRecord>, String> {
+    let commit = || format!("the commit of run {run_id} at event #{first_seq}");
+    let json = match Encoding::from_column(encoding) {
+        Some(Encoding::Json) => std::borrow::Cow::Borrowed(body),
+        Some(Encoding::JsonZstd) => std::borrow::Cow::Owned(
+            zstd::decode_all(body)
+                .map_err(|e| format!("{} cannot be decompressed: {e}", commit()))?,
+        ),
+        None => {
+            return Err(format!(
+                "{} has encoding {encoding}, which this baton does not know (a newer baton \
+                 wrote it?)",
+                commit()
+            ));
+        }
+    };
+    let read: Vec<Read> =
+        serde_json::from_slice(&json).map_err(|e| format!("{} cannot be read: {e}", commit()))?;
+    if read.is_empty() {
+        return Err(format!("{} holds no events", commit()));
+    }
+    read.into_iter()
+        .enumerate()
+        .map(|(i, r)| (first_seq.saturating_add(i as u64), r))
+        .filter(|(seq, _)| wanted.contains(seq))
+        .map(|(seq, r)| {
+            let event: Event = serde_json::from_str(r.event.get())
+                .map_err(|e| format!("event #{seq} of run {run_id} cannot be read: {e}"))?;
+            let at: jiff::Timestamp = r.at.parse().map_err(|e: jiff::Error| {
+                format!(
+                    "event #{seq} of run {run_id} has an unreadable time {:?}: {e}",
+                    r.at
+                )
+            })?;
+            Ok(EventRecord {
+                run_id: run_id.clone(),
+                seq,
+                at,
+                event,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use baton_core::{AssistantMessage, ToolCall, ToolEffect, ToolResult};
+    use jiff::Timestamp;
+
+    use super::*;
+
+    fn records(run_id: &RunId, first: u64) -> Vec<EventRecord> {
+        let arguments = serde_json::json!({"path": "src/main.rs", "text": "fn main() {}\n"});
+        let events = vec![
+            Event::ModelCallFinished {
+                turn: 3,
+                call: 4,
+                message: AssistantMessage {
+                    content: Some("Writing it — \"quoted\", \\ and é.".into()),
+                    tool_calls: vec![ToolCall {
+                        id: "call_1".into(),
+                        name: "write_file".into(),
+                        arguments: arguments.to_string(),
+                    }],
+                    ..Default::default()
+                },
+                usage: None,
+                cost_usd: Some(0.1 + 0.2),
+                finish_reason: Some("tool_calls".into()),
+                served_model: None,
+                duration_ms: 12,
+            },
+            Event::ToolCallStarted {
+                turn: 3,
+                call_id: "call_1".into(),
+                name: "write_file".into(),
+                arguments: arguments.to_string(),
+                effect: ToolEffect::Mutating,
+            },
+            Event::ToolCallFinished {
+                turn: 3,
+                call_id: "call_1".into(),
+                result: ToolResult::success("wrote 13 bytes"),
+                duration_ms: 1,
+            },
+        ];
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| EventRecord {
+                run_id: run_id.clone(),
+                seq: first + i as u64,
+                at: Timestamp::new(1_700_000_000 + i as i64, 123_456_789).unwrap(),
+                event,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_commit_round_trips_exactly_and_compressed() {
+        let run_id = RunId::from_string("r1");
+        let written = records(&run_id, 41);
+        let row = encode(&run_id, &written).unwrap();
+        assert_eq!(
+            (row.first_seq, row.encoding),
+            (41, Encoding::JsonZstd as i64)
+        );
+        let read = decode(&run_id, 41, row.encoding, &row.body, 0..u64::MAX).unwrap();
+        assert_eq!(read, written);
+        let middle = decode(&run_id, 41, row.encoding, &row.body, 42..43).unwrap();
+        assert_eq!(middle, written[1..2]);
+        // The arguments the intent repeats cost next to nothing in the compressed body.
+        let json = serde_json::to_vec(
+            &written
+                .iter()
+                .map(|r| Written {
+                    at: ts_to_text(r.at),
+                    event: &r.event,
+                })
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        assert!(
+            row.body.len() < json.len(),
+            "{} vs {}",
+            row.body.len(),
+            json.len()
+        );
+    }
+
+    #[test]
+    fn a_migrated_event_row_reads_as_a_commit_of_one() {
+        let run_id = RunId::from_string("r1");
+        let record = records(&run_id, 6).remove(1);
+        // What migration 0005 builds from an event row: text pasted around the stored payload.
+        let body = format!(
+            "[{{\"at\":\"{}\",\"event\":{}}}]",
+            ts_to_text(record.at),
+            serde_json::to_string(&record.event).unwrap()
+        );
+        let read = decode(
+            &run_id,
+            7,
+            Encoding::Json as i64,
+            body.as_bytes(),
+            0..u64::MAX,
+        )
+        .unwrap();
+        assert_eq!(read, vec![record]);
+    }
+
+    #[test]
+    fn damage_is_reported_with_the_commit_or_the_event() {
+        let run_id = RunId::from_string("r1");
+        let row = encode(&run_id, &records(&run_id, 5)).unwrap();
+        let mut damaged = row.body.clone();
+        let middle = damaged.len() / 2;
+        damaged.truncate(middle);
+        let error = decode(&run_id, 5, row.encoding, &damaged, 0..u64::MAX).unwrap_err();
+        assert!(error.contains("commit of run r1 at event #5"), "{error}");
+        let error = decode(&run_id, 5, 9, &row.body, 0..u64::MAX).unwrap_err();
+        assert!(error.contains("encoding 9"), "{error}");
+        let future =
+            br#"[{"at":"2026-01-01T00:00:00.000000000Z","event":{"type":"turn_started","turn":1}},
+            {"at":"2026-01-01T00:00:00.000000000Z","event":{"type":"from_the_future"}}]"#;
+        let error = decode(&run_id, 5, 0, future, 0..u64::MAX).unwrap_err();
+        assert!(
+            error.contains("event #6 of run r1 cannot be read"),
+            "{error}"
+        );
+        // The event before the damaged one still reads.
+        assert_eq!(decode(&run_id, 5, 0, future, 5..6).unwrap().len(), 1);
+        let error = decode(&run_id, 5, 0, b"[]", 0..u64::MAX).unwrap_err();
+        assert!(error.contains("holds no events"), "{error}");
+        let error = decode(
+            &run_id,
+            5,
+            0,
+            br#"[{"at":"yesterday","event":{"type":"turn_started","turn":1}}]"#,
+            0..u64::MAX,
+        )
+        .unwrap_err();
+        assert!(error.contains("unreadable time"), "{error}");
+    }
+}
