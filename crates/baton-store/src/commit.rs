@@ -15,7 +15,13 @@
 //! Encodings:
 //! - [`Encoding::Json`] (0): the array as UTF-8 text, uncompressed. What migration 0005 made of
 //!   each event row of a journal written before it (a batch of one).
-//! - [`Encoding::JsonZstd`] (1): the array compressed as one zstd frame. What appends write.
+//! - [`Encoding::JsonZstd`] (1): the array compressed as one zstd frame with
+//!   `commit-dictionary-1.json` as its dictionary. What appends write.
+//!
+//! The dictionary is a commit's worth of typical events, so that what every commit repeats —
+//! the keys, the event kinds, the times' common prefix — costs a few bytes instead of a few
+//! hundred; zstd reads it as raw content. Frames written with it can only be read with it, so
+//! it never changes: a better one would be another encoding (a test pins its digest).
 
 use std::cell::RefCell;
 
@@ -28,6 +34,9 @@ use crate::shared::ts_to_text;
 
 /// zstd's level: 3 (its default) compresses a commit of a few kilobytes in microseconds.
 const LEVEL: i32 = 3;
+
+/// The dictionary of [`Encoding::JsonZstd`] frames (see the module's doc): never to change.
+const DICTIONARY: &[u8] = include_bytes!("commit-dictionary-1.json");
 
 /// What a commit's body holds, as the `encoding` column names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,14 +99,7 @@ pub(crate) fn encode(run_id: &RunId, records: &[EventRecord]) -> Result<CommitRo
         seq: first,
         source,
     })?;
-    let compressed = COMPRESSOR.with(|cell| {
-        let mut cell = cell.borrow_mut();
-        let compressor = match cell.as_mut() {
-            Some(compressor) => compressor,
-            None => cell.insert(zstd::bulk::Compressor::new(LEVEL)?),
-        };
-        compressor.compress(&json)
-    });
+    let compressed = compress(&json);
     // zstd fails only on allocation or a bad parameter; the JSON text is then stored as it is.
     let (encoding, body) = match compressed {
         Ok(body) => (Encoding::JsonZstd, body),
@@ -108,6 +110,54 @@ pub(crate) fn encode(run_id: &RunId, records: &[EventRecord]) -> Result<CommitRo
         encoding: encoding as i64,
         body,
     })
+}
+
+/// `bytes` as one zstd frame (with [`DICTIONARY`]), with this thread's compression context.
+pub(crate) fn compress(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let compressor = match cell.as_mut() {
+            Some(compressor) => compressor,
+            None => cell.insert(zstd::bulk::Compressor::with_dictionary(LEVEL, DICTIONARY)?),
+        };
+        compressor.compress(bytes)
+    })
+}
+
+/// A frame [`compress`] wrote.
+fn decompress(frame: &[u8]) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::with_capacity(frame.len() * 4);
+    zstd::stream::read::Decoder::with_dictionary(frame, DICTIONARY)?.read_to_end(&mut out)?;
+    Ok(out)
+}
+
+/// The suffix of a checkpoint's stored format when the store compressed its state.
+pub(crate) const ZSTD_FORMAT_SUFFIX: &str = "+zstd";
+
+/// A state checkpoint as stored: its state compressed, and its format marked so (a checkpoint
+/// whose compression failed is stored as it is). Checkpoints are a run's state, kilobytes to
+/// megabytes of JSON rewritten every thousand events.
+pub(crate) fn pack_checkpoint(format: &str, state: &str) -> (String, Vec<u8>) {
+    match compress(state.as_bytes()) {
+        Ok(packed) => (format!("{format}{ZSTD_FORMAT_SUFFIX}"), packed),
+        Err(_) => (format.to_owned(), state.as_bytes().to_vec()),
+    }
+}
+
+/// A stored checkpoint's format and state as the engine wrote them; an error says what is wrong.
+pub(crate) fn unpack_checkpoint(format: &str, stored: Vec<u8>) -> Result<(String, String), String> {
+    let (format, bytes) = match format.strip_suffix(ZSTD_FORMAT_SUFFIX) {
+        Some(format) => (
+            format,
+            decompress(&stored)
+                .map_err(|e| format!("the state checkpoint cannot be decompressed: {e}"))?,
+        ),
+        None => (format, stored),
+    };
+    let state = String::from_utf8(bytes)
+        .map_err(|_| "the state checkpoint is not UTF-8 text".to_owned())?;
+    Ok((format.to_owned(), state))
 }
 
 /// The events with a seq in `wanted` of the commit of `run_id` that starts at `first_seq`; an
@@ -124,8 +174,7 @@ pub(crate) fn decode(
     let json = match Encoding::from_column(encoding) {
         Some(Encoding::Json) => std::borrow::Cow::Borrowed(body),
         Some(Encoding::JsonZstd) => std::borrow::Cow::Owned(
-            zstd::decode_all(body)
-                .map_err(|e| format!("{} cannot be decompressed: {e}", commit()))?,
+            decompress(body).map_err(|e| format!("{} cannot be decompressed: {e}", commit()))?,
         ),
         None => {
             return Err(format!(
@@ -268,6 +317,38 @@ mod tests {
         )
         .unwrap();
         assert_eq!(read, vec![record]);
+    }
+
+    /// Frames already stored can only be read with this very dictionary.
+    #[test]
+    fn the_dictionary_never_changes() {
+        use sha2::{Digest, Sha256};
+        let digest: String = Sha256::digest(DICTIONARY)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            digest,
+            "c8b3cd10bcc28e3c6097ea747a919d2abc24d3750ddc7485dc8bef285decbb48"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_round_trips_compressed_and_a_plain_one_reads_too() {
+        let state = r#"{"history":[{"seq":1,"text":"fn main() {}"}]}"#.repeat(50);
+        let (format, stored) = pack_checkpoint("run-state-v2", &state);
+        assert_eq!(format, "run-state-v2+zstd");
+        assert!(stored.len() < state.len() / 4, "{}", stored.len());
+        assert_eq!(
+            unpack_checkpoint(&format, stored).unwrap(),
+            ("run-state-v2".to_owned(), state.clone())
+        );
+        assert_eq!(
+            unpack_checkpoint("run-state-v2", state.clone().into_bytes()).unwrap(),
+            ("run-state-v2".to_owned(), state)
+        );
+        let error = unpack_checkpoint("run-state-v2+zstd", b"not zstd".to_vec()).unwrap_err();
+        assert!(error.contains("cannot be decompressed"), "{error}");
     }
 
     #[test]

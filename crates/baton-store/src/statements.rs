@@ -63,8 +63,9 @@ where
     for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
     DB::Arguments: sqlx::IntoArguments<DB>,
     for<'t> String: sqlx::Encode<'t, DB>,
+    for<'t> Vec<u8>: sqlx::Encode<'t, DB>,
     for<'t> i64: sqlx::Encode<'t, DB>,
-    for<'r> (i64, String, String): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (i64, String, Vec<u8>): sqlx::FromRow<'r, DB::Row>,
     for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
     for<'r> (Option<String>, i64): sqlx::FromRow<'r, DB::Row>,
     for<'c> &'c str: sqlx::ColumnIndex<DB::Row>,
@@ -86,10 +87,11 @@ where
         lease: &Lease,
         checkpoint: &Checkpoint,
     ) -> Result<(), StoreError> {
+        let (format, state) = crate::commit::pack_checkpoint(&checkpoint.format, &checkpoint.state);
         sqlx::query(DB::SAVE_CHECKPOINT)
             .bind(to_db_int(checkpoint.seq))
-            .bind(checkpoint.format.clone())
-            .bind(checkpoint.state.clone())
+            .bind(format)
+            .bind(state)
             .bind(lease.run_id.as_str().to_owned())
             .bind(lease.token.clone())
             .execute(self.pool)
@@ -102,7 +104,7 @@ where
         &self,
         run_id: &RunId,
     ) -> Result<Option<Checkpoint>, StoreError> {
-        let row: Option<(i64, String, String)> = sqlx::query_as(DB::LOAD_CHECKPOINT)
+        let row: Option<(i64, String, Vec<u8>)> = sqlx::query_as(DB::LOAD_CHECKPOINT)
             .bind(run_id.as_str().to_owned())
             .fetch_optional(self.pool)
             .await
@@ -112,6 +114,8 @@ where
                 self.origin
                     .corrupt(format!("checkpoint seq is negative ({seq})"))
             })?;
+            let (format, state) = crate::commit::unpack_checkpoint(&format, state)
+                .map_err(|e| self.origin.corrupt(format!("run {run_id}: {e}")))?;
             Ok(Checkpoint { seq, format, state })
         })
         .transpose()

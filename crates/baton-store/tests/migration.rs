@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use baton_core::{EventRecord, RunId};
 use baton_store::testing::test_postgres_url;
-use baton_store::{Holder, PostgresOptions, PostgresStore, SqliteStore, Store};
+use baton_store::{Checkpoint, Holder, PostgresOptions, PostgresStore, SqliteStore, Store};
 use jiff::fmt::temporal::DateTimePrinter;
 use journal::Journal;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
@@ -95,6 +95,8 @@ const RUN_ROW: &str = "INSERT INTO runs (id, goal, workspace, status, created_at
      event_count) VALUES ($1, 'migrate me', '/w', 'running', $2, $2, $3)";
 const EVENT_ROW: &str =
     "INSERT INTO events (run_id, seq, kind, at, payload) VALUES ($1, $2, $3, $4, $5)";
+const CHECKPOINT_ROW: &str = "INSERT INTO checkpoints (run_id, seq, format, state) \
+     VALUES ($1, 100, 'run-state-v1', '{\"an\":\"old checkpoint\"}')";
 
 fn at_text(record: &EventRecord) -> String {
     DateTimePrinter::new()
@@ -110,10 +112,22 @@ async fn check_migrated(store: &dyn Store, run_id: &RunId, old: &[EventRecord]) 
         store.read_events(run_id, 117, 5).await.unwrap(),
         old[117..122]
     );
+    // Checkpoints are a cache: version 4's went, and the run's next ones are stored compressed.
+    assert!(store.load_checkpoint(run_id).await.unwrap().is_none());
     let lease = store
         .acquire(run_id, &Holder::this_process())
         .await
         .unwrap();
+    let checkpoint = Checkpoint {
+        seq: 150,
+        format: "run-state-v9".into(),
+        state: serde_json::to_string(&old[..150]).unwrap(),
+    };
+    store.save_checkpoint(&lease, &checkpoint).await.unwrap();
+    assert_eq!(
+        store.load_checkpoint(run_id).await.unwrap(),
+        Some(checkpoint)
+    );
     let mut journal = Journal::new(run_id.clone());
     let _ = journal.started("migrate me");
     let later: Vec<EventRecord> = journal
@@ -167,6 +181,11 @@ async fn a_sqlite_journal_of_version_4_reads_back_exactly_after_the_migration() 
             .await
             .unwrap();
     }
+    sqlx::query(CHECKPOINT_ROW)
+        .bind(run_id.as_str())
+        .execute(&mut conn)
+        .await
+        .unwrap();
     conn.close().await.unwrap();
 
     let store = SqliteStore::open(&path).await.unwrap();
@@ -202,6 +221,11 @@ async fn postgres_migration(base: String, schema: String) {
             .await
             .unwrap();
     }
+    sqlx::query(CHECKPOINT_ROW)
+        .bind(run_id.as_str())
+        .execute(&mut conn)
+        .await
+        .unwrap();
     conn.close().await.unwrap();
     let options = PostgresOptions {
         lease_ttl: Duration::from_secs(60),

@@ -23,3 +23,15 @@ SELECT run_id, seq, 0, convert_to('[{"at":"' || at || '","event":' || payload ||
 FROM events;
 
 DROP TABLE events;
+
+-- State checkpoints are stored compressed too (their format gets "+zstd"; baton-store/src/commit.rs):
+-- a run's state is kilobytes to megabytes of JSON, rewritten every thousand events. The table is
+-- a cache, never the truth, so it is made anew rather than converted: each run's next resume
+-- replays its journal once and saves a checkpoint again.
+DROP TABLE checkpoints;
+CREATE TABLE checkpoints (
+    run_id TEXT COLLATE "C" NOT NULL PRIMARY KEY REFERENCES runs (id),
+    seq    BIGINT NOT NULL,
+    format TEXT   NOT NULL,
+    state  BYTEA NOT NULL
+);
