@@ -63,6 +63,8 @@ pub struct Measured {
     /// What the store takes after the run, per turn: the SQLite file, or the PostgreSQL schema's
     /// tables with their indexes and TOAST.
     pub stored_bytes_per_turn: f64,
+    /// What the store took before the run (its schema): fixed, whatever the run's length.
+    pub empty_store_bytes: u64,
     /// What a turn carries: the tool call's arguments and the tool's output.
     pub content_bytes_per_turn: f64,
     pub compactions: usize,
@@ -350,6 +352,8 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
     let workspace = tempfile::tempdir().unwrap();
 
     let opened = place.open().await;
+    // What the store takes before the run: its schema, and nothing a turn adds.
+    let empty_store_bytes = place.stored_bytes().await;
     let store = Arc::new(CountingStore::new(opened.store()));
     let model = Arc::new(Model::new(turns, Some(store.clone())));
     let outcome = engine(store.clone(), model.clone())
@@ -408,6 +412,7 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
         append_ms_per_turn: append_ms / turns as f64,
         journal_bytes_per_turn: journal_bytes as f64 / turns as f64,
         stored_bytes_per_turn: stored_bytes as f64 / turns as f64,
+        empty_store_bytes,
         content_bytes_per_turn: content as f64 / turns as f64,
         compactions: model.summaries.load(Ordering::Relaxed),
         peak_rss_run_kib,
