@@ -82,6 +82,7 @@ thread_local! {
     /// A compression context per thread: making one per commit would cost more than the
     /// compression.
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
 }
 
 /// The body of the commit holding `records` (a checked, non-empty batch of `run_id`).
@@ -124,13 +125,31 @@ pub(crate) fn compress(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     })
 }
 
-/// A frame [`compress`] wrote.
+/// A frame [`compress`] wrote, with this thread's decompression context (making one per commit,
+/// dictionary loaded, cost more than decompressing: a resume reads thousands of commits).
 fn decompress(frame: &[u8]) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut out = Vec::with_capacity(frame.len() * 4);
-    zstd::stream::read::Decoder::with_dictionary(frame, DICTIONARY)?.read_to_end(&mut out)?;
-    Ok(out)
+    // The size the frame declares, bounded: a damaged header must not ask for gigabytes.
+    let size = match zstd::zstd_safe::get_frame_content_size(frame) {
+        Ok(Some(size)) if size <= MAX_DECOMPRESSED => size as usize,
+        Ok(Some(size)) => {
+            return Err(std::io::Error::other(format!(
+                "the frame declares {size} bytes, more than a commit can hold"
+            )));
+        }
+        _ => return Err(std::io::Error::other("the frame declares no size")),
+    };
+    DECOMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let decompressor = match cell.as_mut() {
+            Some(decompressor) => decompressor,
+            None => cell.insert(zstd::bulk::Decompressor::with_dictionary(DICTIONARY)?),
+        };
+        decompressor.decompress(frame, size)
+    })
 }
+
+/// The most a frame may decompress to: far above any commit or state checkpoint.
+const MAX_DECOMPRESSED: u64 = 1 << 30;
 
 /// The suffix of a checkpoint's stored format when the store compressed its state.
 pub(crate) const ZSTD_FORMAT_SUFFIX: &str = "+zstd";
