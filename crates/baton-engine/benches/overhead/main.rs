@@ -18,7 +18,9 @@
 //!
 //! `cargo bench -p baton-engine --bench overhead [-- TURNS...]`; `BATON_OVERHEAD_STORES=sqlite`
 //! leaves the PostgreSQL rows out (they need the `BATON_TEST_POSTGRES` server);
-//! `BATON_OVERHEAD_KEEP=DIR` keeps each SQLite run's file, as `DIR/TURNS-sqlite/baton.db`.
+//! `BATON_OVERHEAD_KEEP=DIR` keeps each SQLite run's file, as `DIR/TURNS-sqlite/baton.db`;
+//! `BATON_OVERHEAD_TEXT=words` sends the 18-word salad of earlier measurements instead of source
+//! code (it compresses far better than real tool traffic).
 
 #[path = "../../tests/support/counting.rs"]
 mod counting;

@@ -77,6 +77,25 @@ pub struct Measured {
     pub resumed_events: u64,
 }
 
+/// Text of exactly `len` characters from a vocabulary of 18 words, different per turn.
+fn words(seed: usize, len: usize) -> String {
+    const WORDS: &[&str] = &[
+        "agent", "tool", "call", "result", "state", "graph", "journal", "durable", "commit",
+        "replay", "resume", "turn", "model", "reply", "context", "window", "budget", "retry",
+    ];
+    let mut out = String::with_capacity(len + 16);
+    let mut i = seed.wrapping_mul(2_654_435_761);
+    while out.len() < len {
+        i = i
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        out.push_str(WORDS[(i >> 33) % WORDS.len()]);
+        out.push(' ');
+    }
+    out.truncate(len);
+    out
+}
+
 /// Real source code, the kind of text a coding agent's tools carry: baton's own.
 const SOURCES: &[&str] = &[
     include_str!("../../src/run_loop.rs"),
@@ -91,6 +110,11 @@ const SOURCES: &[&str] = &[
 /// agent's tool traffic does, where the word salad of a small vocabulary this bench used before
 /// compressed far better and would flatter the store's bytes.
 fn text(seed: usize, len: usize) -> String {
+    // `BATON_OVERHEAD_TEXT=words`: the word salad this bench sent before, to compare with runs
+    // measured then.
+    if std::env::var("BATON_OVERHEAD_TEXT").is_ok_and(|t| t == "words") {
+        return words(seed, len);
+    }
     let mut i = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
     i = i
         .wrapping_mul(6_364_136_223_846_793_005)
