@@ -33,26 +33,9 @@ fn step() -> impl Strategy<Value = Step> {
 }
 
 fn settings(masking: Masking) -> RunSettings {
-    RunSettings {
-        tasks: Default::default(),
-        model: ModelSettings {
-            provider: ProviderKind::OpenAiCompatible,
-            base_url: "http://127.0.0.1:9/v1".into(),
-            model: "test-model".into(),
-            response_mode: ResponseMode::Whole,
-            tool_choice: Default::default(),
-            reasoning: Default::default(),
-            wire_api: Default::default(),
-        },
-        limits: Limits::default(),
-        context: ContextSettings {
-            masking,
-            ..Default::default()
-        },
-        budget: Default::default(),
-        loop_detection: Default::default(),
-        endings: Default::default(),
-    }
+    let mut settings = crate::tests::settings();
+    settings.context.masking = masking;
+    settings
 }
 
 /// Appends events to a run and keeps its state, as the engine's journal does.

@@ -1,9 +1,9 @@
 use super::*;
 use baton_core::*;
 
-fn state_with_history() -> RunState {
-    let run_id = RunId::from_string("r1");
-    let settings = RunSettings {
+/// The settings of the tests' runs: an OpenAI-compatible `test-model`, defaults otherwise.
+pub(crate) fn settings() -> RunSettings {
+    RunSettings {
         tasks: Default::default(),
         model: ModelSettings {
             provider: ProviderKind::OpenAiCompatible,
@@ -19,7 +19,12 @@ fn state_with_history() -> RunState {
         budget: Default::default(),
         loop_detection: Default::default(),
         endings: Default::default(),
-    };
+    }
+}
+
+fn state_with_history() -> RunState {
+    let run_id = RunId::from_string("r1");
+    let settings = settings();
     let tools = vec![ToolSpec {
         name: "read_file".into(),
         description: "Read a file".into(),

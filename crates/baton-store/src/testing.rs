@@ -40,6 +40,27 @@ impl PgTestSchema {
         this
     }
 
+    /// A uniquely named schema with nothing in it (not migrated), dropped on drop: for tests
+    /// that build an older schema themselves.
+    pub async fn create_empty() -> PgTestSchema {
+        let base_url = test_postgres_url();
+        let schema = format!("baton_test_{}", uuid::Uuid::now_v7().simple());
+        let mut conn = sqlx::PgConnection::connect(&base_url)
+            .await
+            .unwrap_or_else(|e| panic!("the PostgreSQL test server is not usable: {e}"));
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&mut conn)
+            .await
+            .unwrap_or_else(|e| panic!("could not create schema {schema}: {e}"));
+        let _ = conn.close().await;
+        PgTestSchema { base_url, schema }
+    }
+
+    /// The server's URL, without this schema.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
     pub fn schema(&self) -> &str {
         &self.schema
     }

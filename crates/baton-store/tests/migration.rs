@@ -11,7 +11,7 @@ mod journal;
 use std::time::Duration;
 
 use baton_core::{EventRecord, RunId};
-use baton_store::testing::test_postgres_url;
+use baton_store::testing::PgTestSchema;
 use baton_store::{Checkpoint, Holder, PostgresOptions, PostgresStore, SqliteStore, Store};
 use jiff::fmt::temporal::DateTimePrinter;
 use journal::Journal;
@@ -104,6 +104,41 @@ fn at_text(record: &EventRecord) -> String {
         .timestamp_to_string(&record.at)
 }
 
+/// Migrates `$conn` to version 4 and writes a run, its journal and a checkpoint into it as version
+/// 4 did; gives the run's id and events. (A macro: the statements are the same on both backends,
+/// their connection types are not.)
+macro_rules! write_version_4 {
+    ($conn:ident, $backend:literal) => {{
+        version_4($backend).run(&mut $conn).await.unwrap();
+        let run_id = RunId::new();
+        let old = old_journal(&run_id);
+        sqlx::query(RUN_ROW)
+            .bind(run_id.as_str())
+            .bind(at_text(&old[0]))
+            .bind(old.len() as i64)
+            .execute(&mut $conn)
+            .await
+            .unwrap();
+        for record in &old {
+            sqlx::query(EVENT_ROW)
+                .bind(run_id.as_str())
+                .bind(record.seq as i64)
+                .bind(record.event.kind())
+                .bind(at_text(record))
+                .bind(serde_json::to_string(&record.event).unwrap())
+                .execute(&mut $conn)
+                .await
+                .unwrap();
+        }
+        sqlx::query(CHECKPOINT_ROW)
+            .bind(run_id.as_str())
+            .execute(&mut $conn)
+            .await
+            .unwrap();
+        (run_id, old)
+    }};
+}
+
 /// What a migrated store must show: the old events exactly, in windows too, and a run that
 /// takes a lease and appends after them.
 async fn check_migrated(store: &dyn Store, run_id: &RunId, old: &[EventRecord]) {
@@ -160,32 +195,7 @@ async fn a_sqlite_journal_of_version_4_reads_back_exactly_after_the_migration() 
     let mut conn = sqlx::SqliteConnection::connect_with(&options)
         .await
         .unwrap();
-    version_4("sqlite").run(&mut conn).await.unwrap();
-    let run_id = RunId::new();
-    let old = old_journal(&run_id);
-    sqlx::query(RUN_ROW)
-        .bind(run_id.as_str())
-        .bind(at_text(&old[0]))
-        .bind(old.len() as i64)
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    for record in &old {
-        sqlx::query(EVENT_ROW)
-            .bind(run_id.as_str())
-            .bind(record.seq as i64)
-            .bind(record.event.kind())
-            .bind(at_text(record))
-            .bind(serde_json::to_string(&record.event).unwrap())
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    }
-    sqlx::query(CHECKPOINT_ROW)
-        .bind(run_id.as_str())
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    let (run_id, old) = write_version_4!(conn, "sqlite");
     conn.close().await.unwrap();
 
     let store = SqliteStore::open(&path).await.unwrap();
@@ -200,32 +210,7 @@ async fn postgres_migration(base: String, schema: String) {
         .execute(&mut conn)
         .await
         .unwrap();
-    version_4("postgres").run(&mut conn).await.unwrap();
-    let run_id = RunId::new();
-    let old = old_journal(&run_id);
-    sqlx::query(RUN_ROW)
-        .bind(run_id.as_str())
-        .bind(at_text(&old[0]))
-        .bind(old.len() as i64)
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    for record in &old {
-        sqlx::query(EVENT_ROW)
-            .bind(run_id.as_str())
-            .bind(record.seq as i64)
-            .bind(record.event.kind())
-            .bind(at_text(record))
-            .bind(serde_json::to_string(&record.event).unwrap())
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    }
-    sqlx::query(CHECKPOINT_ROW)
-        .bind(run_id.as_str())
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    let (run_id, old) = write_version_4!(conn, "postgres");
     conn.close().await.unwrap();
     let options = PostgresOptions {
         lease_ttl: Duration::from_secs(60),
@@ -237,46 +222,8 @@ async fn postgres_migration(base: String, schema: String) {
     store.close().await;
 }
 
-/// Drops the test's schema when the test ends, a failed one too.
-struct DropSchema {
-    base: String,
-    schema: String,
-}
-
-impl Drop for DropSchema {
-    fn drop(&mut self) {
-        let (base, schema) = (self.base.clone(), self.schema.clone());
-        // Drop cannot await, and runs inside the test's runtime: a thread with its own.
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
-                sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-                    .execute(&mut conn)
-                    .await
-                    .unwrap();
-            });
-        })
-        .join();
-    }
-}
-
 #[tokio::test]
 async fn a_postgres_journal_of_version_4_reads_back_exactly_after_the_migration() {
-    let base = test_postgres_url();
-    let schema = format!("baton_migration_{}", uuid::Uuid::now_v7().simple());
-    let mut conn = sqlx::PgConnection::connect(&base).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    let _guard = DropSchema {
-        base: base.clone(),
-        schema: schema.clone(),
-    };
-    postgres_migration(base, schema).await;
+    let schema = PgTestSchema::create_empty().await;
+    postgres_migration(schema.base_url().to_owned(), schema.schema().to_owned()).await;
 }
