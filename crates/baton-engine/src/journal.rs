@@ -12,32 +12,48 @@
 //! none of them has an effect that started. Observers (and the log) see each event at the
 //! commit that makes it durable, in order, with the state after that commit.
 //!
-//! **Read-only calls overlap their intent's commit.** A read-only tool has no effect to protect
-//! (resume runs an unfinished read-only call again: invariant 2), so the commit that ends with
-//! its `tool_call_started` is handed to the store and the call runs while it is written; the
-//! next commit, and anything else that needs the journal durable, waits for it first. What that
-//! commit carries — the model's reply — is at risk for exactly as long as before (from the
-//! reply's arrival until that commit lands); what is won is the time the engine spends between
-//! the two commits (the tool, the next request's assembly), which no longer waits for an fsync.
-//! A mutating call still starts only once its intent is durable. Observers see the overlapped
-//! commit's events when the journal next waits for it, before any later event; the state they
-//! are given then may already hold the events applied since (not yet durable).
+//! **A read-only call's intent may wait for the next commit.** A read-only tool has no effect to
+//! protect (resume runs an unfinished read-only call again: invariant 2), so the commit that ends
+//! with its `tool_call_started` is deferred, and the call runs at once. That commit is written
+//! with the journal's next one if that comes within the read-only commit delay
+//! ([`DEFAULT_READ_ONLY_COMMIT_DELAY`], [`crate::Engine::with_read_only_commit_delay`]) — the
+//! usual case: a quick read, then the next request's intent — or else on its own at the delay,
+//! in the background, while the call goes on; the next commit then waits for it. What that
+//! commit carries, the model's reply, is at risk for at most the delay longer than with a commit
+//! of its own (a crash then costs that one model call again); a turn whose call reads quickly
+//! costs one commit instead of two. A zero delay writes it at once, overlapping the call. A
+//! mutating call still starts only once its intent is durable. Observers see a deferred batch's
+//! events at the commit that makes them durable, before any later event; the state they are
+//! given with a batch written on its own may already hold the events applied since (not yet
+//! durable).
 //!
 //! **The run's end.** Before the event that finishes, fails or pauses the run, what the run
 //! spent on other services ([`SideUsage`]: the code index's embeddings) is settled — up to
 //! 10 s for the refresh after its last change, none after a person's stop — and journaled.
 
+mod deferred;
+mod heartbeat;
+mod log;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use baton_core::{Event, EventRecord, PauseReason, RunId, RunState, RunStatus, ToolEffect};
-use baton_store::{Lease, Store, StoreError};
-use tokio::sync::watch;
-use tokio::task::JoinHandle;
+use baton_store::{Lease, Store};
+use tokio::time::Instant;
 
 use crate::api::RunObserver;
 use crate::checkpoint::{self, CHECKPOINT_EVERY};
 use crate::{EngineError, SideUsage};
+use deferred::{Deferred, Reclaimed};
+use heartbeat::Heartbeat;
+use log::log_record;
+
+/// How long a read-only call's intent may wait to be written with the next commit (see the
+/// module's doc). A quick read and the next request's assembly take well under it on any
+/// machine; it bounds how much longer a model's reply stays at risk than it would with a commit
+/// of its own — against a model call of seconds, during which a crash loses the call anyway.
+pub const DEFAULT_READ_ONLY_COMMIT_DELAY: Duration = Duration::from_millis(2);
 
 const APPEND_ATTEMPTS: u32 = 5;
 
@@ -49,9 +65,15 @@ pub(crate) struct Journal {
     heartbeat: Heartbeat,
     /// Applied, not yet durable: written with the next event that must be.
     pending: Vec<EventRecord>,
-    /// A commit handed to the store that nobody has waited for yet (a read-only call's intent):
-    /// every later commit waits for it first, so batches land in order.
-    in_flight: Option<InFlight>,
+    /// When `pending` must be written at the latest: it holds a deferred batch taken back (a
+    /// read-only call's intent and what came before it).
+    pending_deadline: Option<Instant>,
+    /// A commit that ends with a read-only call's intent, deferred: the next commit takes it
+    /// back and writes it first, or waits for it if its deadline came first, so batches land in
+    /// order.
+    deferred: Option<Deferred>,
+    /// How long a read-only call's intent may wait for the next commit.
+    read_only_delay: Duration,
     /// The seq of the run's latest state checkpoint (0: none yet).
     checkpointed: u64,
     /// Usage of other services, settled and journaled before the run's ending.
@@ -77,7 +99,9 @@ impl Journal {
             observer,
             heartbeat,
             pending: Vec::new(),
-            in_flight: None,
+            pending_deadline: None,
+            deferred: None,
+            read_only_delay: DEFAULT_READ_ONLY_COMMIT_DELAY,
             checkpointed: 0,
             side_usage: None,
         }
@@ -86,6 +110,12 @@ impl Journal {
     /// Settles and journals `usage` before the run's ending (see [`Journal::record`]).
     pub(crate) fn with_side_usage(mut self, usage: Option<Arc<dyn SideUsage>>) -> Self {
         self.side_usage = usage;
+        self
+    }
+
+    /// How long a read-only call's intent may wait to be written with the next commit.
+    pub(crate) fn with_read_only_delay(mut self, delay: Duration) -> Self {
+        self.read_only_delay = delay;
         self
     }
 
@@ -153,7 +183,7 @@ impl Journal {
         self.pending.push(record);
         match durability {
             Durability::Now => self.commit().await,
-            Durability::Overlapped => self.commit_overlapped().await,
+            Durability::Deferred => self.commit_deferred().await,
             Durability::WithNext => Ok(()),
         }
     }
@@ -161,7 +191,8 @@ impl Journal {
     /// Makes every applied event durable (one transaction), e.g. before something outside the
     /// journal records where the run is (a workspace archive).
     pub(crate) async fn commit(&mut self) -> Result<(), EngineError> {
-        self.wait_in_flight().await?;
+        self.reclaim_deferred().await?;
+        self.pending_deadline = None;
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -175,33 +206,37 @@ impl Journal {
         Ok(())
     }
 
-    /// Hands every applied event to the store in one transaction and returns without waiting
-    /// for it to be durable (see the module's doc: only for what a read-only call announces).
-    async fn commit_overlapped(&mut self) -> Result<(), EngineError> {
-        // One batch in flight at a time: each must start where the journal ends.
-        self.wait_in_flight().await?;
+    /// Defers every applied event (see the module's doc: only for what a read-only call
+    /// announces): written with the next commit, or on its own at the deadline.
+    async fn commit_deferred(&mut self) -> Result<(), EngineError> {
+        // One deferred batch at a time, each starting where the journal ends: an earlier one
+        // joins this one, keeping its deadline.
+        self.reclaim_deferred().await?;
+        let deadline = deferred::deadline(self.read_only_delay, self.pending_deadline.take());
         let records = std::mem::take(&mut self.pending);
-        let store = self.store.clone();
-        let lease = self.lease.clone();
-        self.in_flight = Some(InFlight(tokio::spawn(async move {
-            append_durably(store.as_ref(), &lease, &records)
-                .await
-                .map(|()| records)
-        })));
+        self.deferred = Some(Deferred::start(
+            self.store.clone(),
+            self.lease.clone(),
+            records,
+            deadline,
+        ));
         Ok(())
     }
 
-    /// Waits for the overlapped commit, if one is under way, and shows its events.
-    async fn wait_in_flight(&mut self) -> Result<(), EngineError> {
-        let Some(InFlight(task)) = self.in_flight.take() else {
+    /// Takes the deferred batch back into `pending` (ahead of what was applied since) if it was
+    /// not written yet; otherwise waits for its write and shows its events.
+    async fn reclaim_deferred(&mut self) -> Result<(), EngineError> {
+        let Some(deferred) = self.deferred.take() else {
             return Ok(());
         };
-        let records = task.await.map_err(|e| {
-            EngineError::Internal(format!(
-                "the journal's overlapped commit did not finish: {e}"
-            ))
-        })??;
-        self.observe(records);
+        match deferred.reclaim().await? {
+            Reclaimed::Unwritten { records, deadline } => {
+                let since = std::mem::replace(&mut self.pending, records);
+                self.pending.extend(since);
+                self.pending_deadline = Some(deadline);
+            }
+            Reclaimed::Durable(records) => self.observe(records),
+        }
         Ok(())
     }
 
@@ -283,16 +318,13 @@ enum Durability {
     /// It announces an effect, precedes a wait, or changes the run's status: committed now
     /// (with whatever waits before it).
     Now,
-    /// It announces a read-only call, which has no effect to protect: committed now (with
-    /// whatever waits before it), but the call runs while the commit is written; the next
-    /// commit waits for it.
-    Overlapped,
+    /// It announces a read-only call, which has no effect to protect: its commit (with whatever
+    /// waits before it) is deferred, written with the next one or on its own at the read-only
+    /// commit delay; the call runs meanwhile.
+    Deferred,
     /// A step between effects: written with the next commit.
     WithNext,
 }
-
-/// The task writing an overlapped commit; it gives the batch back once durable.
-struct InFlight(JoinHandle<Result<Vec<EventRecord>, EngineError>>);
 
 impl Durability {
     fn of(event: &Event) -> Durability {
@@ -300,7 +332,7 @@ impl Durability {
             Event::ToolCallStarted {
                 effect: ToolEffect::ReadOnly,
                 ..
-            } => Durability::Overlapped,
+            } => Durability::Deferred,
             // Outcomes: the next commit comes before anything that depends on them is sent (a
             // summary's next is the model call it made room for).
             Event::TurnStarted { .. }
@@ -359,177 +391,4 @@ async fn append_durably(
         }
     }
     Ok(store.append(lease, records).await?)
-}
-
-/// One log line per journaled event: what it was and the numbers that matter, never contents
-/// (arguments, outputs and messages are in the journal; logs stay small and free of them).
-fn log_record(record: &EventRecord) {
-    let run = record.run_id.as_str();
-    let seq = record.seq;
-    match &record.event {
-        Event::ModelCallStarted {
-            turn,
-            call,
-            attempt,
-            ..
-        } => tracing::info!(run, seq, turn, call, attempt, "model call started"),
-        Event::ModelCallFailed {
-            turn,
-            call,
-            attempt,
-            class,
-            retry_in_ms,
-            ..
-        } => tracing::info!(
-            run,
-            seq,
-            turn,
-            call,
-            attempt,
-            class = ?class,
-            retry_in_ms = *retry_in_ms,
-            "model call failed"
-        ),
-        Event::ModelCallFinished {
-            turn,
-            call,
-            usage,
-            cost_usd,
-            duration_ms,
-            ..
-        } => tracing::info!(
-            run,
-            seq,
-            turn,
-            call,
-            duration_ms,
-            prompt_tokens = usage.as_ref().map(|u| u.prompt_tokens),
-            completion_tokens = usage.as_ref().map(|u| u.completion_tokens),
-            cost_usd = *cost_usd,
-            "model call finished"
-        ),
-        Event::ToolCallStarted {
-            turn,
-            call_id,
-            name,
-            effect,
-            ..
-        } => {
-            tracing::info!(run, seq, turn, call_id, tool = name, effect = ?effect, "tool call started")
-        }
-        Event::ToolCallFinished {
-            turn,
-            call_id,
-            result,
-            duration_ms,
-        } => tracing::info!(
-            run,
-            seq,
-            turn,
-            call_id,
-            outcome = ?result.outcome,
-            exit_code = result.exit_code,
-            duration_ms,
-            "tool call finished"
-        ),
-        Event::CompactionStarted {
-            turn,
-            replaced,
-            trigger,
-            estimated_prompt_tokens,
-        } => tracing::info!(
-            run,
-            seq,
-            turn,
-            replaced,
-            trigger = ?trigger,
-            estimated_prompt_tokens,
-            "compaction started"
-        ),
-        Event::CompactionFailed {
-            attempt,
-            class,
-            retry_in_ms,
-            ..
-        } => {
-            tracing::info!(run, seq, attempt, class = ?class, retry_in_ms = *retry_in_ms, "compaction failed")
-        }
-        Event::CompactionFinished {
-            replaced,
-            left_out,
-            duration_ms,
-            ..
-        } => tracing::info!(
-            run,
-            seq,
-            replaced,
-            left_out,
-            duration_ms,
-            "compaction finished"
-        ),
-        Event::RunPaused { reason, .. } => tracing::info!(run, seq, reason = ?reason, "run paused"),
-        Event::RunFailed { .. } => tracing::info!(run, seq, "run failed"),
-        other => tracing::info!(run, seq, kind = other.kind(), "journaled"),
-    }
-}
-
-/// Renews the lease in the background so that a long tool call does not let it expire.
-struct Heartbeat {
-    run_id: RunId,
-    task: JoinHandle<()>,
-    lost: watch::Receiver<bool>,
-}
-
-impl Heartbeat {
-    fn start(store: Arc<dyn Store>, lease: Lease) -> Heartbeat {
-        let run_id = lease.run_id.clone();
-        let (tx, rx) = watch::channel(false);
-        let task = tokio::spawn(async move {
-            let mut lease = lease;
-            loop {
-                let ttl = u64::try_from(
-                    lease
-                        .expires_at
-                        .duration_since(jiff::Timestamp::now())
-                        .as_millis(),
-                )
-                .unwrap_or(0);
-                // Renew at a third of the remaining time; never spin faster than every 200 ms.
-                tokio::time::sleep(Duration::from_millis((ttl / 3).max(200))).await;
-                match store.renew(&lease).await {
-                    Ok(renewed) => {
-                        tracing::debug!(run = lease.run_id.as_str(), "lease renewed");
-                        lease = renewed
-                    }
-                    Err(StoreError::LeaseLost { .. }) => {
-                        let _ = tx.send(true);
-                        return;
-                    }
-                    Err(e) => tracing::warn!("lease renewal failed (will retry): {e}"),
-                }
-            }
-        });
-        Heartbeat {
-            run_id,
-            task,
-            lost: rx,
-        }
-    }
-
-    fn lost(&self) -> Option<StoreError> {
-        (*self.lost.borrow()).then(|| StoreError::LeaseLost {
-            run_id: self.run_id.clone(),
-        })
-    }
-
-    fn stop(self) {
-        self.task.abort();
-    }
-}
-
-impl Drop for Heartbeat {
-    /// A cancelled engine future must not keep renewing the lease of a run it no longer drives.
-    fn drop(&mut self) {
-        self.task.abort();
-    }
 }

@@ -27,7 +27,7 @@ pub use api::{
 };
 pub use checkpoint::run_state;
 pub use error::EngineError;
-pub use journal::record_external;
+pub use journal::{DEFAULT_READ_ONLY_COMMIT_DELAY, record_external};
 pub use persistence::WorkspacePersistence;
 pub use repo_map::{RepoMapSource, SideUsage};
 pub use run_loop::Engine;

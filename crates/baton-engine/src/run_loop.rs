@@ -71,6 +71,9 @@ pub struct Engine {
     pub(crate) repo_map: Option<std::sync::Arc<dyn crate::RepoMapSource>>,
     /// Other services' usage to journal ([`Engine::with_side_usage`]).
     pub(crate) side_usage: Option<std::sync::Arc<dyn crate::SideUsage>>,
+    /// How long a read-only call's intent may wait for the next commit
+    /// ([`Engine::with_read_only_commit_delay`]).
+    pub(crate) read_only_commit_delay: std::time::Duration,
 }
 
 /// What the engine remembers between requests within one process (not journaled: it only saves
@@ -103,7 +106,18 @@ impl Engine {
             mcp_started: Vec::new(),
             repo_map: None,
             side_usage: None,
+            read_only_commit_delay: crate::DEFAULT_READ_ONLY_COMMIT_DELAY,
         }
+    }
+
+    /// How long the commit announcing a read-only call may wait to be written with the next
+    /// commit (default [`crate::DEFAULT_READ_ONLY_COMMIT_DELAY`]): the call runs meanwhile, and a
+    /// turn whose call reads quickly costs one commit instead of two. The model reply that
+    /// commit carries is at risk for up to this much longer. Zero writes it at once, while the
+    /// call runs.
+    pub fn with_read_only_commit_delay(mut self, delay: std::time::Duration) -> Engine {
+        self.read_only_commit_delay = delay;
+        self
     }
 
     /// Where usage of other services (the code index's embedder) comes from: journaled at the
@@ -245,7 +259,8 @@ impl Engine {
             RunState::default(),
             self.parts.observer.clone(),
         )
-        .with_side_usage(self.side_usage.clone());
+        .with_side_usage(self.side_usage.clone())
+        .with_read_only_delay(self.read_only_commit_delay);
         let started = Event::RunStarted {
             goal: request.goal,
             workspace: root,
@@ -331,7 +346,8 @@ impl Engine {
             self.parts.observer.clone(),
         )
         .with_checkpoint_at(checkpointed)
-        .with_side_usage(self.side_usage.clone());
+        .with_side_usage(self.side_usage.clone())
+        .with_read_only_delay(self.read_only_commit_delay);
         let result = self
             .resume_journal(&mut journal, workspace, overrides)
             .await;

@@ -42,10 +42,38 @@ impl BackendKind {
     }
 }
 
+/// What the no-op tool declares: read-only (what it is, as the peer's tool) — its intent may
+/// wait for the next commit, so a turn costs one — or mutating, whose intent must be durable
+/// before it runs: a turn costs two commits, the floor for a turn that changes something.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolKind {
+    ReadOnly,
+    Mutating,
+}
+
+impl ToolKind {
+    pub fn parse(name: &str) -> ToolKind {
+        match name {
+            "read-only" => ToolKind::ReadOnly,
+            "mutating" => ToolKind::Mutating,
+            other => panic!("unknown tool kind {other:?}: read-only or mutating"),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolKind::ReadOnly => "read-only",
+            ToolKind::Mutating => "mutating",
+        }
+    }
+}
+
 /// What one run measured; printed by the child process as one JSON line.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Measured {
     pub store: String,
+    /// The no-op tool's declared effect ([`ToolKind::name`]).
+    pub tool: String,
     pub turns: usize,
     /// Every turn's harness time, in order.
     pub turn_ms: Vec<f64>,
@@ -130,14 +158,18 @@ struct EchoArgs {
     text: String,
 }
 
-/// The no-op tool: returns its argument.
-struct Echo;
+/// The no-op tool: returns its argument. It changes nothing, whatever it declares.
+struct Echo<const MUTATING: bool>;
 
 #[async_trait]
-impl TypedTool for Echo {
+impl<const MUTATING: bool> TypedTool for Echo<MUTATING> {
     type Args = EchoArgs;
     const NAME: &'static str = "echo";
-    const EFFECT: ToolEffect = ToolEffect::ReadOnly;
+    const EFFECT: ToolEffect = if MUTATING {
+        ToolEffect::Mutating
+    } else {
+        ToolEffect::ReadOnly
+    };
 
     fn description(&self) -> String {
         "Echo the text back.".into()
@@ -252,12 +284,13 @@ enum Place {
 }
 
 impl Place {
-    async fn new(backend: BackendKind, turns: usize) -> Place {
+    async fn new(backend: BackendKind, turns: usize, tool: ToolKind) -> Place {
         match backend {
             BackendKind::Sqlite => {
                 // For inspecting what the journal holds, the file can outlive the measurement.
                 if let Some(keep) = std::env::var_os("BATON_OVERHEAD_KEEP") {
-                    let dir = std::path::Path::new(&keep).join(format!("{turns}-sqlite"));
+                    let dir =
+                        std::path::Path::new(&keep).join(format!("{turns}-sqlite-{}", tool.name()));
                     std::fs::create_dir_all(&dir).unwrap();
                     for name in ["baton.db", "baton.db-wal", "baton.db-shm"] {
                         let _ = std::fs::remove_file(dir.join(name));
@@ -318,15 +351,15 @@ impl Opened {
     }
 }
 
-fn engine(store: Arc<dyn Store>, model: Arc<Model>) -> Engine {
+fn engine(store: Arc<dyn Store>, model: Arc<Model>, tool: ToolKind) -> Engine {
+    let tools = match tool {
+        ToolKind::ReadOnly => ToolRegistry::new().with(Arc::new(Echo::<false>)),
+        ToolKind::Mutating => ToolRegistry::new().with(Arc::new(Echo::<true>)),
+    };
     Engine::new(EngineParts {
         store,
         provider: model,
-        tools: Arc::new(
-            ToolRegistry::new()
-                .with(Arc::new(Echo))
-                .with(Arc::new(baton_tools::Finish)),
-        ),
+        tools: Arc::new(tools.with(Arc::new(baton_tools::Finish))),
         retry: RetryPolicy::default(),
         secrets: vec![],
         secret_env_vars: vec![],
@@ -371,8 +404,8 @@ fn settings(turns: usize) -> RunSettings {
 
 /// Runs `turns` echo turns to the turn limit (the run pauses), resumes the run in a fresh engine
 /// on a freshly opened store, and finishes it on the first call.
-pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
-    let place = Place::new(backend, turns).await;
+pub async fn measure(turns: usize, backend: BackendKind, tool: ToolKind) -> Measured {
+    let place = Place::new(backend, turns, tool).await;
     let workspace = tempfile::tempdir().unwrap();
 
     let opened = place.open().await;
@@ -380,7 +413,7 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
     let empty_store_bytes = place.stored_bytes().await;
     let store = Arc::new(CountingStore::new(opened.store()));
     let model = Arc::new(Model::new(turns, Some(store.clone())));
-    let outcome = engine(store.clone(), model.clone())
+    let outcome = engine(store.clone(), model.clone(), tool)
         .start(StartRun {
             goal: "echo 400 characters of text every turn".into(),
             workspace: workspace.path().into(),
@@ -416,7 +449,7 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
         .map(|(a, b)| (b - a) as f64 / 1_000.0)
         .collect();
 
-    let (resume_to_ready_ms, resumed_events) = resume(&place, &run_id, turns).await;
+    let (resume_to_ready_ms, resumed_events) = resume(&place, &run_id, turns, tool).await;
     let peak_rss_resume_kib = peak_rss_kib();
     let stored_bytes = place.stored_bytes().await;
     // Sizes last: reading the whole journal back would otherwise count in the peaks above.
@@ -428,6 +461,7 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
     opened.close().await;
     Measured {
         store: backend.name().into(),
+        tool: tool.name().into(),
         turns,
         turn_ms,
         commits_per_turn: commits as f64 / turns as f64,
@@ -447,13 +481,13 @@ pub async fn measure(turns: usize, backend: BackendKind) -> Measured {
 }
 
 /// Opens the store again and resumes: ready is the moment the first model request goes out.
-async fn resume(place: &Place, run_id: &RunId, turns: usize) -> (f64, u64) {
+async fn resume(place: &Place, run_id: &RunId, turns: usize, tool: ToolKind) -> (f64, u64) {
     let began = Instant::now();
     let opened = place.open().await;
     let store = opened.store();
     let model = Arc::new(Model::new(1, None));
     model.calls_before_finish.store(0, Ordering::Relaxed);
-    let resumed = engine(store.clone(), model.clone());
+    let resumed = engine(store.clone(), model.clone(), tool);
     let limit = turns as u32 + 5;
     let overrides = SettingsOverride::edit(move |s| s.limits.max_turns = limit);
     let outcome = resumed.resume(run_id, &overrides).await.unwrap();
