@@ -54,8 +54,10 @@ impl Default for SqliteOptions {
 /// 0.1–10 ms depending on the disk; see `benches/journal.rs`) — the price of "journal before
 /// effect". Batching several events into one append pays it once.
 ///
-/// Appends run on a connection and a thread of their own (`sqlite/appender.rs`); everything else
-/// on sqlx's pool.
+/// Appends run on connections of their own (`sqlite/appender.rs`): on the caller's thread when
+/// the database is free — the call blocks that thread for the transaction and its fsync, never
+/// for a lock — and on a thread of their own, which waits for the lock up to the busy timeout,
+/// when it is not. Everything else runs on sqlx's pool.
 ///
 /// # Opening
 ///

@@ -133,6 +133,10 @@ async fn a_checkpoint_is_kept_per_run_while_the_lease_is_held(place: Place) {
 /// lands exactly once (the retry goes through, or is refused because the abandoned one had
 /// landed), the journal stays gap-free and replays, and nothing waits on a transaction the
 /// abandoned append left open.
+///
+/// On SQLite an append on a free database runs to its end on the caller's thread, before it
+/// could be abandoned; so another connection holds the write lock for a moment each round, and
+/// the append goes to the store's append thread, where it waits and can be left.
 async fn appends_abandoned_at_any_moment_land_whole_or_not_at_all(place: Place) {
     let store = place.store().await;
     let run = new_run();
@@ -154,6 +158,9 @@ async fn appends_abandoned_at_any_moment_land_whole_or_not_at_all(place: Place) 
         }
         let end = batch.last().unwrap().seq + 1;
         let delay = Duration::from_micros(round * 97 % 3_000);
+        let locker = place
+            .sqlite_path()
+            .map(|path| hold_write_lock(path, Duration::from_micros(round * 53 % 2_000)));
         if tokio::time::timeout(delay, store.append(&lease, &batch))
             .await
             .is_err()
@@ -170,6 +177,9 @@ async fn appends_abandoned_at_any_moment_land_whole_or_not_at_all(place: Place) 
                 Err(e) => panic!("round {round}: {e}"),
             }
         }
+        if let Some(locker) = locker {
+            locker.join().unwrap();
+        }
         let events = store.load_events(&run.id).await.unwrap();
         assert_eq!(events.len() as u64, end, "round {round}");
     }
@@ -180,4 +190,20 @@ async fn appends_abandoned_at_any_moment_land_whole_or_not_at_all(place: Place) 
     let events = store.load_events(&run.id).await.unwrap();
     replay(&events).unwrap();
     eprintln!("{abandoned} of 60 appends abandoned, {landed_anyway} of them landed anyway");
+}
+
+/// Holds the SQLite database's write lock from a connection of its own for `hold`, on a thread;
+/// returns once the lock is held.
+fn hold_write_lock(path: std::path::PathBuf, hold: Duration) -> std::thread::JoinHandle<()> {
+    let (locked_tx, locked) = std::sync::mpsc::channel();
+    let locker = std::thread::spawn(move || {
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.busy_timeout(Duration::from_secs(30)).unwrap();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        locked_tx.send(()).unwrap();
+        std::thread::sleep(hold);
+        conn.execute_batch("COMMIT").unwrap();
+    });
+    locked.recv().unwrap();
+    locker
 }

@@ -41,19 +41,27 @@ impl Place {
         }
     }
 
+    /// The SQLite database's file (`None` on PostgreSQL).
+    pub fn sqlite_path(&self) -> Option<std::path::PathBuf> {
+        match self {
+            Place::Sqlite(dir) => Some(dir.path().join("baton.db")),
+            Place::Postgres(_) => None,
+        }
+    }
+
     pub async fn store(&self) -> Arc<dyn Store> {
         self.store_with_ttl(DEFAULT_TTL).await
     }
 
     pub async fn store_with_ttl(&self, lease_ttl: Duration) -> Arc<dyn Store> {
         match self {
-            Place::Sqlite(dir) => {
+            Place::Sqlite(_) => {
                 let options = SqliteOptions {
                     lease_ttl,
                     ..SqliteOptions::default()
                 };
                 Arc::new(
-                    SqliteStore::open_with(&dir.path().join("baton.db"), options)
+                    SqliteStore::open_with(&self.sqlite_path().unwrap(), options)
                         .await
                         .unwrap(),
                 )
