@@ -45,6 +45,7 @@ use tokio::time::Instant;
 use crate::api::RunObserver;
 use crate::checkpoint::{self, CHECKPOINT_EVERY};
 use crate::{EngineError, SideUsage};
+pub(crate) use deferred::{Arming, run_armed};
 use deferred::{Deferred, Reclaimed};
 use heartbeat::Heartbeat;
 use log::log_record;
@@ -214,13 +215,19 @@ impl Journal {
         self.reclaim_deferred().await?;
         let deadline = deferred::deadline(self.read_only_delay, self.pending_deadline.take());
         let records = std::mem::take(&mut self.pending);
-        self.deferred = Some(Deferred::start(
+        self.deferred = Some(Deferred::hold(
             self.store.clone(),
             self.lease.clone(),
             records,
             deadline,
         ));
         Ok(())
+    }
+
+    /// What starts the deferred batch's timer, if there is one: the call it announced runs with
+    /// it ([`run_armed`]).
+    pub(crate) fn arming(&self) -> Option<Arming> {
+        self.deferred.as_ref().map(Deferred::arming)
     }
 
     /// Takes the deferred batch back into `pending` (ahead of what was applied since) if it was

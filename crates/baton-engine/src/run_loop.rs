@@ -747,6 +747,9 @@ impl Engine {
             .clone()
             .ok_or_else(|| EngineError::Internal("no settings".into()))?;
         let planning = journal.state().is_planning();
+        // The call's intent may be waiting for the next commit: its timer starts if the call
+        // waits.
+        let arming = journal.arming();
         let started = Instant::now();
         let outbox = Outbox::default();
         let outcome = {
@@ -778,7 +781,7 @@ impl Engine {
                 }
                 self.tools.execute(&ctx, call).await
             };
-            self.parts.stop.race(execution).await
+            crate::journal::run_armed(arming, self.parts.stop.race(execution)).await
         };
         let Some(mut result) = outcome else {
             // Abandoned (the tool's process group is killed on drop): resume treats the call as
