@@ -6,8 +6,8 @@
 //! start or end, a model call's or a tool call's outcome, a note — is applied at once and
 //! written in the same transaction as the next event that must be durable: the intent of the
 //! next effect (`model_call_started`, `tool_call_started`, a check, a snapshot, a merge, …), a
-//! pause or an ending. So a turn with one tool call costs two commits (`turn_finished +
-//! turn_started + model_call_started` before the request, `model_call_finished +
+//! pause or an ending. So a turn with one mutating tool call costs two commits (`turn_finished
+//! + turn_started + model_call_started` before the request, `model_call_finished +
 //! tool_call_started` before the tool), and a crash loses only events after the last commit:
 //! none of them has an effect that started. Observers (and the log) see each event at the
 //! commit that makes it durable, in order, with the state after that commit.
@@ -20,8 +20,10 @@
 //! usual case: a quick read, then the next request's intent — or else on its own at the delay,
 //! in the background, while the call goes on; the next commit then waits for it. What that
 //! commit carries, the model's reply, is at risk for at most the delay longer than with a commit
-//! of its own (a crash then costs that one model call again); a turn whose call reads quickly
-//! costs one commit instead of two. A zero delay writes it at once, overlapping the call. A
+//! of its own (a crash then costs that one model call again) — or, for a call that finishes
+//! without ever waiting, for as long as its own computing takes; a turn whose call reads quickly
+//! costs one commit instead of two. The delay's timer starts when the call first waits
+//! (`journal/deferred.rs`). A zero delay writes it at once, overlapping the call. A
 //! mutating call still starts only once its intent is durable. Observers see a deferred batch's
 //! events at the commit that makes them durable, before any later event; the state they are
 //! given with a batch written on its own may already hold the events applied since (not yet

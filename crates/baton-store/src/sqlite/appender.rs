@@ -244,15 +244,25 @@ impl Writer {
     }
 }
 
+/// WAL pages after which an append's commit folds the WAL back into the database file (SQLite's
+/// default is 1,000). While the WAL grows, each commit's fsync also writes the file's new size
+/// (on ext4 an append-and-fsync costs 0.2–0.3 ms where overwriting costs 0.12–0.17); once a
+/// checkpoint has folded it in, the next commits overwrite the WAL from its start. At 100 pages
+/// (~30 appends) a store reaches that regime after its first few turns rather than its first
+/// ~1,300 appends, for one more fsync of the database file every ~30 appends.
+const WAL_AUTOCHECKPOINT_PAGES: u32 = 100;
+
 /// The connection with the settings every connection of the store has (see `open::connect`):
-/// WAL, `synchronous = FULL` (a commit returns after its WAL frames are fsynced), foreign keys.
+/// WAL, `synchronous = FULL` (a commit returns after its WAL frames are fsynced), foreign keys;
+/// and the append connections' own WAL checkpoint threshold ([`WAL_AUTOCHECKPOINT_PAGES`]).
 fn open(path: &Path, busy_timeout: Duration) -> Result<Connection, rusqlite::Error> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags)?;
     conn.busy_timeout(busy_timeout)?;
-    conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;",
-    )?;
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; \
+         PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES};"
+    ))?;
     Ok(conn)
 }
 
@@ -412,7 +422,8 @@ mod tests {
         assert_eq!(journal(&path), (6, (0..6).collect()));
     }
 
-    /// Durability rests on these settings being in force on the append connection too.
+    /// Durability rests on these settings being in force on the append connections too (and
+    /// the turn's cost on the checkpoint threshold).
     #[tokio::test]
     async fn the_append_connection_uses_wal_full_sync_and_foreign_keys() {
         let (_dir, path) = database().await;
@@ -432,9 +443,10 @@ mod tests {
             [
                 pragma("journal_mode"),
                 pragma("synchronous"),
-                pragma("foreign_keys")
+                pragma("foreign_keys"),
+                pragma("wal_autocheckpoint")
             ],
-            ["wal", "2", "1"]
+            ["wal", "2", "1", "100"]
         );
     }
 
