@@ -6,10 +6,10 @@
 //! start or end, a model call's or a tool call's outcome, a note — is applied at once and
 //! written in the same transaction as the next event that must be durable: the intent of the
 //! next effect (`model_call_started`, `tool_call_started`, a check, a snapshot, a merge, …), a
-//! pause or an ending. So a turn with one mutating tool call costs two commits (`turn_finished
-//! + turn_started + model_call_started` before the request, `model_call_finished +
-//! tool_call_started` before the tool), and a crash loses only events after the last commit:
-//! none of them has an effect that started. Observers (and the log) see each event at the
+//! pause or an ending. So a turn with one mutating tool call costs two commits
+//! (`turn_finished + turn_started + model_call_started` before the request,
+//! `model_call_finished + tool_call_started` before the tool), and a crash loses only events
+//! after the last commit: none of them has an effect that started. Observers (and the log) see each event at the
 //! commit that makes it durable, in order, with the state after that commit.
 //!
 //! **A read-only call's intent may wait for the next commit.** A read-only tool has no effect to
