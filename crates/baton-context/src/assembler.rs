@@ -36,6 +36,10 @@ pub struct Assembled<'a> {
     pub request: &'a ModelRequest,
     /// Tool outputs shown as placeholders.
     pub masked_outputs: u32,
+    /// How many of the request's first messages are those of the previous request, unchanged
+    /// (0 for the first request, and after anything but entries appended): what counted them
+    /// need not look at them again ([`crate::tokens::RunningCount`]).
+    pub unchanged: usize,
 }
 
 impl Assembler {
@@ -46,11 +50,13 @@ impl Assembler {
         let masking = settings.context.masking;
         let through = mask::masked_through_turn(&masking, state.turns_started);
         let prefix = crate::prefix(state);
+        let mut unchanged = 0;
         let mut request = match self.request.take() {
             Some(mut previous) if self.continues(&previous, &prefix, masking, through, state) => {
                 if self.tail {
                     previous.messages.pop();
                 }
+                unchanged = previous.messages.len();
                 previous
             }
             _ => {
@@ -65,7 +71,9 @@ impl Assembler {
             }
         };
         self.masking = Some(masking);
-        self.mask_through(&mut request.messages, &state.history, through);
+        if let Some(first) = self.mask_through(&mut request.messages, &state.history, through) {
+            unchanged = unchanged.min(first);
+        }
         self.show_new(&mut request.messages, &state.history);
 
         let fresh = crate::empty_request(settings);
@@ -83,6 +91,7 @@ impl Assembler {
         Some(Assembled {
             request: self.request.insert(request),
             masked_outputs: self.masked_outputs,
+            unchanged,
         })
     }
 
@@ -108,13 +117,20 @@ impl Assembler {
                 .all(|(entry, &(seq, turn))| entry.seq == seq && entry.turn == turn)
     }
 
-    /// Masks the shown outputs that a horizon moved to `through` newly covers.
-    fn mask_through(&mut self, messages: &mut [Message], history: &[HistoryEntry], through: u32) {
+    /// Masks the shown outputs that a horizon moved to `through` newly covers; returns the
+    /// index of the first message it replaced.
+    fn mask_through(
+        &mut self,
+        messages: &mut [Message],
+        history: &[HistoryEntry],
+        through: u32,
+    ) -> Option<usize> {
         if through == self.through {
-            return;
+            return None;
         }
         let min_bytes = self.min_bytes();
         let shown = &history[..self.shown.len()];
+        let mut first = None;
         for (i, entry) in shown.iter().enumerate() {
             if entry.turn <= self.through {
                 continue;
@@ -122,9 +138,11 @@ impl Assembler {
             if let Some(placeholder) = mask::masked_entry(entry, through, min_bytes) {
                 messages[self.prefix_len + i] = placeholder;
                 self.masked_outputs += 1;
+                first.get_or_insert(self.prefix_len + i);
             }
         }
         self.through = through;
+        first
     }
 
     /// Appends the history entries not shown yet.

@@ -3,6 +3,7 @@ use baton_core::*;
 use proptest::prelude::*;
 
 use super::*;
+use crate::tokens::{Encoding, RunningCount, TokenCounter};
 use crate::{SYSTEM_PROMPT, assemble_with_report};
 
 /// What happens next in the generated run.
@@ -217,31 +218,51 @@ const MASKING: Masking = Masking::OlderThan {
     min_bytes: 20,
 };
 
+/// What [`compare`] saw: requests compared, with masked outputs, with a working-memory tail,
+/// and counted from the previous request's count.
+#[derive(Default)]
+struct Compared {
+    requests: usize,
+    masked: usize,
+    tails: usize,
+    counted_since: usize,
+}
+
 /// Plays `steps`; after every event, an assembler that saw every state and one that sees every
-/// `stride`-th build the request from scratch would. Returns how many requests were compared
-/// and how many had masked outputs and a working-memory tail.
-fn compare(steps: &[Step], masking: Masking, stride: usize) -> (usize, usize, usize) {
+/// `stride`-th build the request from scratch would, and their token counts in `encoding` from
+/// the previous request's (`count_since`) are the count from scratch.
+fn compare(steps: &[Step], masking: Masking, stride: usize, encoding: Encoding) -> Compared {
     let mut run = Run::new(masking);
-    let mut every = Assembler::default();
-    let mut some = Assembler::default();
-    let (mut compared, mut masked, mut tails) = (0, 0, 0);
+    let counter = TokenCounter::default();
+    let mut every = (Assembler::default(), RunningCount::default());
+    let mut some = (Assembler::default(), RunningCount::default());
+    let mut seen = Compared::default();
     for step in steps {
         run.play(step, &mut |state| {
             let expected = assemble_with_report(state).unwrap();
-            let built = every.assemble(state).unwrap();
-            assert_eq!(built.request, &expected.request, "after event {}", compared);
-            assert_eq!(built.masked_outputs, expected.masked_outputs);
-            if compared % stride == 0 {
-                let built = some.assemble(state).unwrap();
-                assert_eq!(built.request, &expected.request);
+            let count = counter.count(encoding, &expected.request);
+            let check = |(assembler, running): &mut (Assembler, RunningCount)| {
+                let built = assembler.assemble(state).unwrap();
+                assert_eq!(
+                    built.request, &expected.request,
+                    "after event {}",
+                    seen.requests
+                );
                 assert_eq!(built.masked_outputs, expected.masked_outputs);
+                let since = counter.count_since(encoding, built.request, built.unchanged, running);
+                assert_eq!(since, count, "after event {}", seen.requests);
+                built.unchanged > 0
+            };
+            seen.counted_since += usize::from(check(&mut every));
+            if seen.requests % stride == 0 {
+                check(&mut some);
             }
-            compared += 1;
-            masked += usize::from(expected.masked_outputs > 0);
-            tails += usize::from(crate::working_memory(state).is_some());
+            seen.requests += 1;
+            seen.masked += usize::from(expected.masked_outputs > 0);
+            seen.tails += usize::from(crate::working_memory(state).is_some());
         });
     }
-    (compared, masked, tails)
+    seen
 }
 
 proptest! {
@@ -255,7 +276,7 @@ proptest! {
         steps in prop::collection::vec(step(), 1..60),
         stride in 1usize..7,
     ) {
-        compare(&steps, MASKING, stride);
+        compare(&steps, MASKING, stride, Encoding::Bytes);
     }
 }
 
@@ -271,13 +292,30 @@ fn a_long_run_with_masking_compactions_and_facts_matches_from_scratch() {
             },
         })
         .collect();
-    let (compared, masked, tails) = compare(&steps, MASKING, 5);
-    assert!(compared > 1_000, "{compared}");
-    // The run exercised what the assembler reuses: masked outputs and a changing tail.
-    assert!(masked > compared / 2, "{masked} of {compared}");
-    assert!(tails > compared / 2, "{tails} of {compared}");
-    let (_, masked, _) = compare(&steps, Masking::Off, 3);
-    assert_eq!(masked, 0);
+    let seen = compare(&steps, MASKING, 5, Encoding::O200k);
+    assert!(seen.requests > 1_000, "{}", seen.requests);
+    // The run exercised what the assembler reuses: masked outputs, a changing tail, requests
+    // counted from the previous one's count.
+    assert!(
+        seen.masked > seen.requests / 2,
+        "{} of {}",
+        seen.masked,
+        seen.requests
+    );
+    assert!(
+        seen.tails > seen.requests / 2,
+        "{} of {}",
+        seen.tails,
+        seen.requests
+    );
+    assert!(
+        seen.counted_since > seen.requests * 9 / 10,
+        "{} of {}",
+        seen.counted_since,
+        seen.requests
+    );
+    let seen = compare(&steps, Masking::Off, 3, Encoding::Bytes);
+    assert_eq!(seen.masked, 0);
 }
 
 #[test]

@@ -93,64 +93,159 @@ impl TokenCounter {
     pub fn count(&self, encoding: Encoding, request: &ModelRequest) -> u64 {
         // One lock for the whole request: it holds hundreds of texts.
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut text = |text: &str| count_text(&mut cache, encoding, text);
-        let mut total = 3; // the reply's priming tokens
-        for message in &request.messages {
-            total += PER_MESSAGE_OVERHEAD;
-            match message {
-                Message::System { content } | Message::User { content } => {
-                    total += text(content);
-                }
-                Message::Tool { name, content, .. } => {
-                    total += text(name) + text(content);
-                }
-                Message::Assistant(reply) => {
-                    if let Some(content) = &reply.content {
-                        total += text(content);
-                    }
-                    // Chat reasoning goes back as text (`reasoning_history = "preserve"`) and
-                    // can be longer than the answer. Anthropic drops earlier turns' thinking
-                    // from the context, and Responses items are opaque: those the calibration
-                    // against reported usage accounts for, where there is one.
-                    for part in &reply.reasoning {
-                        if let baton_core::Reasoning::Text { text: thought, .. } = part {
-                            total += text(thought);
-                        }
-                    }
-                    for call in &reply.tool_calls {
-                        total += text(&call.name) + text(&call.arguments) + PER_MESSAGE_OVERHEAD;
-                    }
-                }
+        let messages: u64 = request
+            .messages
+            .iter()
+            .map(|message| message_tokens(&mut cache, encoding, message))
+            .sum();
+        REPLY_PRIMING + messages + tools_tokens(&mut cache, encoding, request)
+    }
+
+    /// [`TokenCounter::count`] of `request`, whose first `unchanged` messages are those of the
+    /// request `running` counted last (see [`crate::Assembled::unchanged`]): only the rest are
+    /// looked at, and the tool definitions only if they changed. The same number as `count`.
+    pub fn count_since(
+        &self,
+        encoding: Encoding,
+        request: &ModelRequest,
+        unchanged: usize,
+        running: &mut RunningCount,
+    ) -> u64 {
+        if running.encoding != Some(encoding) {
+            *running = RunningCount {
+                encoding: Some(encoding),
+                ..RunningCount::default()
+            };
+        }
+        let keep = unchanged.min(running.totals.len());
+        running.totals.truncate(keep);
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut total = running.totals.last().copied().unwrap_or(0);
+        for message in &request.messages[keep..] {
+            total += message_tokens(&mut cache, encoding, message);
+            running.totals.push(total);
+        }
+        let tools = match &running.tools {
+            Some((tools, n)) if *tools == request.tools => *n,
+            _ => {
+                let n = tools_tokens(&mut cache, encoding, request);
+                running.tools = Some((request.tools.clone(), n));
+                n
             }
-        }
-        for tool in &request.tools {
-            let definition = serde_json::json!({
-                "name": tool.name, "description": tool.description, "parameters": tool.parameters,
-            });
-            total += text(&definition.to_string());
-        }
-        total
+        };
+        REPLY_PRIMING + total + tools
     }
 
     /// The estimate for the next request of `state`'s run.
     pub fn estimate(&self, state: &RunState, request: &ModelRequest) -> Estimate {
-        let exact = state
-            .settings
-            .as_ref()
-            .and_then(|s| match s.model.provider {
-                ProviderKind::OpenAiCompatible => Encoding::for_openai_model(&s.model.model),
-                ProviderKind::Anthropic => None,
-            });
-        let encoding = exact.unwrap_or(Encoding::Bytes);
-        let counted = self.count(encoding, request);
-        let estimated = match (exact, state.calibration) {
-            (Some(_), _) | (None, None) => counted,
-            (None, Some((then_counted, then_reported))) => {
-                calibrate(counted, then_counted, then_reported)
-            }
-        };
-        Estimate { counted, estimated }
+        let (exact, encoding) = encoding_of(state);
+        estimated(state, exact, self.count(encoding, request))
     }
+
+    /// [`TokenCounter::estimate`] counted with [`TokenCounter::count_since`].
+    pub fn estimate_since(
+        &self,
+        state: &RunState,
+        request: &ModelRequest,
+        unchanged: usize,
+        running: &mut RunningCount,
+    ) -> Estimate {
+        let (exact, encoding) = encoding_of(state);
+        let counted = self.count_since(encoding, request, unchanged, running);
+        estimated(state, exact, counted)
+    }
+}
+
+/// What [`TokenCounter::count_since`] keeps of the request it counted last, per run.
+#[derive(Default)]
+pub struct RunningCount {
+    encoding: Option<Encoding>,
+    /// The messages' tokens summed up to and including each message.
+    totals: Vec<u64>,
+    /// The tool definitions and their tokens.
+    tools: Option<(Vec<baton_core::ToolSpec>, u64)>,
+}
+
+/// The reply's priming tokens.
+const REPLY_PRIMING: u64 = 3;
+
+/// One message's tokens: its texts and the per-message overhead.
+fn message_tokens(
+    cache: &mut HashMap<(Encoding, u64), u64>,
+    encoding: Encoding,
+    message: &Message,
+) -> u64 {
+    let mut text = |text: &str| count_text(cache, encoding, text);
+    let mut total = PER_MESSAGE_OVERHEAD;
+    match message {
+        Message::System { content } | Message::User { content } => {
+            total += text(content);
+        }
+        Message::Tool { name, content, .. } => {
+            total += text(name) + text(content);
+        }
+        Message::Assistant(reply) => {
+            if let Some(content) = &reply.content {
+                total += text(content);
+            }
+            // Chat reasoning goes back as text (`reasoning_history = "preserve"`) and can be
+            // longer than the answer. Anthropic drops earlier turns' thinking from the context,
+            // and Responses items are opaque: those the calibration against reported usage
+            // accounts for, where there is one.
+            for part in &reply.reasoning {
+                if let baton_core::Reasoning::Text { text: thought, .. } = part {
+                    total += text(thought);
+                }
+            }
+            for call in &reply.tool_calls {
+                total += text(&call.name) + text(&call.arguments) + PER_MESSAGE_OVERHEAD;
+            }
+        }
+    }
+    total
+}
+
+/// The tool definitions' tokens, each as the JSON a wire sends.
+fn tools_tokens(
+    cache: &mut HashMap<(Encoding, u64), u64>,
+    encoding: Encoding,
+    request: &ModelRequest,
+) -> u64 {
+    request
+        .tools
+        .iter()
+        .map(|tool| {
+            let definition = serde_json::json!({
+                "name": tool.name, "description": tool.description, "parameters": tool.parameters,
+            });
+            count_text(cache, encoding, &definition.to_string())
+        })
+        .sum()
+}
+
+/// The encoding `state`'s model is counted in: its own (exact) for OpenAI models, bytes / 4
+/// (`None`: to be calibrated) for the others.
+fn encoding_of(state: &RunState) -> (Option<Encoding>, Encoding) {
+    let exact = state
+        .settings
+        .as_ref()
+        .and_then(|s| match s.model.provider {
+            ProviderKind::OpenAiCompatible => Encoding::for_openai_model(&s.model.model),
+            ProviderKind::Anthropic => None,
+        });
+    (exact, exact.unwrap_or(Encoding::Bytes))
+}
+
+/// The estimate from a local count: the count itself for an exact encoding, else calibrated
+/// against the run's last reported usage.
+fn estimated(state: &RunState, exact: Option<Encoding>, counted: u64) -> Estimate {
+    let estimated = match (exact, state.calibration) {
+        (Some(_), _) | (None, None) => counted,
+        (None, Some((then_counted, then_reported))) => {
+            calibrate(counted, then_counted, then_reported)
+        }
+    };
+    Estimate { counted, estimated }
 }
 
 /// Every text is remembered, short ones too: a request repeats hundreds of short texts (tool

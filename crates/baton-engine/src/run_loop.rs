@@ -86,6 +86,8 @@ pub(crate) struct RequestHistory {
     /// The previous request's encoding: the digest and prefix stability of the next one cost
     /// only what changed.
     pub(crate) encoder: PromptEncoder,
+    /// The previous request's token count: the next one counts only what changed.
+    pub(crate) tokens: baton_context::tokens::RunningCount,
 }
 
 /// AGENTS.md larger than this is cut: it is re-sent with every request.
@@ -550,11 +552,20 @@ impl Engine {
         attempt: u32,
         schedule: &mut RetrySchedule,
     ) -> Result<(), EngineError> {
-        let RequestHistory { assembler, encoder } = requests;
+        let RequestHistory {
+            assembler,
+            encoder,
+            tokens,
+        } = requests;
         let assembly = assembler
             .assemble(journal.state())
             .ok_or_else(|| EngineError::Internal("no settings in run state".into()))?;
-        let estimate = self.counter.estimate(journal.state(), assembly.request);
+        let estimate = self.counter.estimate_since(
+            journal.state(),
+            assembly.request,
+            assembly.unchanged,
+            tokens,
+        );
         if self.compact_before_call(journal, turn, estimate).await? {
             return Ok(());
         }
