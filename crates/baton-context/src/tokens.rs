@@ -117,7 +117,9 @@ impl TokenCounter {
                 ..RunningCount::default()
             };
         }
-        let keep = unchanged.min(running.totals.len());
+        let keep = unchanged
+            .min(running.totals.len())
+            .min(request.messages.len());
         running.totals.truncate(keep);
         let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
         let mut total = running.totals.last().copied().unwrap_or(0);
