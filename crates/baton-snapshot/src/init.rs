@@ -54,7 +54,10 @@ pub(crate) fn ensure(state_dir: &Path, git_dir: &Path) -> Result<()> {
     std::fs::create_dir_all(state_dir).map_err(|e| SnapshotError::io(state_dir, e))?;
     keep_out_of_users_git(state_dir);
     clean_debris(state_dir);
-    if git_dir.exists() {
+    // The marker is checked again: another thread or process may have renamed its finished
+    // repository into place since the check above, and moving that aside would pull it from
+    // under whoever is using it.
+    if git_dir.exists() && !git_dir.join(MARKER).is_file() {
         // Not made by us (or by a version of us that crashed before the rename, which cannot
         // happen): keep it, out of the way, rather than deleting anything.
         let aside = state_dir.join(format!("shadow.git.broken-{}", unique()));
