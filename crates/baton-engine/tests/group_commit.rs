@@ -67,6 +67,32 @@ async fn counted_store(
     (commits, store, schema)
 }
 
+/// The last durable event each time a request was sent.
+type IntentChecks = Arc<Mutex<Vec<Option<&'static str>>>>;
+
+/// A model that calls `tool` with `arguments` `calls` times, then finishes, noting the last
+/// durable event as each request is sent (its intent must be it).
+fn calling(
+    commits: &Arc<CountingStore>,
+    calls: usize,
+    tool: &'static str,
+    arguments: serde_json::Value,
+) -> (Arc<FnProvider>, IntentChecks) {
+    let intent_checks = IntentChecks::default();
+    let provider = {
+        let commits = commits.clone();
+        let intent_checks = intent_checks.clone();
+        Arc::new(FnProvider::new(move |_request, n| {
+            intent_checks.lock().unwrap().push(commits.last_kind());
+            if n >= calls {
+                return call("finish", json!({"summary": "done"}), 100);
+            }
+            call(tool, arguments.clone(), 100)
+        }))
+    };
+    (provider, intent_checks)
+}
+
 /// How many commits a turn whose tool call is `tool` costs in steady state, and how long a
 /// read-only call's intent may wait for the next commit in that run.
 #[derive(Clone, Copy, Debug)]
@@ -121,19 +147,7 @@ fn probes(
 async fn commits_a_turn(backend: Backend, shape: Shape) {
     let ws = tempfile::tempdir().unwrap();
     let (commits, store, _schema) = counted_store(backend, ws.path()).await;
-    let intent_checks = Arc::new(Mutex::new(Vec::new()));
-    let provider = {
-        let commits = commits.clone();
-        let intent_checks = intent_checks.clone();
-        Arc::new(FnProvider::new(move |_request, n| {
-            // The request is being sent: its intent must be the last durable event.
-            intent_checks.lock().unwrap().push(commits.last_kind());
-            if n >= TURNS {
-                return call("finish", json!({"summary": "done"}), 100);
-            }
-            call(shape.tool, json!({}), 100)
-        }))
-    };
+    let (provider, intent_checks) = calling(&commits, TURNS, shape.tool, json!({}));
     let last_durable = Arc::new(Mutex::new(Vec::new()));
     let (engine, observer) =
         engine_with_tools(store.clone(), provider, probes(&commits, &last_durable));
@@ -223,18 +237,7 @@ async fn at_most_two_commits_a_turn_with_the_default_delay(backend: Backend) {
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("a.txt"), "hello\n").unwrap();
     let (commits, store, _schema) = counted_store(backend, ws.path()).await;
-    let intent_checks = Arc::new(Mutex::new(Vec::new()));
-    let provider = {
-        let commits = commits.clone();
-        let intent_checks = intent_checks.clone();
-        Arc::new(FnProvider::new(move |_request, n| {
-            intent_checks.lock().unwrap().push(commits.last_kind());
-            if n >= TURNS {
-                return call("finish", json!({"summary": "done"}), 100);
-            }
-            call("read_file", json!({"path": "a.txt"}), 100)
-        }))
-    };
+    let (provider, intent_checks) = calling(&commits, TURNS, "read_file", json!({"path": "a.txt"}));
     let (engine, observer) = engine(store.clone(), provider);
     let mut run_settings = settings(ContextSettings::default());
     run_settings.limits.max_turns = TURNS as u32 + 10;
@@ -410,18 +413,7 @@ async fn a_slow_reads_intent_is_written_at_the_delay(backend: Backend) {
     const ROUNDS: usize = 2;
     let ws = tempfile::tempdir().unwrap();
     let (commits, store, _schema) = counted_store(backend, ws.path()).await;
-    let intent_checks = Arc::new(Mutex::new(Vec::new()));
-    let provider = {
-        let commits = commits.clone();
-        let intent_checks = intent_checks.clone();
-        Arc::new(FnProvider::new(move |_request, n| {
-            intent_checks.lock().unwrap().push(commits.last_kind());
-            if n >= ROUNDS {
-                return call("finish", json!({"summary": "done"}), 100);
-            }
-            call("slow_read", json!({}), 100)
-        }))
-    };
+    let (provider, intent_checks) = calling(&commits, ROUNDS, "slow_read", json!({}));
     let seen = Arc::new(Mutex::new(Vec::new()));
     let tools = ToolRegistry::standard().with(Arc::new(SlowRead {
         commits: commits.clone(),
