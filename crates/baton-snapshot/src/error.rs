@@ -44,6 +44,19 @@ pub enum SnapshotError {
     },
     #[error("run {0} has no snapshots")]
     NoSnapshots(String),
+    /// The shadow repository passed its size bound: no snapshot is taken until it is cleaned.
+    #[error(
+        "the shadow repository {} holds {size_mib} MiB, over its {limit_mib} MiB bound: no more \
+         snapshots are taken. Large generated files are the usual cause (add them to \
+         .gitignore); to start over, remove {} (every run's snapshots go with it)",
+        git_dir.display(),
+        git_dir.display()
+    )]
+    RepositoryTooLarge {
+        git_dir: PathBuf,
+        size_mib: u64,
+        limit_mib: u64,
+    },
     #[error("snapshot {snapshot} is not one of run {run}'s snapshots")]
     NotInRun { run: String, snapshot: String },
 }

@@ -1,6 +1,7 @@
-//! Running the `git` binary against the shadow repository, insulated from the machine: no
-//! inherited `GIT_*` variables, no system or global configuration, a fixed identity and dates
-//! given by the caller.
+//! Running the `git` binary against the shadow repository, insulated from the machine and from
+//! the workspace: an environment of its own (no inherited variable but `PATH`: no `GIT_*`, no
+//! API key), no system or global configuration, settings pinned on the command line that start
+//! no program, a fixed identity and dates given by the caller.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,31 @@ pub(crate) struct Git {
     pub(crate) git_dir: PathBuf,
     pub(crate) work_tree: PathBuf,
 }
+
+/// Settings given as `-c` on every call: they win over every configuration file, so neither a
+/// file written into the shadow repository nor anything in the workspace can make git run a
+/// program, reach the network or look into a nested repository.
+const PINNED: &[&str] = &[
+    "core.hooksPath=/dev/null",
+    "core.fsmonitor=false",
+    "core.attributesFile=/dev/null",
+    "core.excludesFile=/dev/null",
+    "core.pager=cat",
+    "core.askPass=",
+    "core.sshCommand=false",
+    "core.gitProxy=",
+    "core.untrackedCache=false",
+    "core.splitIndex=false",
+    "credential.helper=",
+    "diff.external=",
+    "diff.ignoreSubmodules=all",
+    "status.submoduleSummary=false",
+    "submodule.recurse=false",
+    "fetch.recurseSubmodules=false",
+    "protocol.allow=never",
+    "gc.auto=0",
+    "maintenance.auto=false",
+];
 
 /// One git invocation being built.
 pub(crate) struct Call<'a> {
@@ -100,26 +126,23 @@ impl<'a> Call<'a> {
             crate::init::restore_own_config(&self.git.git_dir)?;
         }
         let mut cmd = Command::new("git");
-        // Also on the command line, which wins over any file: no hooks, no fsmonitor program, no
-        // attributes file of the machine.
-        cmd.args([
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "core.attributesFile=/dev/null",
-        ])
-        .args(&self.args)
-        .current_dir(&self.git.work_tree)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-        // Anything inherited could point git elsewhere (a hook's GIT_DIR, GIT_INDEX_FILE, an
-        // object directory, a namespace) or change its output.
-        for (name, _) in std::env::vars_os() {
-            if name.to_string_lossy().starts_with("GIT_") {
-                cmd.env_remove(&name);
-            }
+        // Also on the command line, which wins over any file: nothing git could start on its
+        // own — hooks, an fsmonitor, a pager, external diff or credential programs, protocols —
+        // and no look into a nested repository (submodules are never recursed into or asked for
+        // their status).
+        for setting in PINNED {
+            cmd.arg("-c").arg(setting);
+        }
+        cmd.args(&self.args)
+            .current_dir(&self.git.work_tree)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // Nothing inherited: a `GIT_*` variable could point git elsewhere (a hook's GIT_DIR,
+        // GIT_INDEX_FILE, an object directory, GIT_CONFIG_PARAMETERS), and the rest is baton's
+        // environment — API keys included — which a program git started would see.
+        cmd.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            cmd.env("PATH", path);
         }
         if self.repo_env {
             cmd.env("GIT_DIR", &self.git.git_dir)
@@ -127,6 +150,10 @@ impl<'a> Call<'a> {
         }
         cmd.env("GIT_CONFIG_NOSYSTEM", "1")
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_ATTR_NOSYSTEM", "1")
+            .env("GIT_NO_REPLACE_OBJECTS", "1")
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .env("GIT_PROTOCOL_FROM_USER", "0")
             .env("GIT_TERMINAL_PROMPT", "0")
             .env("GIT_AUTHOR_NAME", IDENTITY_NAME)
             .env("GIT_AUTHOR_EMAIL", IDENTITY_EMAIL)

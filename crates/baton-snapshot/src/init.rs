@@ -36,8 +36,32 @@ const CONFIG: &str = "\
 ";
 
 /// `info/exclude`: baton's own state is never part of a snapshot (also excluded by pathspec,
-/// which a user's `!.baton` rule cannot undo).
-const EXCLUDE: &str = "/.baton/\n";
+/// which a user's `!.baton` rule cannot undo), and neither are the build outputs and caches of
+/// the common toolchains when a workspace's `.gitignore` forgets them (one run's `target/` once
+/// grew the shadow repository to 983 MB). A workspace's own `!` rule can take one back.
+const EXCLUDE: &str = "\
+/.baton/
+target/
+node_modules/
+__pycache__/
+*.py[co]
+.venv/
+.tox/
+.nox/
+.mypy_cache/
+.pytest_cache/
+.ruff_cache/
+.gradle/
+.next/
+.turbo/
+.parcel-cache/
+zig-cache/
+.zig-cache/
+";
+
+/// What earlier versions wrote as `info/exclude`: replaced without a warning (nobody else
+/// changed it).
+const EARLIER_EXCLUDES: &[&str] = &["/.baton/\n"];
 
 /// `info/attributes` wins over the workspace's `.gitattributes`: no end-of-line conversion,
 /// no filters, no keyword expansion — what is restored is exactly what was snapshotted.
@@ -127,7 +151,7 @@ const FOREIGN: &[&str] = &["commondir", "config.worktree", "hooks"];
 
 /// Puts back exactly the configuration baton wrote, before every git run on `git_dir`.
 ///
-/// The shadow repository lives in the workspace, where the agent's commands may write: a
+/// The shadow repository once lived in the workspace, where the agent's commands may write: a
 /// `filter.*.clean` driver in `config` with `* filter=…` in `info/attributes` would otherwise run
 /// as baton's user, outside the sandbox, on the next `git add`. Nothing written there survives:
 /// the three files are replaced when their bytes differ (a symlink is replaced, never written
@@ -140,15 +164,26 @@ pub(crate) fn restore_own_config(git_dir: &Path) -> Result<()> {
         ("info/attributes", ATTRIBUTES),
     ] {
         let path = git_dir.join(name);
-        let exact = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file())
-            && std::fs::read(&path).is_ok_and(|bytes| bytes == text.as_bytes());
-        if !exact {
+        let is_file = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+        let bytes = if is_file {
+            std::fs::read(&path).ok()
+        } else {
+            None
+        };
+        if bytes.as_deref() == Some(text.as_bytes()) {
+            continue;
+        }
+        let earlier = name == "info/exclude"
+            && bytes
+                .as_deref()
+                .is_some_and(|b| EARLIER_EXCLUDES.iter().any(|e| e.as_bytes() == b));
+        if !earlier {
             tracing::warn!(
                 "{} was changed by someone other than baton: restoring it",
                 path.display()
             );
-            replace_file(&path, text)?;
         }
+        replace_file(&path, text)?;
     }
     for name in FOREIGN {
         let path = git_dir.join(name);

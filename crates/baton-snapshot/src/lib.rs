@@ -9,11 +9,14 @@
 //!
 //! What a snapshot holds: every file git would add with `git add -A` — the user's `.gitignore`
 //! rules apply, so ignored files (build outputs, `node_modules/`) are neither snapshotted nor
-//! touched by a restore; `.baton/` is always excluded. Regular files with their executable bit
-//! and symlinks (also dangling ones, by target) are kept; directories are not (as in git): an
-//! empty directory is neither recorded nor recreated. A nested git repository (or submodule)
-//! is recorded as a pointer to its checked-out commit only (a nested repository without any
-//! commit not even that): its files are not snapshotted and a restore leaves them alone. The
+//! touched by a restore; `.baton/` is always excluded, and so are the common toolchains' build
+//! outputs and caches (`target/`, `node_modules/`, `__pycache__/`, `.venv/` …) unless a
+//! workspace rule takes one back. Files over [`MAX_FILE_BYTES`] are left out with a warning, and
+//! a repository past [`MAX_REPOSITORY_BYTES`] takes no more snapshots. Regular files with their
+//! executable bit and symlinks (also dangling ones, by target) are kept; directories are not
+//! (as in git): an empty directory is neither recorded nor recreated. A nested git repository
+//! (or submodule) is skipped — git never enters it, since its own configuration could make git
+//! run a program (`stage.rs`): its files are not snapshotted and a restore leaves them alone. The
 //! workspace's `.gitattributes` is overridden (no end-of-line conversion, no filters), so what
 //! is restored is byte for byte what was snapshotted.
 //!
@@ -21,14 +24,16 @@
 //! directory's `worktrees/` holding a snapshot and sharing this repository, and [`ShadowRepo::merge`] merges a
 //! worktree's snapshot back (see `worktree.rs`).
 //!
-//! All git commands run with no system or global configuration, no hooks, a fixed identity
-//! and the dates the caller gives, so a snapshot's commit depends only on the workspace and the
-//! caller. The caller must be the only process working on a run (it holds the run's lease).
+//! All git commands run with an environment of their own (nothing inherited but `PATH`: no API
+//! key reaches git or anything it could start), no system or global configuration, settings
+//! pinned on the command line that start no program, a fixed identity and the dates the caller
+//! gives, so a snapshot's commit depends only on the workspace and the caller. The caller must be the only process working on a run (it holds the run's lease).
 
 mod error;
 mod git;
 mod init;
 mod parse;
+mod stage;
 mod worktree;
 
 use std::fmt;
@@ -38,6 +43,7 @@ use std::time::Duration;
 pub use error::{Result, SnapshotError};
 use git::Git;
 use parse::Status;
+pub use stage::{MAX_FILE_BYTES, MAX_REPOSITORY_BYTES};
 pub use worktree::MergeOutcome;
 
 /// Per-run index files live here, inside the shadow git directory.
@@ -186,6 +192,7 @@ impl ShadowRepo {
     /// snapshot as parent; returns the previous id unchanged if nothing changed.
     pub fn snapshot(&self, run: &str, message: &str, at: jiff::Timestamp) -> Result<Snapshot> {
         let run_ref = run_ref(run)?;
+        stage::check_size(&self.git)?;
         let index = TempIndex::copy_of(self.index_path(run))?;
         let warnings = self.stage(&index.path)?;
         let tree = self.git.call(&["write-tree"]).index(&index.path).text()?;
@@ -465,33 +472,9 @@ impl ShadowRepo {
         Ok(Some((SnapshotId::parse(id)?, tree.to_string())))
     }
 
-    /// Stages the whole workspace (but `.baton/`) into `index`. Files git cannot read do not
-    /// fail the snapshot: their `error:` lines are returned.
+    /// Stages the workspace into `index` (see `stage.rs`: what is left out, and why).
     fn stage(&self, index: &Path) -> Result<Vec<String>> {
-        let call = self
-            .git
-            .call(&[
-                "add",
-                "--all",
-                "--ignore-errors",
-                "--",
-                ":/",
-                ":(top,exclude).baton",
-            ])
-            .index(index);
-        let output = call.output()?;
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        // `--ignore-errors` exits 1 after indexing everything it could; anything fatal is not
-        // such a case.
-        let partial = output.status.code() == Some(1) && !stderr.contains("fatal:");
-        if !output.status.success() && !partial {
-            return Err(call.failure(&output));
-        }
-        Ok(stderr
-            .lines()
-            .filter(|l| l.starts_with("error:"))
-            .map(str::to_string)
-            .collect())
+        Ok(stage::stage(&self.git, index)?.warnings)
     }
 
     fn index_path(&self, run: &str) -> PathBuf {

@@ -147,3 +147,118 @@ fn a_config_replaced_by_a_symlink_is_replaced_not_written_through() {
 fn victim_dir_of(victim: &Path) -> &Path {
     victim.parent().unwrap()
 }
+
+/// Red-team round 2, finding 1: a repository the agent made inside the workspace, with a clean
+/// filter in its own config and `* filter=…` in its own `.git/info/attributes`. Once the nested
+/// repository was a gitlink in the run's index, the next `git add` asked it for its status — a
+/// `git status` under the nested repository's configuration, which ran the filter.
+fn plant_nested_filter(root: &Path, program: &str) -> std::path::PathBuf {
+    let nested = root.join("vendor/evil");
+    std::fs::create_dir_all(&nested).unwrap();
+    user_git(&nested, &["init", "-q"]);
+    write(&nested, "f", b"one\n");
+    user_git(&nested, &["add", "f"]);
+    user_git(&nested, &["commit", "-qm", "one"]);
+    user_git(&nested, &["config", "filter.evil.clean", program]);
+    std::fs::write(nested.join(".git/info/attributes"), "* filter=evil\n").unwrap();
+    nested
+}
+
+/// Makes `path`'s stat data differ from what any index holds (so git must look at its content).
+fn touch_later(path: &Path) {
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(later)
+        .unwrap();
+}
+
+#[test]
+fn a_filter_planted_in_a_nested_repository_never_runs() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    let proof = outside.path().join("ran");
+    write(root, "top.txt", b"top\n");
+    let repo = ShadowRepo::open(root).unwrap();
+    let first = repo.snapshot("run-1", "run_start", at(0)).unwrap();
+    let nested = plant_nested_filter(root, &driver(outside.path(), &proof));
+    let second = repo.snapshot("run-1", "after_tools", at(1)).unwrap();
+    touch_later(&nested.join("f"));
+    write(root, "top.txt", b"top 2\n");
+    let third = repo.snapshot("run-1", "after_tools", at(2)).unwrap();
+    assert!(
+        !proof.exists(),
+        "a snapshot ran the nested repository's filter"
+    );
+    touch_later(&nested.join("f"));
+    let diff = repo
+        .diff("run-1", None, None, baton_snapshot::DiffFormat::Stat)
+        .unwrap();
+    assert!(!proof.exists(), "a diff ran the nested repository's filter");
+    assert!(
+        diff.contains("top.txt") && !diff.contains("vendor"),
+        "{diff}"
+    );
+    // Skipped, not pointed at: the nested repository is in no snapshot.
+    assert_eq!(second.change, Change::Unchanged);
+    assert!(
+        repo.changed_paths(None, &third.id)
+            .unwrap()
+            .iter()
+            .all(|p| !p.starts_with("vendor")),
+    );
+    // A restore leaves it alone.
+    repo.restore("run-1", &first.id).unwrap();
+    assert!(
+        !proof.exists(),
+        "a restore ran the nested repository's filter"
+    );
+    assert_eq!(std::fs::read(nested.join("f")).unwrap(), b"one\n");
+    assert_eq!(std::fs::read(root.join("top.txt")).unwrap(), b"top\n");
+}
+
+/// A run index of an earlier version holds the nested repository as a gitlink: it is dropped
+/// before `add` could ask the nested repository anything.
+#[test]
+fn a_gitlink_left_in_an_older_index_never_makes_git_enter_the_nested_repository() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    let proof = outside.path().join("ran");
+    write(root, "top.txt", b"top\n");
+    let repo = ShadowRepo::open(root).unwrap();
+    repo.snapshot("run-1", "run_start", at(0)).unwrap();
+    let nested = plant_nested_filter(root, &driver(outside.path(), &proof));
+    // What an earlier version's `git add --all` left in the run's index.
+    let index = shadow(root).join("baton-index/run-1");
+    let old_git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .env("GIT_DIR", shadow(root))
+            .env("GIT_WORK_TREE", root)
+            .env("GIT_INDEX_FILE", &index)
+            .args(args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    old_git(&["add", "--all", "--", ":/"]);
+    assert!(
+        old_git(&["ls-files", "--stage"]).contains("160000"),
+        "the older index holds no gitlink"
+    );
+    touch_later(&nested.join("f"));
+    write(root, "top.txt", b"top 2\n");
+    let snap = repo.snapshot("run-1", "after_tools", at(1)).unwrap();
+    assert!(!proof.exists(), "a snapshot entered the nested repository");
+    assert!(
+        repo.changed_paths(None, &snap.id)
+            .unwrap()
+            .iter()
+            .all(|p| !p.starts_with("vendor")),
+    );
+}

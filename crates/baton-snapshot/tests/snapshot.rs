@@ -214,11 +214,18 @@ fn nested_repositories_are_left_alone() {
     user_git(&empty_repo, &["init", "-q"]);
     write(&empty_repo, "notes", b"wip\n");
     let second = repo.snapshot("r", "after nested", at(1)).unwrap();
-    assert_eq!(second.change, Change::Created);
+    // Skipped, not even a pointer to its commit: git never enters a nested repository (its
+    // configuration could run programs; see redteam.rs).
     assert_eq!(
-        paths(&repo.changed_paths(Some(&snap.id), &second.id).unwrap()),
-        ["vendor/lib"],
-        "a nested repository is a pointer to its commit; one without a commit is skipped"
+        second.change,
+        Change::Unchanged,
+        "a nested repository was snapshotted"
+    );
+    write(root, "top.txt", b"top 2\n");
+    let third = repo.snapshot("r", "after top", at(2)).unwrap();
+    assert_eq!(
+        paths(&repo.changed_paths(Some(&snap.id), &third.id).unwrap()),
+        ["top.txt"],
     );
     let nested_git = all_bytes(&with_commit.join(".git"));
     repo.restore("r", &snap.id).unwrap();
@@ -496,4 +503,65 @@ fn a_repository_of_the_old_layout_is_moved_out_of_the_workspace_with_its_snapsho
     repo.snapshot("r", "s2", at(1)).unwrap();
     repo.restore("r", &first).unwrap();
     assert_eq!(std::fs::read(root.join("f")).unwrap(), b"1\n");
+}
+
+#[test]
+fn build_outputs_are_left_out_without_a_gitignore_and_a_workspace_rule_takes_one_back() {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    write(root, "src/main.rs", b"fn main() {}\n");
+    write(root, "target/debug/app", b"\x7fELF");
+    write(root, "web/node_modules/x/index.js", b"x\n");
+    write(root, "py/__pycache__/m.cpython-311.pyc", b"\0");
+    write(root, ".venv/bin/python", b"#!\n");
+    let repo = ShadowRepo::open(root).unwrap();
+    let snap = repo.snapshot("r", "s", at(0)).unwrap();
+    assert_eq!(
+        paths(&repo.changed_paths(None, &snap.id).unwrap()),
+        ["src/main.rs"]
+    );
+    // The workspace's own rules come after baton's defaults.
+    write(root, ".gitignore", b"!target/\n");
+    let next = repo.snapshot("r", "s", at(1)).unwrap();
+    assert_eq!(
+        paths(&repo.changed_paths(Some(&snap.id), &next.id).unwrap()),
+        [".gitignore", "target/debug/app"]
+    );
+}
+
+#[test]
+fn an_oversized_file_is_left_out_with_a_warning_and_a_full_repository_takes_no_snapshot() {
+    let ws = tempfile::tempdir().unwrap();
+    let root = ws.path();
+    write(root, "small.txt", b"small\n");
+    // Sparse: nothing is written, and git never reads it.
+    let big = std::fs::File::create(root.join("data.bin")).unwrap();
+    big.set_len(baton_snapshot::MAX_FILE_BYTES + 1).unwrap();
+    let repo = ShadowRepo::open(root).unwrap();
+    let snap = repo.snapshot("r", "s", at(0)).unwrap();
+    assert_eq!(
+        paths(&repo.changed_paths(None, &snap.id).unwrap()),
+        ["small.txt"]
+    );
+    assert!(
+        snap.warnings
+            .iter()
+            .any(|w| w.contains("data.bin") && w.contains("left out")),
+        "{:?}",
+        snap.warnings
+    );
+
+    // A repository past its bound refuses, saying why and what to do.
+    let filler = std::fs::File::create(repo.git_dir().join("objects/filler")).unwrap();
+    filler
+        .set_len(baton_snapshot::MAX_REPOSITORY_BYTES + 1)
+        .unwrap();
+    write(root, "small.txt", b"changed\n");
+    let err = repo.snapshot("r", "s", at(1)).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("MiB") && text.contains(".gitignore") && text.contains("shadow.git"),
+        "{text}"
+    );
+    assert_eq!(repo.list("r").unwrap().len(), 1);
 }
