@@ -25,12 +25,14 @@
 //! [`StateDir::prepare`] the first time this version opens it.
 
 mod migrate;
+mod private;
 
 use sha2::{Digest, Sha256};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 pub use migrate::Migration;
+pub use private::{make_private_dir, make_private_file, make_private_if_there};
 
 /// Overrides the base directory of all workspaces' state.
 pub const STATE_DIR_ENV: &str = "BATON_STATE_DIR";
@@ -164,8 +166,10 @@ impl StateDir {
             && (old.join("baton.db").exists() || old.join("shadow.git").is_dir())
     }
 
-    /// Creates the directory (mode 0700) with its marker, and moves the state of the old layout
-    /// (`<workspace>/.baton/baton.db`, `shadow.git`, …) into it. Idempotent and cheap when there
+    /// Creates the directory (mode 0700; an existing one, its journal, logs and supervisors made
+    /// private: 0700 directories, 0600 files) with its marker, and moves the state of the old
+    /// layout (`<workspace>/.baton/baton.db`, `shadow.git`, …) into it — only plain files and
+    /// directories of this user: a symlink or another user's file is left where it is. Idempotent and cheap when there
     /// is nothing to move; safe when two processes do it at once.
     pub fn prepare(&self) -> Result<Migration, StateError> {
         migrate::prepare(self)

@@ -2,9 +2,9 @@
 
 use std::fs;
 use std::io::{self, ErrorKind};
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use crate::private::{is_own, make_private_dir, make_private_if_there};
 use crate::{MARKER, StateDir, StateError};
 
 /// What the old layout kept in `<workspace>/.baton/`, in the order it is moved: SQLite's WAL
@@ -29,11 +29,15 @@ pub struct Migration {
     pub moved: Vec<&'static str>,
     /// Entries left in the old place because the new place already had them.
     pub left: Vec<&'static str>,
+    /// Entries left in the old place because they are, or hold, something other than plain
+    /// files and directories of this user (a symlink could make baton move, or later read,
+    /// whatever it points to: a planted `supervisors` symlink chose the pid `baton stop` kills).
+    pub refused: Vec<&'static str>,
 }
 
 impl Migration {
     pub fn is_empty(&self) -> bool {
-        self.moved.is_empty() && self.left.is_empty()
+        self.moved.is_empty() && self.left.is_empty() && self.refused.is_empty()
     }
 }
 
@@ -43,15 +47,30 @@ pub(crate) fn prepare(state: &StateDir) -> Result<Migration, StateError> {
         path: root.to_path_buf(),
         source,
     };
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(root)
-        .map_err(io_error)?;
+    // `BASE/workspaces/` too (not BASE: it may be a directory the user chose for more).
+    if let Some(workspaces) = root
+        .parent()
+        .filter(|p| p.file_name() == Some(std::ffi::OsStr::new(crate::WORKSPACES)))
+    {
+        make_private_dir(workspaces).map_err(io_error)?;
+    }
+    make_private_dir(root).map_err(io_error)?;
     if state.is_inside_workspace() {
         return Ok(Migration::default());
     }
     write_marker(root, state.workspace()).map_err(io_error)?;
+    // A state directory made by an earlier version (0755, a 0644 journal): private now.
+    for file in ["baton.db", "baton.db-wal", "baton.db-shm"] {
+        make_private_if_there(&root.join(file)).map_err(io_error)?;
+    }
+    for dir in [state.logs(), state.supervisors()] {
+        make_private_if_there(&dir).map_err(io_error)?;
+        if let Ok(entries) = fs::read_dir(&dir) {
+            for entry in entries.flatten() {
+                make_private_if_there(&entry.path()).map_err(io_error)?;
+            }
+        }
+    }
     let old = state.inputs_dir();
     let mut migration = Migration::default();
     for &entry in OLD_LAYOUT {
@@ -67,6 +86,10 @@ pub(crate) fn prepare(state: &StateDir) -> Result<Migration, StateError> {
         let to = root.join(entry);
         if fs::symlink_metadata(&to).is_ok() {
             migration.left.push(entry);
+            continue;
+        }
+        if !plain_tree(&from) {
+            migration.refused.push(entry);
             continue;
         }
         match move_entry(&from, &to) {
@@ -86,6 +109,29 @@ pub(crate) fn prepare(state: &StateDir) -> Result<Migration, StateError> {
         migration.from = Some(old);
     }
     Ok(migration)
+}
+
+/// Whether `path` is a plain file or a directory of plain files and directories, all owned by
+/// this user, without following any symlink.
+fn plain_tree(path: &Path) -> bool {
+    let Ok(meta) = fs::symlink_metadata(path) else {
+        return false;
+    };
+    if !is_own(&meta) {
+        return false;
+    }
+    if meta.is_file() {
+        return true;
+    }
+    if !meta.is_dir() {
+        return false;
+    }
+    let Ok(entries) = fs::read_dir(path) else {
+        return false;
+    };
+    entries
+        .into_iter()
+        .all(|entry| entry.is_ok_and(|e| plain_tree(&e.path())))
 }
 
 /// The marker names the workspace; rewritten only when missing or different.

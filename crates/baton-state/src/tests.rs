@@ -169,3 +169,94 @@ fn many_threads_preparing_at_once_all_succeed() {
         assert!(debris.is_empty(), "{debris:?}");
     }
 }
+
+fn mode_of(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn prepare_makes_a_readable_state_directory_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, base, ws) = dirs();
+    let state = StateDir::under(Some(&base), &ws);
+    // As an earlier version left it: directories 0755, the journal and a log 0644.
+    fs::create_dir_all(state.logs()).unwrap();
+    fs::create_dir_all(state.supervisors()).unwrap();
+    for file in [
+        state.journal(),
+        state.root().join("baton.db-wal"),
+        state.logs().join("r.log"),
+    ] {
+        fs::write(&file, "x").unwrap();
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    for dir in [
+        base.join("workspaces"),
+        state.root().to_path_buf(),
+        state.logs(),
+        state.supervisors(),
+    ] {
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    state.prepare().unwrap();
+    for dir in [
+        base.join("workspaces"),
+        state.root().to_path_buf(),
+        state.logs(),
+        state.supervisors(),
+    ] {
+        assert_eq!(mode_of(&dir), 0o700, "{}", dir.display());
+    }
+    for file in [
+        state.journal(),
+        state.root().join("baton.db-wal"),
+        state.logs().join("r.log"),
+    ] {
+        assert_eq!(mode_of(&file), 0o600, "{}", file.display());
+    }
+
+    // A new file is private from the start; a symlink is left alone (not followed).
+    let fresh = state.root().join("fresh.db");
+    make_private_file(&fresh).unwrap();
+    assert_eq!(mode_of(&fresh), 0o600);
+    let outside = base.parent().unwrap().join("outside.txt");
+    fs::write(&outside, "x").unwrap();
+    fs::set_permissions(&outside, fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::symlink(&outside, state.logs().join("link.log")).unwrap();
+    state.prepare().unwrap();
+    assert_eq!(mode_of(&outside), 0o644);
+}
+
+#[test]
+fn a_planted_symlink_in_the_old_layout_is_neither_moved_nor_followed() {
+    let (dir, base, ws) = dirs();
+    // What a command planted: `.baton/supervisors` naming a directory of its choosing (a pidfile
+    // that makes `baton stop` signal a pid it picked), and a log directory holding a symlink.
+    let elsewhere = dir.path().join("elsewhere");
+    fs::create_dir_all(&elsewhere).unwrap();
+    fs::write(elsewhere.join("r.pid"), "1 1 host\n").unwrap();
+    let old = ws.join(".baton");
+    fs::create_dir_all(old.join("logs")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, old.join("supervisors")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.join("r.pid"), old.join("logs/r.log")).unwrap();
+    fs::write(old.join("baton.db"), "db").unwrap();
+    let state = StateDir::under(Some(&base), &ws);
+
+    let migration = state.prepare().unwrap();
+    assert_eq!(migration.moved, ["baton.db"]);
+    assert_eq!(migration.refused, ["logs", "supervisors"]);
+    assert!(!state.supervisors().exists() && !state.logs().exists());
+    assert!(
+        fs::symlink_metadata(old.join("supervisors"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        fs::read_to_string(elsewhere.join("r.pid")).unwrap(),
+        "1 1 host\n"
+    );
+    assert_eq!(fs::read_dir(&elsewhere).unwrap().count(), 1);
+}
