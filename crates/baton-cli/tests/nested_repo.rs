@@ -1,0 +1,158 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Red-team round 2, finding 1, replayed through the real binary: a sandboxed command makes a
+//! repository of its own inside the workspace, commits a file, plants a `filter.NAME.clean`
+//! driver in that repository's config with `* filter=NAME` in its `.git/info/attributes`, and
+//! touches the file. baton's next snapshot (`git add --all` on the shadow repository) and
+//! `baton diff` made git ask the nested repository for its status, which ran the driver outside
+//! the sandbox, with the API key in its environment. Checked from outside: the driver's marker
+//! (a path outside the workspace, which the sandboxed command itself cannot write) must never
+//! appear, and no git baton runs may see the key.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::json;
+use support::*;
+
+const SECRET: &str = "sk-nested-repo-test-5c1e";
+
+/// The attack's first half: the nested repository, its commit, the planted driver.
+fn plant(marker: &Path) -> String {
+    format!(
+        "set -e; mkdir -p vendor/evil && cd vendor/evil && git init -q && echo one > f && \
+         git add f && git -c user.name=a -c user.email=a@b commit -qm one && \
+         git config filter.evil.clean \"sh -c 'env > {marker}; cat'\" && \
+         echo '* filter=evil' > .git/info/attributes && echo planted",
+        marker = marker.display()
+    )
+}
+
+/// A `git` ahead of the real one on PATH that notes the environment of each call baton makes
+/// on its shadow repository (the sandboxed commands' own git calls are left alone).
+fn recording_git(bin: &Path, notes: &Path) {
+    let real = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v git"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let script = format!(
+        "#!/bin/sh\ncase \"$GIT_DIR\" in *shadow.git) env > '{}/env.'$$ ;; esac\nexec {} \"$@\"\n",
+        notes.display(),
+        real.trim()
+    );
+    let path = bin.join("git");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+#[tokio::test]
+async fn a_filter_planted_in_a_nested_repository_never_runs_in_a_snapshot_or_a_diff() {
+    let outside = tempfile::tempdir().unwrap();
+    let marker = outside.path().join("filter-ran");
+    let notes = outside.path().join("git-env");
+    let bin = outside.path().join("bin");
+    std::fs::create_dir_all(&notes).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    recording_git(&bin, &notes);
+
+    // Turn 1 makes the nested repository (the snapshot after it sees it for the first time);
+    // turn 2 touches its file, which made the next `git add` ask the nested repository whether
+    // it is modified — running its filter.
+    let server = ScriptedServer::start(vec![
+        turn(&[("shell", json!({"command": plant(&marker)}))]),
+        turn(&[(
+            "shell",
+            json!({"command": "sleep 1; touch vendor/evil/f; echo top > top.txt"}),
+        )]),
+        turn(&[("finish", json!({"summary": "done"}))]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (ws, home) = (ws.path(), home.path());
+    std::fs::write(ws.join("orig.txt"), "original\n").unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = baton(ws, home);
+    cmd.env("PATH", &path)
+        .env("BATON_API_KEY", SECRET)
+        .env("OPENAI_API_KEY", SECRET)
+        .args(["run", "--base-url", &server.base_url(), "--model", "m"])
+        .arg("plant a filter");
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_finished(&out);
+    let journal = journal(ws, home);
+    let results: Vec<String> = of_type(&journal, "tool_call_finished")
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert!(
+        results.iter().any(|r| r.contains("planted")),
+        "the attack did not get going: {results:?}"
+    );
+    // run_start and after turn 2 (after turn 1 the tree is unchanged: the nested repository is
+    // not part of it, so that snapshot is not journaled again).
+    assert!(
+        of_type(&journal, "snapshot_taken").len() >= 2,
+        "the run took no snapshots: {:?}",
+        journal
+            .iter()
+            .map(|e| e["type"].to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        !marker.exists(),
+        "a snapshot ran the nested repository's filter outside the sandbox: {}",
+        std::fs::read_to_string(&marker).unwrap_or_default()
+    );
+
+    // `baton diff` stages the workspace as it is now: the same attack once more.
+    std::fs::write(ws.join("vendor/evil/f"), "two\n").unwrap();
+    let mut diff = baton(ws, home);
+    diff.env("PATH", &path)
+        .env("BATON_API_KEY", SECRET)
+        .arg("diff");
+    let out = diff.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("top.txt"), "{shown}");
+    assert!(
+        !shown.contains("vendor/evil"),
+        "a nested repository is not snapshotted: {shown}"
+    );
+    assert!(
+        !marker.exists(),
+        "`baton diff` ran the nested repository's filter outside the sandbox"
+    );
+
+    // Defence in depth: baton's git calls have an environment of their own, without the key.
+    let seen: Vec<_> = std::fs::read_dir(&notes).unwrap().flatten().collect();
+    assert!(
+        !seen.is_empty(),
+        "baton's git calls were not seen by the recording git"
+    );
+    for entry in seen {
+        let env = std::fs::read_to_string(entry.path()).unwrap();
+        assert!(!env.contains(SECRET), "a git call saw the API key:\n{env}");
+        assert!(
+            !env.lines().any(|l| l.starts_with("HOME=")),
+            "a git call inherited baton's environment:\n{env}"
+        );
+    }
+}
