@@ -27,6 +27,8 @@ pub struct BwrapInput<'a> {
     /// Credentials: directories hidden behind an empty tmpfs, files behind `/dev/null`.
     pub masked_dirs: &'a [PathBuf],
     pub masked_files: &'a [PathBuf],
+    /// Paths inside a masked directory bound back read-only (a home directory's toolchains).
+    pub revealed: &'a [PathBuf],
     pub trampoline: &'a Path,
     /// A user namespace is what makes RLIMIT_NPROC count only the sandbox's processes; root
     /// does not get one (it would lose access to files of unmapped users and gain nothing:
@@ -116,10 +118,11 @@ enum Bind {
     Null,
 }
 
-/// The workspace, extra writable paths, protected paths and masked credentials as bubblewrap
-/// mounts, shallowest first: a later mount covers an earlier one's subtree, so a protected
-/// directory or a credential inside the workspace stays read-only or hidden, and a worktree
-/// inside the protected state directory stays writable.
+/// The workspace, extra writable paths, protected paths, masked credentials and what is shown
+/// again inside a masked directory as bubblewrap mounts, shallowest first: a later mount covers
+/// an earlier one's subtree, so a protected directory or a credential inside the workspace stays
+/// read-only or hidden, a worktree inside the protected state directory stays writable, and a
+/// toolchain inside the masked home directory is readable (its credentials masked again).
 fn binds<'a>(input: &BwrapInput<'a>) -> Vec<(Bind, &'a Path)> {
     let mut binds: Vec<(Bind, &'a Path)> = Vec::new();
     match input.mode {
@@ -138,10 +141,34 @@ fn binds<'a>(input: &BwrapInput<'a>) -> Vec<(Bind, &'a Path)> {
     }
     let each = |paths: &'a [PathBuf], kind: Bind| paths.iter().map(move |p| (kind, p.as_path()));
     binds.extend(each(input.protected, Bind::ReadOnlyIfThere));
-    binds.extend(each(input.masked_dirs, Bind::Tmpfs));
-    binds.extend(each(input.masked_files, Bind::Null));
+    if input.mode != Mode::FullAccess {
+        binds.extend(each(input.masked_dirs, Bind::Tmpfs));
+        binds.extend(each(input.masked_files, Bind::Null));
+        // A path bound already (the workspace, a writable path, baton's state) keeps its mount.
+        let shown: Vec<(Bind, &'a Path)> = each(input.revealed, Bind::ReadOnly)
+            .filter(|(_, p)| !binds.iter().any(|(_, b)| b == p))
+            .collect();
+        binds.extend(shown);
+    }
     binds.sort_by_key(|(_, path)| path.components().count());
+    let masked_already = |at: usize| {
+        let path = binds[at].1;
+        // The deepest other mount holding it decides what is there.
+        let holder = binds[..at]
+            .iter()
+            .rev()
+            .find(|(_, b)| *b != path && path.starts_with(b));
+        matches!(holder, Some((Bind::Tmpfs, _)))
+    };
+    // A mask inside a mask hides nothing more, and would only make its mount point appear.
+    let keep: Vec<bool> = (0..binds.len())
+        .map(|at| !matches!(binds[at].0, Bind::Tmpfs | Bind::Null) || !masked_already(at))
+        .collect();
     binds
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(bind, keep)| keep.then_some(bind))
+        .collect()
 }
 
 #[cfg(test)]
@@ -162,6 +189,7 @@ mod tests {
             unix_sockets: &[],
             masked_dirs: &[],
             masked_files: &[],
+            revealed: &[],
             trampoline: Path::new("/bin/baton"),
             unshare_user,
         })
@@ -205,6 +233,7 @@ mod tests {
             unix_sockets: &[],
             masked_dirs: &[],
             masked_files: &[],
+            revealed: &[],
             trampoline: Path::new("/bin/baton"),
             unshare_user: true,
         });
@@ -236,6 +265,7 @@ mod tests {
             unix_sockets: std::slice::from_ref(&socket),
             masked_dirs: &[],
             masked_files: &[],
+            revealed: &[],
             trampoline: Path::new("/bin/baton"),
             unshare_user: true,
         })
@@ -263,6 +293,7 @@ mod tests {
             unix_sockets: &[],
             masked_dirs: &[PathBuf::from("/home/u/.ssh")],
             masked_files: &[PathBuf::from("/home/u/.netrc")],
+            revealed: &[],
             trampoline: Path::new("/bin/baton"),
             unshare_user: true,
         })

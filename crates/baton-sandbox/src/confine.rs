@@ -162,8 +162,10 @@ pub fn apply_landlock(spec: &ExecSpec) -> Result<String, ConfineError> {
     if confine_fs {
         let read = AccessFs::from_read(abi);
         let all = AccessFs::from_all(abi);
-        // Everything is readable but the credentials (see `credentials.rs`).
-        for path in crate::credentials::read_allowlist(Path::new("/"), &spec.deny_read) {
+        // Everything is readable but what `credentials.rs` hides.
+        let rules =
+            crate::credentials::read_allowlist(Path::new("/"), &spec.deny_read, &spec.reveal_read);
+        for path in rules {
             // Gone since it was listed (a temporary file, say): nothing to read there.
             let Ok(fd) = PathFd::new(&path) else {
                 continue;
@@ -180,17 +182,9 @@ pub fn apply_landlock(spec: &ExecSpec) -> Result<String, ConfineError> {
         for path in &spec.writable {
             created = add_beneath(created, path, all)?;
         }
-        // Writing to the null device and terminals is not writing to the filesystem.
-        for dev in [
-            "/dev/null",
-            "/dev/zero",
-            "/dev/full",
-            "/dev/tty",
-            "/dev/pts",
-        ] {
-            if Path::new(dev).exists() {
-                created = add_beneath(created, Path::new(dev), all & !AccessFs::Execute)?;
-            }
+        // The null device, and terminals only where they are the command's own.
+        for dev in crate::credentials::writable_devices(&spec.deny_read, &spec.reveal_read) {
+            created = add_beneath(created, &dev, all & !AccessFs::Execute)?;
         }
     }
     let status = created.restrict_self().map_err(|e| err(&e))?;

@@ -176,6 +176,7 @@ fn probe(trampoline: &Path) -> Result<Enforced, String> {
         nproc_offset: 0,
         writable: vec![tmp],
         deny_read: Vec::new(),
+        reveal_read: Vec::new(),
         landlock: true,
         seccomp: true,
         cgroup_procs: None,

@@ -6,6 +6,21 @@ use crate::sandbox::Sandbox;
 use crate::spec::Mode;
 
 impl Sandbox {
+    /// What commands cannot read, for the report: the workspace is not known here, so what is
+    /// counted is what a workspace outside the home directory would hide.
+    fn hidden_from_commands(&self, home: Option<&std::path::Path>) -> crate::credentials::Hidden {
+        let platform_root = self.platform().is_some_and(|p| p.root);
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = Vec::new();
+        if let Some(home) = home {
+            env.push(("HOME".into(), home.into()));
+        }
+        if let Some(path) = std::env::var_os("PATH") {
+            env.push(("PATH".into(), path));
+        }
+        let nowhere = std::path::Path::new("/nonexistent");
+        crate::credentials::for_command(self.config(), self.backend(), platform_root, nowhere, &env)
+    }
+
     /// One line for logs and `baton doctor`: backend, mode, network and process bound.
     pub fn summary(&self) -> String {
         let Some(platform) = self.platform() else {
@@ -61,7 +76,7 @@ impl Sandbox {
             }
         };
         let config = self.config();
-        let hidden = crate::credentials::deny_list(home, &config.deny_read, &config.allow_read);
+        let hidden = self.hidden_from_commands(home);
         let mut lines = vec![
             format!(
                 "capabilities: none, no_new_privs{}",
@@ -79,7 +94,14 @@ impl Sandbox {
             ),
             format!("UNIX sockets: {}", self.sockets()),
             format!(
-                "terminal: a session of its own, no controlling terminal; {}",
+                "terminal: a session of its own, no controlling terminal, {}; {}",
+                match (config.mode, bwrap) {
+                    (Mode::FullAccess, _) => "the user's terminals OPEN (full-access mode)",
+                    (_, true) => "a private /dev/pts (the user's terminals invisible)",
+                    (_, false) =>
+                        "no terminal or disk device can be opened (/dev/null, zero, \
+                                   full, random, urandom only)",
+                },
                 on_off(seccomp, "TIOCSTI/TIOCLINUX refused")
             ),
             format!(
@@ -95,15 +117,19 @@ impl Sandbox {
                 "credentials: NOT hidden (full-access mode)".to_string()
             } else {
                 format!(
-                    "credentials: {} paths hidden ({}){}",
-                    hidden.len(),
+                    "credentials: {} paths hidden ({}): the home directory but its toolchains \
+                     (.cargo, .rustup, .pyenv, …) and `allow_read`, known secrets and histories, \
+                     /etc/shadow, sudoers and host keys, other workspaces' baton state{}",
+                    hidden.deny.len(),
                     if bwrap {
                         "masked"
                     } else {
                         "left out of the read rules"
                     },
                     hidden
-                        .first()
+                        .deny
+                        .iter()
+                        .find(|p| p.starts_with("/dev") || p.starts_with("/etc"))
                         .map(|p| format!(", e.g. {}", p.display()))
                         .unwrap_or_default()
                 )

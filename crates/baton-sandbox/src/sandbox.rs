@@ -240,9 +240,15 @@ impl Sandbox {
             return self.prepare_unconfined(&workspace, argv, parent_env);
         };
         let parent_env: Vec<(OsString, OsString)> = parent_env.into_iter().collect();
-        let deny_read = self.deny_read(&parent_env);
+        let hidden = crate::credentials::for_command(
+            &self.config,
+            self.backend,
+            platform.root,
+            &workspace,
+            &parent_env,
+        );
         let (masked_dirs, masked_files): (Vec<PathBuf>, Vec<PathBuf>) =
-            deny_read.iter().cloned().partition(|p| p.is_dir());
+            hidden.deny.iter().cloned().partition(|p| p.is_dir());
         let tmp = private_tmp()?;
         let max = self.config.limits.max_processes;
         let cgroup = match (&platform.cgroup_base, max) {
@@ -285,6 +291,7 @@ impl Sandbox {
                     unix_sockets: &self.config.unix_sockets,
                     masked_dirs: &masked_dirs,
                     masked_files: &masked_files,
+                    revealed: &hidden.reveal,
                     trampoline,
                     unshare_user,
                 }),
@@ -318,7 +325,8 @@ impl Sandbox {
             limits: self.config.limits.clone(),
             nproc_offset,
             writable,
-            deny_read,
+            deny_read: hidden.deny,
+            reveal_read: hidden.reveal,
             landlock: sandboxed && platform.landlock != "none",
             seccomp: sandboxed && platform.seccomp,
             cgroup_procs: guard.cgroup.as_ref().map(PidsCgroup::procs_file),
@@ -349,24 +357,6 @@ impl Sandbox {
         // no controlling terminal. (`process_group(0)` here would make it a group leader, which
         // `setsid` refuses.)
         Ok(Prepared { command, guard })
-    }
-
-    /// The credentials commands may not read (none without filesystem confinement).
-    fn deny_read(&self, parent_env: &[(OsString, OsString)]) -> Vec<PathBuf> {
-        if self.config.mode == Mode::FullAccess {
-            return Vec::new();
-        }
-        let home = parent_env
-            .iter()
-            .rev()
-            .find(|(name, _)| name == "HOME")
-            .map(|(_, value)| PathBuf::from(value))
-            .filter(|home| home.is_absolute());
-        crate::credentials::deny_list(
-            home.as_deref(),
-            &self.config.deny_read,
-            &self.config.allow_read,
-        )
     }
 
     fn prepare_unconfined(

@@ -188,6 +188,10 @@ pub struct ExecSpec {
     /// Paths Landlock's read rules leave out (credentials), canonical.
     #[serde(default)]
     pub deny_read: Vec<PathBuf>,
+    /// Paths beneath a `deny_read` directory that stay readable (a home directory's
+    /// toolchains), canonical.
+    #[serde(default)]
+    pub reveal_read: Vec<PathBuf>,
     /// Apply Landlock (false only for the unsandboxed opt-in).
     pub landlock: bool,
     /// Apply the seccomp filter.

@@ -653,10 +653,11 @@ fn credentials_in_the_home_directory_are_unreadable() {
         (".cargo/credentials.toml", false),
         (".config/baton/trusted.toml", false),
         ("secrets/extra.txt", false),
-        (".bashrc", true),
+        // Not secrets, but outside the home directory's allow-list (see redteam_paths.rs).
+        (".bashrc", false),
+        (".docker/contexts.json", false),
         (".cargo/config.toml", true),
         (".config/git/config", true),
-        (".docker/contexts.json", true),
     ];
     for (rel, _) in files {
         std::fs::create_dir_all(h.join(rel).parent().unwrap()).unwrap();
