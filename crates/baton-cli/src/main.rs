@@ -360,9 +360,9 @@ pub struct ResumeArgs {
 
 fn main() -> ExitCode {
     // The sandbox trampoline: baton re-executed in a command's child process to confine it.
-    let mut args = std::env::args_os().skip(1);
-    if args.next().as_deref() == Some(baton_sandbox::trampoline::SUBCOMMAND.as_ref()) {
-        return baton_sandbox::trampoline::main(args.collect());
+    // (Otherwise it also runs baton's own git in the sandbox from now on.)
+    if let Some(code) = baton::sandbox_trampoline() {
+        return code;
     }
     let mut cli = Cli::parse();
     // Commands that drive a run also log to a JSON file (see `logging.rs`).

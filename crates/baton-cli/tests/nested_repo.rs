@@ -29,9 +29,11 @@ fn plant(marker: &Path) -> String {
     )
 }
 
-/// A `git` ahead of the real one on PATH that notes the environment of each call baton makes
-/// on its shadow repository (the sandboxed commands' own git calls are left alone).
-fn recording_git(bin: &Path, notes: &Path) {
+/// A `git` ahead of the real one on PATH that notes, for each call baton makes on its shadow
+/// repository, its environment and whether it runs confined (the sandboxed commands' own git
+/// calls are left alone). It writes into the shadow repository: confined, that is all it may
+/// write besides the workspace.
+fn recording_git(bin: &Path) {
     let real = String::from_utf8(
         std::process::Command::new("sh")
             .args(["-c", "command -v git"])
@@ -41,8 +43,9 @@ fn recording_git(bin: &Path, notes: &Path) {
     )
     .unwrap();
     let script = format!(
-        "#!/bin/sh\ncase \"$GIT_DIR\" in *shadow.git) env > '{}/env.'$$ ;; esac\nexec {} \"$@\"\n",
-        notes.display(),
+        "#!/bin/sh
+case \"$GIT_DIR\" in *shadow.git) {{ env; grep -E '^(NoNewPrivs|Seccomp):' \
+         /proc/self/status; }} > \"$GIT_DIR/recorded-env.$$\" ;; esac\nexec {} \"$@\"\n",
         real.trim()
     );
     let path = bin.join("git");
@@ -54,11 +57,11 @@ fn recording_git(bin: &Path, notes: &Path) {
 async fn a_filter_planted_in_a_nested_repository_never_runs_in_a_snapshot_or_a_diff() {
     let outside = tempfile::tempdir().unwrap();
     let marker = outside.path().join("filter-ran");
-    let notes = outside.path().join("git-env");
-    let bin = outside.path().join("bin");
-    std::fs::create_dir_all(&notes).unwrap();
+    // Where the sandbox lets baton's git read it (its private /tmp hides the host's).
+    let tools = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let bin = tools.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    recording_git(&bin, &notes);
+    recording_git(&bin);
 
     // Turn 1 makes the nested repository (the snapshot after it sees it for the first time);
     // turn 2 touches its file, which made the next `git add` ask the nested repository whether
@@ -141,8 +144,14 @@ async fn a_filter_planted_in_a_nested_repository_never_runs_in_a_snapshot_or_a_d
         "`baton diff` ran the nested repository's filter outside the sandbox"
     );
 
-    // Defence in depth: baton's git calls have an environment of their own, without the key.
-    let seen: Vec<_> = std::fs::read_dir(&notes).unwrap().flatten().collect();
+    // Defence in depth: baton's git calls have an environment of their own, without the key,
+    // and run in the sandbox (no new privileges, a seccomp filter).
+    let shadow = state_dir(ws, home).shadow_git();
+    let seen: Vec<_> = std::fs::read_dir(&shadow)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("recorded-env."))
+        .collect();
     assert!(
         !seen.is_empty(),
         "baton's git calls were not seen by the recording git"
@@ -151,8 +160,11 @@ async fn a_filter_planted_in_a_nested_repository_never_runs_in_a_snapshot_or_a_d
         let env = std::fs::read_to_string(entry.path()).unwrap();
         assert!(!env.contains(SECRET), "a git call saw the API key:\n{env}");
         assert!(
-            !env.lines().any(|l| l.starts_with("HOME=")),
-            "a git call inherited baton's environment:\n{env}"
+            env.lines().any(|l| l == "NoNewPrivs:\t1")
+                && env
+                    .lines()
+                    .any(|l| l.starts_with("Seccomp:") && !l.ends_with('0')),
+            "a git call ran outside the sandbox:\n{env}"
         );
     }
 }

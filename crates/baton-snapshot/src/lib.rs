@@ -42,6 +42,7 @@ use std::time::Duration;
 
 pub use error::{Result, SnapshotError};
 use git::Git;
+pub use git::{GitInvocation, GitLauncher, launch_git_with};
 use parse::Status;
 pub use stage::{MAX_FILE_BYTES, MAX_REPOSITORY_BYTES};
 pub use worktree::MergeOutcome;

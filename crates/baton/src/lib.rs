@@ -53,6 +53,7 @@ pub mod providers;
 mod runtime;
 pub mod settings;
 pub mod signals;
+mod snapshot_git;
 pub mod snapshots;
 pub mod store;
 pub mod supervisor;
@@ -88,5 +89,7 @@ pub fn sandbox_trampoline() -> Option<std::process::ExitCode> {
     if args.next().as_deref() == Some(baton_sandbox::trampoline::SUBCOMMAND.as_ref()) {
         return Some(baton_sandbox::trampoline::main(args.collect()));
     }
+    // This binary is the trampoline, so baton's own git can run in the sandbox as well.
+    snapshot_git::confine();
     None
 }
