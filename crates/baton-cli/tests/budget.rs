@@ -27,6 +27,7 @@ async fn a_run_pauses_at_its_usd_budget_and_resumes_with_a_raised_one() {
         "[prices.\"m\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 1000.0\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let out = run_against(
         &server,
         ws.path(),

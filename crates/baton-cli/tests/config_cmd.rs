@@ -25,6 +25,13 @@ fn config_shows_values_sources_and_precedence() {
         "model = \"project-model\"\nmax_turns = 7\n",
     )
     .unwrap();
+    // Project keys that shape a run need `baton trust` (recorded beside the user file).
+    let trusted = baton(ws.path(), home.path())
+        .env("XDG_CONFIG_HOME", xdg.path())
+        .arg("trust")
+        .output()
+        .unwrap();
+    assert!(trusted.status.success());
     let out = baton(ws.path(), home.path())
         .env("XDG_CONFIG_HOME", xdg.path())
         .env("BATON_BASE_URL", "http://127.0.0.1:1/v1")

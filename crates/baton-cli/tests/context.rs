@@ -109,6 +109,7 @@ fn workspace() -> (tempfile::TempDir, tempfile::TempDir) {
         "[context]\nwindow = 8000\nmasking = false\nkeep_recent_turns = 1\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     (ws, home)
 }
 

@@ -104,6 +104,7 @@ async fn nudge_mode_and_the_config_key_pause_with_loop_after_no_tool_turns() {
         "on_text_reply = \"nudge\"\nno_tool_turns = 4\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let out = run_against(&server, ws.path(), home.path(), &["write the answer"]).await;
     assert_eq!(out.status.code(), Some(3));
     let events = journal(ws.path(), home.path());

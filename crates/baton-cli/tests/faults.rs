@@ -50,6 +50,7 @@ async fn run(server: &ScriptedServer) -> (Vec<Value>, String) {
         "retry_base_delay_ms = 1\nmax_retry_attempts = 30\ncircuit_breaker_failures = 30\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let mut cmd = baton(ws.path(), home.path());
     cmd.args([
         "run",

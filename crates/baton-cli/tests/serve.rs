@@ -60,6 +60,7 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
         "retry_base_delay_ms = 1\n[prices.scripted]\ninput_per_mtok = 2.0\ncached_input_per_mtok = 0.5\noutput_per_mtok = 8.0\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let out = run_against(&server, ws.path(), home.path(), &["Say hello"]).await;
     assert_finished(&out);
 

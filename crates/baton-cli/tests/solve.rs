@@ -56,7 +56,12 @@ async fn solve(stream: bool) {
 
     // baton's own state is not in the workspace (nor in the user's commits): it is in the
     // state directory under ~/.local/state/baton.
-    assert!(!ws.path().join(".baton").exists());
+    // (`.baton/` itself may be there, empty: bubblewrap mounts it read-only, so the sandbox
+    // creates it before the first command.)
+    let inputs: Vec<_> = std::fs::read_dir(ws.path().join(".baton"))
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(inputs.iter().all(|n| n == ".gitignore"), "{inputs:?}");
     let state = state_dir(ws.path(), home.path());
     assert!(state.journal().is_file() && state.shadow_git().is_dir());
     assert_eq!(
@@ -268,6 +273,7 @@ async fn every_call_is_priced_from_config_and_baton_cost_adds_them_up() {
         "[prices.scripted]\ninput_per_mtok = 2.0\ncached_input_per_mtok = 0.5\noutput_per_mtok = 8.0\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let mut cmd = baton(ws.path(), home.path());
     cmd.args([
         "run",

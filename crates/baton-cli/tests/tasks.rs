@@ -480,6 +480,7 @@ async fn a_task_budget_pauses_the_run_and_resume_raises_it() {
         "[prices.\"m\"]\ninput_per_mtok = 0.0\noutput_per_mtok = 1000.0\n",
     )
     .unwrap();
+    trust_workspace(ws.path(), home.path());
     let plan = plan_file(
         dir.path(),
         "[[task]]\nid = \"a\"\ninstructions = \"Create a.txt.\"\ncheck = \"test -f a.txt\"\n",

@@ -1,8 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Red-team finding 3 (issue 15): a `.baton/config.toml` planted in a workspace (by a cloned
 //! repository, or by a command of an earlier run) pointed `base_url` at an attacker, who got the
-//! API key as a bearer token, and turned the sandbox off. Such keys, and a project policy, are
-//! honoured only after `baton trust`, and only while the files are unchanged.
+//! API key as a bearer token, and turned the sandbox off. Every project key but a few declared
+//! harmless (issue 47: MCP servers, the model, budgets too), and a project policy, are honoured
+//! only after `baton trust`, and only while the files are unchanged.
 
 mod support;
 
@@ -43,7 +44,7 @@ async fn a_planted_base_url_never_receives_the_key_until_the_user_trusts_it() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         for needle in [
-            ".baton/config.toml sets base_url, [sandbox] mode, [sandbox] allow_network",
+            ".baton/config.toml sets base_url, model, sandbox.allow_network, sandbox.mode",
             "not trusted yet",
             "trust`",
         ] {
@@ -61,7 +62,10 @@ async fn a_planted_base_url_never_receives_the_key_until_the_user_trusts_it() {
     let out = run(ws.path(), home.path(), &["trust"]).await;
     assert_eq!(out.status.code(), Some(0));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("sets base_url, [sandbox] mode"), "{said}");
+    assert!(
+        said.contains("sets base_url, model, sandbox.allow_network, sandbox.mode"),
+        "{said}"
+    );
     let trust_file = home.path().join(".config/baton/trusted.toml");
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&trust_file).unwrap().permissions().mode();
@@ -92,12 +96,14 @@ async fn harmless_keys_need_no_trust_and_flags_are_always_trusted() {
     .await;
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
+    // Keys that start nothing, redirect nothing and cost nothing more.
     plant(
         ws.path(),
-        "model = \"m\"\nmax_turns = 5\n[context]\nwindow = 8000\n",
+        "response_mode = \"whole\"\non_text_reply = \"finish\"\ntool_choice = \"auto\"\n",
     );
     let url = server.base_url();
-    let out = run(ws.path(), home.path(), &["run", "--base-url", &url, "go"]).await;
+    let args = ["run", "--base-url", &url, "--model", "m", "go"];
+    let out = run(ws.path(), home.path(), &args).await;
     assert_finished(&out);
 
     // The same sensitive keys from the user's own file are trusted.
@@ -105,7 +111,7 @@ async fn harmless_keys_need_no_trust_and_flags_are_always_trusted() {
     std::fs::create_dir_all(&user).unwrap();
     std::fs::write(
         user.join("config.toml"),
-        format!("base_url = \"{url}\"\n[sandbox]\nallow_network = true\n"),
+        format!("base_url = \"{url}\"\nmodel = \"m\"\n[sandbox]\nallow_network = true\n"),
     )
     .unwrap();
     let out = run(ws.path(), home.path(), &["run", "go"]).await;

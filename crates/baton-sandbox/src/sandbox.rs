@@ -276,6 +276,10 @@ impl Sandbox {
         let sandboxed = self.backend != Backend::Unsandboxed;
         let unshare_user = !platform.root;
         let protected = crate::protect::protected_paths(&workspace);
+        if self.backend == Backend::Bwrap {
+            // bubblewrap mounts `.baton/` read-only only where it exists.
+            crate::protect::make_mount_points(&workspace);
+        }
         let (wrapper, tmp_inside) = match self.backend {
             Backend::Bwrap => (
                 bwrap::argv(&BwrapInput {

@@ -1,15 +1,21 @@
 //! Trust for a workspace's own files: `.baton/config.toml` and `.baton/policy.toml` arrive with a
-//! cloned repository, and (under Landlock) can be written by the agent's commands. The keys that
-//! could send the API key elsewhere or weaken the sandbox, and the command policy, are honoured
-//! only for a workspace whose files the user trusted as they are now: `baton trust` records
-//! their SHA-256 digests in the user's config directory (`trusted.toml` beside `config.toml`).
-//! A new or changed file is refused, naming its keys. Flags, the environment and the user's own
-//! config file are always trusted.
+//! cloned repository, and (under Landlock) can be written by the agent's commands. Every key of
+//! the project config is honoured only for a workspace whose files the user trusted as they are
+//! now — default-deny: a key needs no trust only when it is on [`HARMLESS_KEYS`], a short list
+//! of keys that start no process, loosen no confinement, send no request elsewhere and change no
+//! cost. The command policy needs trust too. `baton trust` records the files' SHA-256 digests in
+//! the user's config directory (`trusted.toml` beside `config.toml`). A new or changed file is
+//! refused, naming its keys. Flags, the environment and the user's own config file are always
+//! trusted.
+//!
+//! The keys a project file sets are found by serialising its layer, so a key added to
+//! `ConfigLayer` later needs trust until someone adds it to [`HARMLESS_KEYS`] on purpose.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
@@ -18,49 +24,62 @@ use crate::config::{self, ConfigLayer};
 /// The trust file, beside the user's config file.
 const TRUST_FILE: &str = "trusted.toml";
 
-/// The project config's keys that can redirect the API key (`provider`, `base_url`) or weaken
-/// the sandbox (every `[sandbox]` key: mode, network, writable paths, environment, policy,
-/// limits, backend).
+/// The project config's keys honoured without `baton trust` (named as [`sensitive_keys`] names
+/// them). Each is here because it can do none of: start a process (MCP servers, checks),
+/// loosen the sandbox, change where requests or the API key go (provider, base URL, wire,
+/// embeddings), or change what a run may spend (model, prices, budgets, turns, timeouts,
+/// retries, rate limits, context and reasoning sizes, snapshots off):
+/// - `response_mode`: the same request, streamed or answered whole;
+/// - `on_text_reply`: what a reply without a tool call means — end the run, pause it, or nudge
+///   the model again, which `no_tool_turns` (trusted) and the run's budgets still bound;
+/// - `tool_choice`: whether the model must call a tool; every turn stays bounded by the trusted
+///   limits.
+///
+/// Everything else, including a key added later, is sensitive until it is added here.
+pub const HARMLESS_KEYS: &[&str] = &["response_mode", "on_text_reply", "tool_choice"];
+
+/// The keys `layer` sets that need `baton trust` in a project file: every set key but
+/// [`HARMLESS_KEYS`], named `key` or `table.key` (`sandbox.mode`, `mcp_servers.NAME`,
+/// `prices.MODEL`; an empty table by its own name), sorted.
 pub fn sensitive_keys(layer: &ConfigLayer) -> Vec<String> {
+    match serde_json::to_value(layer) {
+        Ok(value) => set_keys(&value)
+            .into_iter()
+            .filter(|key| !HARMLESS_KEYS.contains(&key.as_str()))
+            .collect(),
+        // Cannot happen for a layer read from TOML; if it did, nothing would be known to be
+        // harmless.
+        Err(e) => vec![format!("(a layer that cannot be listed: {e})")],
+    }
+}
+
+/// Every key a serialised layer sets, two levels deep: a table's keys as `table.key` (an MCP
+/// server, a model's prices, a sandbox setting), a table that sets none as `table` itself (an
+/// empty table can still replace another layer's).
+fn set_keys(layer: &Value) -> Vec<String> {
     let mut keys = Vec::new();
-    let mut note = |set: bool, key: &str| {
-        if set {
-            keys.push(key.to_string());
-        }
+    let Value::Object(top) = layer else {
+        return keys;
     };
-    note(layer.provider.is_some(), "provider");
-    note(layer.base_url.is_some(), "base_url");
-    if let Some(s) = &layer.sandbox {
-        for (set, key) in [
-            (s.mode.is_some(), "mode"),
-            (s.allow_network.is_some(), "allow_network"),
-            (s.backend.is_some(), "backend"),
-            (s.env.is_some(), "env"),
-            (s.writable.is_some(), "writable"),
-            (s.policy.is_some(), "policy"),
-            (s.ask.is_some(), "ask"),
-            (
-                s.dangerously_unsandboxed.is_some(),
-                "dangerously_unsandboxed",
-            ),
-            (s.unix_sockets.is_some(), "unix_sockets"),
-            (s.allow_read.is_some(), "allow_read"),
-            (s.tmp_size_mb.is_some(), "tmp_size_mb"),
-            (s.cpu_secs.is_some(), "cpu_secs"),
-            (s.memory_mb.is_some(), "memory_mb"),
-            (s.max_processes.is_some(), "max_processes"),
-            (s.file_size_mb.is_some(), "file_size_mb"),
-            (s.open_files.is_some(), "open_files"),
-        ] {
-            note(set, &format!("[sandbox] {key}"));
+    for (key, value) in top {
+        match value {
+            Value::Null => {}
+            Value::Object(table) => {
+                let before = keys.len();
+                keys.extend(
+                    table
+                        .iter()
+                        .filter(|(_, v)| !v.is_null())
+                        .map(|(sub, _)| format!("{key}.{sub}")),
+                );
+                if keys.len() == before {
+                    keys.push(key.clone());
+                }
+            }
+            _ => keys.push(key.clone()),
         }
     }
-    // A project file must not send an embeddings key, or the code, somewhere of its choosing.
-    if let Some(e) = &layer.embeddings {
-        note(e.base_url.is_some(), "[embeddings] base_url");
-        note(e.api_key_env.is_some(), "[embeddings] api_key_env");
-        note(e.cache_url.is_some(), "[embeddings] cache_url");
-    }
+    keys.sort();
     keys
 }
 
@@ -132,8 +151,10 @@ fn load(path: &Path) -> Result<TrustFile, Error> {
     }
 }
 
-/// Refuses (a usage error: exit 2 in the CLI) a project config with sensitive keys, or a project policy file, that the
-/// user has not trusted as it is now.
+/// Refuses (a usage error: exit 2 in the CLI) a project config with sensitive keys, or a project
+/// policy file, that the user has not trusted as it is now. Every command that reads the project
+/// config for a run, a check or an MCP server calls this (through
+/// `settings::file_and_env_layers`) before it starts anything.
 pub fn check(workspace: &Path, project: &ConfigLayer) -> Result<(), Error> {
     let keys = sensitive_keys(project);
     let files = ProjectFiles::read(workspace)?;
@@ -173,10 +194,11 @@ pub fn check(workspace: &Path, project: &ConfigLayer) -> Result<(), Error> {
         "not trusted yet"
     };
     Err(Error::usage(format!(
-        "{} — settings that can send your API key elsewhere or weaken the sandbox, and these \
-         files are {state} (they may come with a cloned repository, or have been written by a \
-         command). Review them, then run `baton --workspace {} trust`; or pass these settings \
-         as flags or in your own config file ({}), which are always trusted",
+        "{} — settings that can start processes (MCP servers), weaken the sandbox, send requests \
+         and your API key elsewhere or change what a run may cost, and these files are {state} \
+         (they may come with a cloned repository, or have been written by a command). Review \
+         them, then run `baton --workspace {} trust`; or pass these settings as flags or in your \
+         own config file ({}), which are always trusted",
         what.join("; "),
         workspace.display(),
         config::user_config_path(|k| std::env::var(k).ok()).map_or_else(
@@ -246,21 +268,33 @@ fn write_private(path: &Path, text: &str) -> Result<(), Error> {
     Ok(())
 }
 
+/// Whether the user ran `baton trust` for `workspace` and its `.baton/` files are as they were
+/// then (both absent counts, if trusted so). `baton mcp-server --port` acts only in such
+/// workspaces: a caller must not make the serving user run in a directory someone else prepared.
+pub fn is_trusted(workspace: &Path) -> Result<bool, Error> {
+    let Some(path) = trust_file_path() else {
+        return Ok(false);
+    };
+    let files = ProjectFiles::read(workspace)?;
+    Ok(load(&path)?.workspaces.get(&key(workspace)) == Some(&files.digests))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::SandboxLayer;
 
     #[test]
-    fn only_keys_that_redirect_the_key_or_weaken_the_sandbox_need_trust() {
-        let harmless = ConfigLayer {
+    fn every_key_but_the_declared_harmless_ones_needs_trust() {
+        let harmless: ConfigLayer = toml::from_str(
+            "response_mode = \"whole\"\non_text_reply = \"pause\"\ntool_choice = \"required\"\n",
+        )
+        .unwrap();
+        assert!(sensitive_keys(&harmless).is_empty());
+        let planted = ConfigLayer {
             model: Some("m".into()),
             max_turns: Some(9),
             budget_usd: Some(1.0),
-            ..ConfigLayer::default()
-        };
-        assert!(sensitive_keys(&harmless).is_empty());
-        let planted = ConfigLayer {
             base_url: Some("http://evil".into()),
             sandbox: Some(SandboxLayer {
                 mode: Some("full-access".into()),
@@ -271,7 +305,97 @@ mod tests {
         };
         assert_eq!(
             sensitive_keys(&planted),
-            ["base_url", "[sandbox] mode", "[sandbox] allow_network"]
+            [
+                "base_url",
+                "budget_usd",
+                "max_turns",
+                "model",
+                "sandbox.allow_network",
+                "sandbox.mode"
+            ]
         );
+        let text = "[mcp_servers.evil]\ncommand = \"sh\"\nsandbox = \"full-access\"\n\
+                    [snapshots]\nenabled = false\n[prices.\"m\"]\ninput_per_mtok = 0.0\n\
+                    output_per_mtok = 0.0\n[sandbox]\n";
+        let planted: ConfigLayer = toml::from_str(text).unwrap();
+        assert_eq!(
+            sensitive_keys(&planted),
+            [
+                "mcp_servers.evil",
+                "prices.m",
+                "sandbox",
+                "snapshots.enabled"
+            ]
+        );
+    }
+
+    /// A key nobody has classified — one added to `ConfigLayer` after this was written — is
+    /// sensitive: the listing never names fields.
+    #[test]
+    fn a_key_nobody_declared_harmless_is_sensitive() {
+        let layer = serde_json::json!({
+            "response_mode": "whole",
+            "a_key_added_later": 1,
+            "a_table_added_later": {"x": true, "unset": null},
+            "unset": null,
+        });
+        let keys: Vec<String> = set_keys(&layer)
+            .into_iter()
+            .filter(|k| !HARMLESS_KEYS.contains(&k.as_str()))
+            .collect();
+        assert_eq!(keys, ["a_key_added_later", "a_table_added_later.x"]);
+    }
+
+    /// Every field of `ConfigLayer` as serde knows it (from its unknown-field error), each set
+    /// in a project file on its own, is reported — unless declared harmless. A new field is
+    /// thereby checked too: it is reported, or (a value type none of these candidates fits)
+    /// this test fails and asks for a candidate.
+    #[test]
+    fn each_field_of_the_layer_set_alone_is_reported_unless_harmless() {
+        let error = toml::from_str::<ConfigLayer>("zz_unknown = 1\n")
+            .unwrap_err()
+            .to_string();
+        let fields: Vec<&str> = error
+            .split("expected one of ")
+            .nth(1)
+            .unwrap()
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .collect();
+        assert!(fields.len() > 40, "{fields:?}");
+        for key in HARMLESS_KEYS {
+            assert!(fields.contains(key), "{key} is not a key");
+        }
+        let candidates = [
+            "true",
+            "1",
+            "1.5",
+            "\"whole\"",
+            "\"pause\"",
+            "\"adaptive\"",
+            "\"low\"",
+            "\"responses\"",
+            "\"drop\"",
+            "\"auto\"",
+            "\"1h\"",
+            "[\"x\"]",
+        ];
+        for field in fields {
+            let layer = candidates
+                .iter()
+                .map(|value| format!("{field} = {value}\n"))
+                .chain([format!("[{field}]\n")])
+                .find_map(|text| toml::from_str::<ConfigLayer>(&text).ok())
+                .unwrap_or_else(|| panic!("no candidate value parses for `{field}`: add one"));
+            assert_ne!(layer, ConfigLayer::default(), "{field}");
+            let keys = sensitive_keys(&layer);
+            if HARMLESS_KEYS.contains(&field) {
+                assert!(keys.is_empty(), "{field}: {keys:?}");
+            } else {
+                // One key, under its own name (an alias, `effort`, under the field's).
+                assert_eq!(keys.len(), 1, "{field}: {keys:?}");
+            }
+        }
     }
 }

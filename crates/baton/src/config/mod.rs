@@ -338,7 +338,7 @@ Set them in any of these (later ones win):
   user file      {user}
                  base_url = \"http://127.0.0.1:8080/v1\"
                  model = \"NAME\"
-  project file   .baton/config.toml (same keys; base_url needs `baton trust`)
+  project file   .baton/config.toml (same keys; honoured after `baton trust`)
   environment    BATON_BASE_URL=http://127.0.0.1:8080/v1 BATON_MODEL=NAME
   flags          baton run --base-url http://127.0.0.1:8080/v1 --model NAME \"GOAL\"
 Or pick a preset: --provider openai|anthropic|deepseek|qwen|moonshot|glm|openrouter|ollama|vllm|llamacpp
