@@ -4,6 +4,8 @@
 use anyhow::anyhow;
 use std::net::{IpAddr, SocketAddr};
 
+use baton::mcp_runner::Callers;
+
 use crate::{CliError, exit};
 
 #[derive(clap::Args)]
@@ -12,10 +14,12 @@ pub struct McpServerArgs {
     /// URL printed on stderr says which).
     #[arg(long, value_name = "N", value_parser = crate::flag_values::whole::<u16>)]
     port: Option<u16>,
-    /// With --port: the address to listen on. Anything but a loopback address needs --token.
+    /// With --port: the address to listen on (127.0.0.1: this machine only).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
     bind: IpAddr,
     /// With --port: the token every request must carry (`Authorization: Bearer TOKEN`).
+    /// Without it, the one in `mcp-server.token` in baton's state directory, made (and
+    /// printed) at the first start.
     #[arg(
         long,
         value_name = "TOKEN",
@@ -29,44 +33,40 @@ pub struct McpServerArgs {
 pub async fn serve(store: Option<&str>, args: McpServerArgs) -> Result<u8, CliError> {
     let exe =
         std::env::current_exe().map_err(|e| anyhow!("cannot find baton's own binary: {e}"))?;
-    let service = baton::mcp_runner::service(exe, store.map(str::to_owned));
+    let store = store.map(str::to_owned);
     let Some(port) = args.port else {
+        // The parent process is the user (their agent): any workspace it names.
+        let service = baton::mcp_runner::service(exe, store, Callers::Parent);
         baton_mcp::serve_stdio(service)
             .await
             .map_err(|e| anyhow!("{e}"))?;
         return Ok(exit::FINISHED);
     };
-    let token = args.token.filter(|t| !t.is_empty());
+    // Every bind needs the token, loopback included: other users of the machine reach
+    // 127.0.0.1 too, and a run started here runs as this user, with this user's API key.
+    let (token, source) = crate::serve_cmd::access_token(args.token, "mcp-server.token")?;
+    // rmcp's Host check takes loopback names only; beyond loopback the token alone guards.
     let hosts = if baton_serve::is_loopback(args.bind) {
         baton_mcp::Hosts::LoopbackOnly
     } else {
         baton_mcp::Hosts::Any
     };
-    if hosts == baton_mcp::Hosts::Any && token.is_none() {
-        return Err(CliError::usage(anyhow!(
-            "binding to {} lets anyone who can reach this machine start runs: give a token with \
-             --token TOKEN (or BATON_MCP_SERVER_TOKEN), or bind to 127.0.0.1",
-            args.bind
-        )));
-    }
     let address = SocketAddr::new(args.bind, port);
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| CliError::usage(anyhow!("cannot listen on {address}: {e}")))?;
     let local = listener.local_addr()?;
+    crate::serve_cmd::announce_token("baton mcp-server", &token, &source, None);
     eprintln!(
-        "baton mcp-server: streamable HTTP at http://{local}/mcp{}",
-        if token.is_some() {
-            " (Authorization: Bearer TOKEN)"
-        } else {
-            ""
-        }
+        "baton mcp-server: streamable HTTP at http://{local}/mcp (Authorization: Bearer TOKEN)"
     );
+    // A caller holding the token may still only act in workspaces this user trusted.
+    let service = baton::mcp_runner::service(exe, store, Callers::TokenHolders);
     // Runs it started are supervised processes of their own: stopping the server stops none.
     baton_mcp::serve_http(
         service,
         listener,
-        token,
+        Some(token),
         hosts,
         baton::signals::interrupted(),
     )

@@ -156,7 +156,7 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
         })
         .await;
     parent.release().await;
-    let serve = ServeProcess::start(ws.path(), home.path(), &[]);
+    let serve = ServeProcess::start(ws.path(), home.path(), &["--token", "tok-dash-3e1"]);
     let driver = start_chromedriver().await;
 
     let mut caps = serde_json::Map::new();
@@ -176,7 +176,10 @@ async fn the_dashboard_lists_the_run_and_shows_its_tasks_and_cost() {
         .expect("a WebDriver session with headless Chromium");
     let wait = Duration::from_secs(20);
     let result = async {
-        client.goto(&format!("{}/", serve.base)).await?;
+        // The URL with the token, once: the server sets its cookie, later pages carry it.
+        client
+            .goto(&format!("{}/?token=tok-dash-3e1", serve.base))
+            .await?;
         // The runs list: both runs, ours with its status, progress and cost.
         let row_css = format!("tr.run-row[data-run-id=\"{}\"]", run.run_id);
         client

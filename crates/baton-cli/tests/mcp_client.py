@@ -1,6 +1,7 @@
 """Drives `baton mcp-server` with the official Python SDK's client (`mcp` on PyPI), as Claude
 Code or Codex would: starts a run, waits for its slow command, stops it, resumes it, waits for
-the finish, reads its events and its diff. Prints one JSON object with what it saw.
+the finish, reads its events and its diff; a start_run that names a base URL is refused (the
+server's user's config, in HOME, names it). Prints one JSON object with what it saw.
 
     python mcp_client.py BATON WORKSPACE BASE_URL HOME
 """
@@ -53,7 +54,7 @@ async def main():
                 await call(
                     session,
                     "start_run",
-                    {"goal": "write a.txt", "workspace": workspace, "base_url": base_url, "model": "m"},
+                    {"goal": "write a.txt", "workspace": workspace, "model": "m"},
                 )
             )
             ref = {"workspace": workspace, "run_id": started["run_id"]}
@@ -73,6 +74,10 @@ async def main():
             ]
             seen["final"] = json.loads(await call(session, "run_status", ref))["run"]["status"]
             seen["diff"] = await call(session, "run_diff", ref)
+            elsewhere = await session.call_tool(
+                "start_run", {"goal": "x", "workspace": workspace, "base_url": base_url + "/evil"}
+            )
+            seen["base_url"] = {"is_error": elsewhere.is_error, "text": text(elsewhere)}
             bad = await session.call_tool("run_status", {"workspace": workspace})
             seen["missing_argument"] = {"is_error": bad.is_error, "text": text(bad)}
     print(json.dumps(seen))

@@ -1,7 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 //! `baton serve` as a real process: after a real scripted `baton run` (wiremock model server,
 //! one rate-limited attempt), `/metrics` parses as Prometheus text and its counters equal what
-//! the journal says; `status`, `cost` and the API agree; bad binds are usage errors.
+//! the journal says; `status`, `cost` and the API agree; bad binds are usage errors; every
+//! bind, loopback included, wants the access token (made once into a private file, printed
+//! once) and refuses requests addressed by another name (DNS rebinding) or from another
+//! page's origin.
 
 mod support;
 
@@ -87,13 +90,15 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
     assert_eq!(failed[0]["class"], "rate_limited");
     let served = finished[0]["served_model"].as_str().unwrap().to_owned();
 
-    let serve = ServeProcess::start(ws.path(), home.path(), &[]);
-    let text = reqwest::get(format!("{}/metrics", serve.base))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let serve = ServeProcess::start(ws.path(), home.path(), &["--token", "tok-metrics"]);
+    let client = reqwest::Client::new();
+    let get = |path: &str| {
+        client
+            .get(format!("{}{path}", serve.base))
+            .bearer_auth("tok-metrics")
+            .send()
+    };
+    let text = get("/metrics").await.unwrap().text().await.unwrap();
     let m = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
     let model = served.as_str();
     let tokens = |kind: &str| {
@@ -147,12 +152,7 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
     );
 
     // One aggregation: the API, `status` and `cost` say the same.
-    let runs: Value = reqwest::get(format!("{}/api/runs", serve.base))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs: Value = get("/api/runs").await.unwrap().json().await.unwrap();
     let run = &runs["runs"][0];
     let cost_text = format!("${cost:.4}");
     assert_eq!(run["cost"]["text"], cost_text.as_str());
@@ -214,16 +214,9 @@ async fn metrics_after_a_scripted_run_match_its_journal_and_status_cost_and_api_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn binding_beyond_loopback_needs_a_token_and_a_busy_port_is_a_clear_error() {
+async fn a_given_token_is_never_printed_and_a_busy_port_is_a_clear_error() {
     let ws = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let out = baton(ws.path(), home.path())
-        .args(["serve", "--bind", "0.0.0.0", "--port", "0"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("--token"), "{stderr}");
 
     // A store to serve, and its port taken by someone else.
     let store = open_journal(ws.path(), home.path()).await;
@@ -290,4 +283,159 @@ async fn binding_beyond_loopback_needs_a_token_and_a_busy_port_is_a_clear_error(
         .unwrap();
     assert_eq!(allowed.status(), 200);
     serve.stop();
+}
+
+/// `baton serve` with no token given, as a user starts it; and what it says on stderr, read to
+/// its end (join the handle after stopping the server).
+fn start_without_token(
+    ws: &std::path::Path,
+    home: &std::path::Path,
+) -> (ServeProcess, std::thread::JoinHandle<String>) {
+    use std::io::{BufRead, Read};
+    let mut child = baton(ws, home)
+        .args(["serve", "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let said = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).unwrap();
+        text
+    });
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("?token=TOKEN"), "{line}");
+    let port = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no port in {line:?}"))
+        .to_owned();
+    let serve = ServeProcess {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    (serve, said)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_loopback_too_every_request_needs_the_token_made_once_into_a_private_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let store = open_journal(ws.path(), home.path()).await;
+    baton_store::Store::close(&store).await;
+
+    let (serve, said) = start_without_token(ws.path(), home.path());
+    let file = home.path().join(".local/state/baton/serve.token");
+    let token = std::fs::read_to_string(&file).unwrap().trim().to_owned();
+    assert_eq!(token.len(), 64, "256 random bits in hex: {token}");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", file.display());
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let base = serve.base.clone();
+    let url = |path: &str| format!("{base}{path}");
+
+    // No token, a wrong one: 401 with a body that says what to send.
+    for path in ["/api/runs", "/metrics", "/"] {
+        let denied = client.get(url(path)).send().await.unwrap();
+        assert_eq!(denied.status(), 401, "{path}");
+        let body: Value = denied.json().await.unwrap();
+        let text = body["error"].as_str().unwrap();
+        assert!(
+            text.contains("Authorization: Bearer") && text.contains("serve.token"),
+            "{text}"
+        );
+    }
+    let wrong = client
+        .get(url("/api/runs"))
+        .bearer_auth("not-the-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    // The token: served.
+    let allowed = client
+        .get(url("/api/runs"))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(allowed.status(), 200);
+    // A request addressed by another name (a DNS-rebinding page), even with the token, and a
+    // page of another origin: 403.
+    for (host, origin) in [
+        ("evil.example:80", None),
+        ("localhost:1", None),
+        ("127.0.0.1", Some("http://evil.example")),
+    ] {
+        let host = if host == "127.0.0.1" {
+            base.trim_start_matches("http://").to_owned()
+        } else {
+            host.to_owned()
+        };
+        let mut request = client
+            .get(url("/api/runs"))
+            .bearer_auth(&token)
+            .header("host", &host);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        let refused = request.send().await.unwrap();
+        assert_eq!(refused.status(), 403, "{host} {origin:?}");
+        let body: Value = refused.json().await.unwrap();
+        assert!(body["error"].as_str().unwrap().contains("may"), "{body}");
+    }
+    // Its own name and its own origin are served.
+    let own = client
+        .get(url("/api/runs"))
+        .bearer_auth(&token)
+        .header("host", base.replace("http://127.0.0.1", "localhost"))
+        .header("origin", base.replace("127.0.0.1", "localhost"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status(), 200);
+    serve.stop();
+    let first = said.join().unwrap();
+    assert_eq!(
+        first.matches(&token).count(),
+        2,
+        "the token and the URL with it: {first}"
+    );
+    assert!(first.contains(&format!("?token={token}")), "{first}");
+
+    // The next start keeps the token and does not print it again.
+    let (serve, said) = start_without_token(ws.path(), home.path());
+    let allowed = client
+        .get(format!("{}/api/runs", serve.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(allowed.status(), 200);
+    serve.stop();
+    let second = said.join().unwrap();
+    assert!(!second.contains(&token), "{second}");
+    assert!(second.contains(&file.display().to_string()), "{second}");
+
+    // A token file others could have read is refused, not used.
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = baton(ws.path(), home.path())
+        .args(["serve", "--port", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("mode 0644") && stderr.contains("Remove it"),
+        "{stderr}"
+    );
 }

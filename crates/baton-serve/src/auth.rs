@@ -1,4 +1,5 @@
-//! The access token: required on every request when `baton serve` binds beyond loopback.
+//! The access token: required on every request, loopback included (other users of the machine
+//! reach 127.0.0.1 too). `baton serve` generates one unless given one.
 //!
 //! Accepted as `Authorization: Bearer TOKEN` (API clients, Prometheus), as the `baton_token`
 //! cookie, or as `?token=TOKEN` — a browser opening the printed URL — which sets that cookie
@@ -44,8 +45,11 @@ pub(crate) async fn require_token(
     if !(bearer || cookie || query) {
         let mut response = ApiError::new(
             StatusCode::UNAUTHORIZED,
-            "this server needs its access token: `Authorization: Bearer TOKEN`, or open the URL \
-             `baton serve` printed (with ?token=)",
+            "this server needs its access token: send `Authorization: Bearer TOKEN`, or open the \
+             dashboard once as /?token=TOKEN. `baton serve` prints the token when it makes it \
+             and keeps it in serve.token in baton's state directory \
+             (~/.local/state/baton/serve.token unless BATON_STATE_DIR or XDG_STATE_HOME say \
+             otherwise)",
         )
         .into_response();
         response.headers_mut().insert(

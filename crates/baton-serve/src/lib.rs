@@ -8,6 +8,7 @@
 pub use baton_summary::{aggregate, tasks, view};
 mod assets;
 mod auth;
+mod hosts;
 pub mod metrics;
 mod server;
 #[cfg(feature = "test-support")]
@@ -22,7 +23,7 @@ pub use server::{DEFAULT_PAGE, MAX_PAGE, ServeOptions, router, serve};
 /// Port `baton serve` listens on unless told otherwise.
 pub const DEFAULT_PORT: u16 = 7878;
 
-/// Whether binding to `addr` keeps the server to this machine (no token needed then).
+/// Whether binding to `addr` keeps the server to this machine.
 pub fn is_loopback(addr: std::net::IpAddr) -> bool {
     addr.is_loopback()
 }

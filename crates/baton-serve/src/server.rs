@@ -18,8 +18,9 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, watch};
 
 use crate::aggregate::RunAggregate;
+use crate::hosts::HostCheck;
 use crate::view::{RunDetail, RunView, status_word};
-use crate::{assets, auth, metrics};
+use crate::{assets, auth, hosts, metrics};
 
 /// Default page size of `/api/runs/{id}/events`, and the largest a client may ask for.
 pub const DEFAULT_PAGE: u64 = 100;
@@ -31,8 +32,12 @@ const FOLD_BATCH: u64 = 2000;
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
     /// When set, every request must carry it (`Authorization: Bearer`, the `baton_token`
-    /// cookie, or `?token=` once, which sets the cookie).
+    /// cookie, or `?token=` once, which sets the cookie). `baton serve` always sets one.
     pub token: Option<String>,
+    /// Host names besides the bound address, `localhost`, `127.0.0.1` and `[::1]` that
+    /// requests may address the server by (any port): e.g. a reverse proxy's. Every other
+    /// `Host` is refused (403), as a possible DNS-rebinding attack.
+    pub allowed_hosts: Vec<String>,
     /// How often a live tail looks for new events: runs are written by other processes, so
     /// the store is polled.
     pub poll_interval: Duration,
@@ -42,6 +47,7 @@ impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
             token: None,
+            allowed_hosts: Vec::new(),
             poll_interval: Duration::from_millis(200),
         }
     }
@@ -51,19 +57,23 @@ impl Default for ServeOptions {
 pub(crate) struct AppState {
     store: Arc<dyn Store>,
     pub(crate) options: ServeOptions,
+    pub(crate) hosts: HostCheck,
     cache: Arc<Mutex<HashMap<RunId, Arc<RunAggregate>>>>,
     closing: watch::Receiver<bool>,
 }
 
-/// The application: API, metrics and dashboard. `closing` turning true ends live tails (so a
-/// graceful shutdown does not wait for them forever).
+/// The application: API, metrics and dashboard, for a server bound to `bound` (the `Host`
+/// check needs its address and port). `closing` turning true ends live tails (so a graceful
+/// shutdown does not wait for them forever).
 pub fn router(
     store: Arc<dyn Store>,
     options: ServeOptions,
+    bound: std::net::SocketAddr,
     closing: watch::Receiver<bool>,
 ) -> Router {
     let state = AppState {
         store,
+        hosts: HostCheck::new(bound, &options.allowed_hosts),
         options,
         cache: Arc::default(),
         closing,
@@ -81,6 +91,11 @@ pub fn router(
             state.clone(),
             auth::require_token,
         ))
+        // Outermost: a request addressed by another name is refused before anything else.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            hosts::require_own_host,
+        ))
         .with_state(state)
 }
 
@@ -92,7 +107,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let (closing_tx, closing) = watch::channel(false);
-    let app = router(store, options, closing);
+    let app = router(store, options, listener.local_addr()?, closing);
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             shutdown.await;

@@ -1,6 +1,6 @@
 //! The HTTP API on a real server (127.0.0.1, a free port) over a real SQLite store: runs list,
 //! run detail, events pages, errors, the SSE live tail, `/metrics` parsed by a Prometheus
-//! parser, and the access token.
+//! parser, the access token, and the `Host` / `Origin` checks against DNS rebinding.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -26,6 +26,7 @@ impl Server {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let options = ServeOptions {
             token: token.map(str::to_owned),
+            allowed_hosts: vec!["baton.example.org".into()],
             poll_interval: Duration::from_millis(20),
         };
         let task = tokio::spawn(serve(listener, store, options, async move {
@@ -483,5 +484,68 @@ async fn with_a_token_every_request_needs_it() {
         .await
         .unwrap();
     assert_eq!(later.status(), 200);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn only_requests_addressed_to_this_server_by_its_own_pages_are_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path()).await;
+    let server = Server::start(store, Some("tok")).await;
+    let port = server.base.rsplit(':').next().unwrap().to_owned();
+    let client = reqwest::Client::new();
+    let ask = |host: String, origin: Option<String>| {
+        let mut request = client
+            .get(format!("{}/api/runs", server.base))
+            .bearer_auth("tok")
+            .header("host", host);
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    // Its own names with its port, an allowed name on any port, and same-origin pages.
+    for (host, origin) in [
+        (format!("127.0.0.1:{port}"), None),
+        (
+            format!("localhost:{port}"),
+            Some(format!("http://localhost:{port}")),
+        ),
+        (format!("[::1]:{port}"), None),
+        (
+            "baton.example.org".to_owned(),
+            Some("https://baton.example.org".to_owned()),
+        ),
+    ] {
+        let response = ask(host.clone(), origin.clone()).await.unwrap();
+        assert_eq!(response.status(), 200, "{host} {origin:?}");
+    }
+    // A rebound name, another port, another page's origin: 403, before the token is looked at.
+    for (host, origin, says) in [
+        (format!("rebind.evil.example:{port}"), None, "--allow-host"),
+        ("localhost:9".to_owned(), None, "DNS-rebinding"),
+        (
+            format!("127.0.0.1:{port}"),
+            Some("http://evil.example".to_owned()),
+            "may not call",
+        ),
+        (
+            format!("localhost:{port}"),
+            Some("null".to_owned()),
+            "may not call",
+        ),
+    ] {
+        let response = ask(host.clone(), origin.clone()).await.unwrap();
+        assert_eq!(response.status(), 403, "{host} {origin:?}");
+        let body: Value = response.json().await.unwrap();
+        assert!(body["error"].as_str().unwrap().contains(says), "{body}");
+    }
+    let unauthenticated = client
+        .get(format!("{}/api/runs", server.base))
+        .header("host", "rebind.evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status(), 403);
     server.stop().await;
 }

@@ -3,14 +3,21 @@
 //! `resume --detach` — so a run started this way is supervised, outlives the client, and is the
 //! same run the CLI and the dashboard show. `baton mcp-server` serves [`service`] on stdio or HTTP.
 //!
+//! A run started here runs as the serving user, with their API key. So a caller never chooses
+//! where requests go (`start_run` takes no provider or base URL: the serving user's config and
+//! environment decide), and over HTTP ([`Callers::TokenHolders`]) every tool acts only in a
+//! workspace the serving user trusted with `baton trust`, its `.baton/` files unchanged since —
+//! not in one another user prepared.
+//!
 //! ```
+//! use baton::mcp_runner::Callers;
 //! let names: Vec<String> = baton::mcp_runner::tools().into_iter().map(|t| t.name).collect();
 //! assert_eq!(names[0], "start_run");
-//! let service = baton::mcp_runner::service("/usr/local/bin/baton".into(), None);
+//! let service = baton::mcp_runner::service("/usr/local/bin/baton".into(), None, Callers::Parent);
 //! assert_eq!(service.tools.len(), names.len());
 //! ```
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -63,9 +70,7 @@ pub fn tools() -> Vec<ServedTool> {
                     "goal": {"type": "string", "description": "What the agent should achieve."},
                     "workspace": {"type": "string", "description": "The directory to work in (absolute)."},
                     "plan": {"type": "string", "description": "A plan file to work through (path)."},
-                    "provider": {"type": "string", "description": "A provider preset (openai, anthropic, …)."},
-                    "base_url": {"type": "string", "description": "The model API's base URL."},
-                    "model": {"type": "string", "description": "The model name."},
+                    "model": {"type": "string", "description": "The model name (the provider and its URL are the serving user's)."},
                     "max_turns": {"type": "integer", "minimum": 1, "description": "Turns before the run pauses."},
                 }),
                 &["goal", "workspace"],
@@ -121,11 +126,25 @@ pub fn tools() -> Vec<ServedTool> {
     ]
 }
 
+/// Who can call the tools, which decides the workspaces they act in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Callers {
+    /// The parent process, on stdio: the user's own agent. Any workspace it names.
+    Parent,
+    /// Whoever holds an HTTP server's token: only workspaces the serving user trusted
+    /// (`baton trust`, files unchanged since), named by absolute path.
+    TokenHolders,
+}
+
 /// Serves [`tools`] by running a baton executable once per call.
 pub struct BinaryRunner {
     exe: PathBuf,
     store: Option<String>,
+    callers: Callers,
 }
+
+/// Settings that would choose where the run's requests, and the serving user's API key, go.
+const REFUSED_SETTINGS: [&str; 2] = ["base_url", "provider"];
 
 fn text(args: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
     match args.get(key) {
@@ -153,8 +172,65 @@ fn number(args: &Map<String, Value>, key: &str) -> Result<Option<u64>, String> {
 
 impl BinaryRunner {
     /// Runs `exe` (a `baton` binary) for each call; `store` is passed to it as `BATON_STORE`.
-    pub fn new(exe: PathBuf, store: Option<String>) -> BinaryRunner {
-        BinaryRunner { exe, store }
+    pub fn new(exe: PathBuf, store: Option<String>, callers: Callers) -> BinaryRunner {
+        BinaryRunner {
+            exe,
+            store,
+            callers,
+        }
+    }
+
+    /// The call's `workspace`: for [`Callers::TokenHolders`], an absolute path, resolved (the
+    /// command gets the real directory, not a link that could be re-pointed after the check),
+    /// that the serving user trusted.
+    fn workspace(&self, args: &Map<String, Value>) -> Result<String, String> {
+        let given = required(args, "workspace")?;
+        if self.callers == Callers::Parent {
+            return Ok(given);
+        }
+        let path = Path::new(&given);
+        if !path.is_absolute() {
+            return Err(format!(
+                "`workspace` must be an absolute path, not {given:?}"
+            ));
+        }
+        let real = path
+            .canonicalize()
+            .map_err(|e| format!("workspace {given}: {e}"))?;
+        if !real.is_dir() {
+            return Err(format!("workspace {given} is not a directory"));
+        }
+        if !crate::trust::is_trusted(&real).map_err(|e| e.to_string())? {
+            return Err(format!(
+                "workspace {given} is not trusted by the user serving this MCP server: over \
+                 HTTP, baton works only in a workspace that user trusted. They can review its \
+                 .baton/ files and run `baton --workspace {} trust` (again after any change to \
+                 them)",
+                real.display()
+            ));
+        }
+        Ok(real.display().to_string())
+    }
+
+    /// The call's plan file: for [`Callers::TokenHolders`], inside the (trusted) workspace.
+    fn plan(&self, args: &Map<String, Value>, workspace: &str) -> Result<Option<String>, String> {
+        let Some(plan) = text(args, "plan")? else {
+            return Ok(None);
+        };
+        if self.callers == Callers::Parent {
+            return Ok(Some(plan));
+        }
+        let real = Path::new(workspace)
+            .join(&plan)
+            .canonicalize()
+            .map_err(|e| format!("plan {plan}: {e}"))?;
+        if !real.starts_with(workspace) {
+            return Err(format!(
+                "plan {plan} is outside the workspace {workspace}: over HTTP a plan file must be \
+                 inside the workspace"
+            ));
+        }
+        Ok(Some(real.display().to_string()))
     }
 
     /// `baton --workspace W [--store S] ARGS…`: its stdout, or its stderr as the error.
@@ -201,19 +277,25 @@ impl BinaryRunner {
 
     async fn start_run(&self, args: &Map<String, Value>) -> Result<String, String> {
         let goal = required(args, "goal")?;
-        let workspace = required(args, "workspace")?;
+        if let Some(key) = REFUSED_SETTINGS
+            .iter()
+            .find(|k| args.get(**k).is_some_and(|v| !v.is_null()))
+        {
+            return Err(format!(
+                "start_run takes no `{key}`: the run uses the provider and base URL of the user \
+                 serving baton (their config file ~/.config/baton/config.toml, or its \
+                 environment), so that no caller can send their API key elsewhere"
+            ));
+        }
+        let workspace = self.workspace(args)?;
         let run_id = baton_core::RunId::new();
         let mut command: Vec<String> = vec!["run".into(), "--detach".into()];
         command.extend(["--run-id".into(), run_id.as_str().to_owned()]);
-        for (key, flag) in [
-            ("plan", "--plan"),
-            ("provider", "--provider"),
-            ("base_url", "--base-url"),
-            ("model", "--model"),
-        ] {
-            if let Some(value) = text(args, key)? {
-                command.extend([flag.to_owned(), value]);
-            }
+        if let Some(plan) = self.plan(args, &workspace)? {
+            command.extend(["--plan".into(), plan]);
+        }
+        if let Some(model) = text(args, "model")? {
+            command.extend(["--model".into(), model]);
         }
         if let Some(turns) = number(args, "max_turns")? {
             command.extend(["--max-turns".into(), turns.to_string()]);
@@ -224,7 +306,7 @@ impl BinaryRunner {
     }
 
     async fn run_events(&self, args: &Map<String, Value>) -> Result<String, String> {
-        let (workspace, run) = (required(args, "workspace")?, required(args, "run_id")?);
+        let (workspace, run) = (self.workspace(args)?, required(args, "run_id")?);
         let since = number(args, "since")?.unwrap_or(0);
         let limit = number(args, "limit")?.unwrap_or(DEFAULT_EVENTS);
         let lines = self
@@ -244,7 +326,7 @@ impl BinaryRunner {
 impl ToolHandler for BinaryRunner {
     async fn call(&self, tool: &str, args: Map<String, Value>) -> Result<String, String> {
         let run_ref = || -> Result<(String, String), String> {
-            Ok((required(&args, "workspace")?, required(&args, "run_id")?))
+            Ok((self.workspace(&args)?, required(&args, "run_id")?))
         };
         match tool {
             "start_run" => self.start_run(&args).await,
@@ -276,11 +358,11 @@ impl ToolHandler for BinaryRunner {
 }
 
 /// The MCP service: [`tools`], each answered by running `exe` (see [`BinaryRunner::new`]).
-pub fn service(exe: PathBuf, store: Option<String>) -> baton_mcp::Service {
+pub fn service(exe: PathBuf, store: Option<String>, callers: Callers) -> baton_mcp::Service {
     baton_mcp::Service {
         name: "baton".into(),
         version: env!("CARGO_PKG_VERSION").into(),
         tools: tools(),
-        handler: Arc::new(BinaryRunner::new(exe, store)),
+        handler: Arc::new(BinaryRunner::new(exe, store, callers)),
     }
 }
