@@ -226,8 +226,17 @@ mod tests {
 
     #[test]
     fn only_gitlinks_are_picked_from_the_stage_listing() {
-        let listed = b"100644 aaaa 0\tsrc/a.rs\0160000 bbbb 0\tvendor/lib\0\
-            120000 cccc 0\tlink\0160000 dddd 0\tx\ty\0";
+        let listed = [
+            &b"100644 aaaa 0\tsrc/a.rs"[..],
+            b"160000 bbbb 0\tvendor/lib",
+            b"120000 cccc 0\tlink",
+            b"160000 dddd 0\tx\ty",
+        ]
+        .join(&0u8)
+        .into_iter()
+        .chain([0])
+        .collect::<Vec<u8>>();
+        let listed = &listed[..];
         assert_eq!(gitlinks_of(listed), b"vendor/lib\0x\ty\0");
         assert!(gitlinks_of(b"").is_empty());
     }
