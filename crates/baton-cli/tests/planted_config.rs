@@ -186,3 +186,53 @@ async fn a_config_a_command_writes_never_starts_its_server() {
         assert!(ws.path().join(".baton").is_dir());
     }
 }
+
+/// Issue 47 (medium): the state directory was 0755 and `baton.db` 0644 — readable by every
+/// user of the machine. After a real run everything in it is private, and a directory an older
+/// version left readable is put right by the next command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_state_directory_is_private_to_its_user() {
+    use std::os::unix::fs::PermissionsExt;
+    let model = ScriptedServer::start(vec![
+        turn(&[("shell", json!({"command": "echo hi > out.txt"}))]),
+        turn(&[("finish", json!({"summary": "ok"}))]),
+    ])
+    .await;
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let out = run_against(&model, ws.path(), home.path(), &["go"]).await;
+    assert_finished(&out);
+    let state = state_dir(ws.path(), home.path());
+    let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+    let check = |state: &baton_state::StateDir| {
+        let root = state.root().to_path_buf();
+        assert_eq!(mode(root.parent().unwrap()), 0o700, "workspaces/");
+        assert_eq!(mode(&root), 0o700, "{}", root.display());
+        assert_eq!(mode(&state.journal()), 0o600, "baton.db");
+        for entry in std::fs::read_dir(&root).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if name.starts_with("baton.db") {
+                assert_eq!(mode(&path), 0o600, "{name}");
+            }
+        }
+        let logs: Vec<_> = std::fs::read_dir(state.logs()).unwrap().collect();
+        assert!(!logs.is_empty());
+        assert_eq!(mode(&state.logs()), 0o700, "logs/");
+        for entry in logs {
+            let path = entry.unwrap().path();
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+        }
+    };
+    check(&state);
+
+    // As an older version left it: readable by all. The next command makes it private.
+    let open = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+    open(state.root(), 0o755).unwrap();
+    open(state.root().parent().unwrap(), 0o755).unwrap();
+    open(&state.journal(), 0o644).unwrap();
+    open(&state.logs(), 0o755).unwrap();
+    let out = baton_blocking(ws.path(), home.path(), &["ls"]).await;
+    assert_finished(&out);
+    check(&state);
+}

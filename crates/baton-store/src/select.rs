@@ -1,5 +1,6 @@
 //! Choosing a backend from what the user gave (`--store` / `BATON_STORE`, or nothing).
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -72,10 +73,15 @@ pub async fn open_store(location: &StoreLocation) -> Result<Arc<dyn Store>, Stor
         StoreLocation::Postgres(url) => Arc::new(PostgresStore::connect(url).await?),
         StoreLocation::Sqlite(path) => {
             if let Some(dir) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
-                    path: dir.to_owned(),
-                    source,
-                })?;
+                // Directories it creates are private (0700); an existing one is left as it is.
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|source| StoreError::Io {
+                        path: dir.to_owned(),
+                        source,
+                    })?;
             }
             Arc::new(SqliteStore::open(path).await?)
         }

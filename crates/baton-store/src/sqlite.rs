@@ -96,6 +96,19 @@ impl SqliteStore {
                 source,
             });
         }
+        // The journal holds what the agent read and wrote: 0600 from the start (SQLite gives its
+        // -wal and -shm files the database's mode), and an older readable one made so.
+        let io = |file: &Path| {
+            let path = file.to_owned();
+            move |source| StoreError::Io { path, source }
+        };
+        baton_state::make_private_file(path).map_err(io(path))?;
+        for suffix in ["-wal", "-shm"] {
+            let mut side = path.as_os_str().to_owned();
+            side.push(suffix);
+            let side = PathBuf::from(side);
+            baton_state::make_private_if_there(&side).map_err(io(&side))?;
+        }
         open::check_existing(path).await?;
         let pool = open::connect(path, options.busy_timeout).await?;
         if let Err(e) = open::migrate(&pool, path).await {

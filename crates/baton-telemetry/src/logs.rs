@@ -9,6 +9,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
@@ -131,10 +132,22 @@ impl Sink {
             return;
         };
         let pending = std::mem::take(pending);
+        // Private (0700 directories, 0600 file): a log holds what the agent read and wrote.
         let opened = path
             .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| OpenOptions::new().create(true).append(true).open(path));
+            .map_or(Ok(()), |dir| {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+            })
+            .and_then(|()| {
+                OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o600)
+                    .open(path)
+            });
         match opened {
             Ok(mut file) => {
                 let run_field =

@@ -44,7 +44,9 @@ impl Opened {
 fn store_location(workspace: &Path, store: Option<&str>) -> Result<StoreLocation, Error> {
     let location = StoreLocation::choose(store, workspace)?;
     let state = baton_state::StateDir::for_workspace(workspace);
-    if location == StoreLocation::Sqlite(state.journal()) && state.has_old_layout() {
+    // Prepared every time (cheap when ready): it makes the directory private (0700), and an
+    // earlier version's readable one private too, before the store is created in it.
+    if location == StoreLocation::Sqlite(state.journal()) {
         move_old_layout(&state)?;
     }
     Ok(location)
@@ -60,6 +62,14 @@ pub fn move_old_layout(state: &baton_state::StateDir) -> Result<(), Error> {
             migration.moved.join(", "),
             from.display(),
             state.root().display()
+        );
+    }
+    if !migration.refused.is_empty() {
+        eprintln!(
+            "baton: did not move {} from {}: not plain files and directories of yours (a \
+             symlink there could point anywhere); remove them if you do not know them",
+            migration.refused.join(", "),
+            state.inputs_dir().display()
         );
     }
     if !migration.left.is_empty() {

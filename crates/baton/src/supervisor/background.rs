@@ -3,6 +3,7 @@
 //! whoever works on it (its supervisor, found by its [`PidFile`](super::PidFile), else a live
 //! lease holder), which pauses it cleanly.
 
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -71,13 +72,14 @@ pub async fn start_in_background(
     let cannot_open =
         |e: std::io::Error| Error::failed(format!("cannot open {}: {e}", log.display()));
     if let Some(dir) = log.parent() {
-        std::fs::create_dir_all(dir)
+        baton_state::make_private_dir(dir)
             .map_err(|e| Error::failed(format!("cannot create {}: {e}", dir.display())))?;
     }
     crate::settings::keep_state_out_of_git(workspace);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(&log)
         .map_err(cannot_open)?;
     command

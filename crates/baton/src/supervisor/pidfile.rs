@@ -1,6 +1,13 @@
 //! `supervisors/RUN.pid` in the workspace's state directory: who supervises a run, as
 //! "pid start-time host" — what `baton stop` signals and `baton attach` watches.
+//!
+//! The supervisor keeps its pidfile open while it lives, so a reader on the same machine checks
+//! that the process the file names really holds it: a pidfile that was planted (issue 47: a
+//! `.baton/supervisors` symlink migrated into the state directory), or that names a pid reused
+//! since, never makes `baton stop` signal some other process.
 
+use std::fs::File;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use baton_core::RunId;
@@ -13,6 +20,8 @@ use crate::Error;
 pub struct PidFile {
     workspace: PathBuf,
     path: PathBuf,
+    /// Held open for readers' check (see the module's doc).
+    _held: File,
 }
 
 fn pidfile_path(workspace: &Path, run_id: &RunId) -> PathBuf {
@@ -34,17 +43,30 @@ impl PidFile {
         }
         let path = pidfile_path(workspace, run_id);
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
+            baton_state::make_private_dir(dir)
                 .map_err(|e| Error::failed(format!("cannot create {}: {e}", dir.display())))?;
         }
         crate::settings::keep_state_out_of_git(workspace);
         let me = Holder::this_process();
         let start = me.pid_start.map_or("-".to_string(), |s| s.to_string());
-        std::fs::write(&path, format!("{} {start} {}\n", me.pid, me.host))
-            .map_err(|e| Error::failed(format!("cannot write {}: {e}", path.display())))?;
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+            .and_then(|mut file| {
+                use std::io::Write;
+                file.write_all(format!("{} {start} {}\n", me.pid, me.host).as_bytes())?;
+                Ok(file)
+            });
+        let held =
+            written.map_err(|e| Error::failed(format!("cannot write {}: {e}", path.display())))?;
         Ok(PidFile {
             workspace: workspace.to_path_buf(),
             path,
+            _held: held,
         })
     }
 
@@ -67,9 +89,20 @@ impl Drop for PidFile {
     }
 }
 
-/// The live supervisor of a run, if its pidfile names one.
+/// The live supervisor of a run, if its pidfile names one. On this machine the process must
+/// also hold the pidfile open (only its supervisor does); a symlink is never read.
 pub fn live_supervisor(workspace: &Path, run_id: &RunId) -> Option<Holder> {
-    let text = std::fs::read_to_string(pidfile_path(workspace, run_id)).ok()?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(pidfile_path(workspace, run_id))
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut file, &mut text).ok()?;
     let mut fields = text.split_whitespace();
     let holder = Holder {
         pid: fields.next()?.parse().ok()?,
@@ -77,7 +110,24 @@ pub fn live_supervisor(workspace: &Path, run_id: &RunId) -> Option<Holder> {
         host: fields.next()?.to_string(),
         worker_id: None,
     };
-    (!holder.is_known_dead()).then_some(holder)
+    if holder.is_known_dead() {
+        return None;
+    }
+    if holder.host == Holder::this_process().host && !holds_open(holder.pid, &meta) {
+        return None;
+    }
+    Some(holder)
+}
+
+/// Whether process `pid` has the file of `meta` open (one of `/proc/PID/fd/*` is it). A process
+/// whose descriptors cannot be read (another user's) does not.
+fn holds_open(pid: u32, meta: &std::fs::Metadata) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::metadata(fd.path()).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+    })
 }
 
 /// The process working on a run right now: its supervisor, else a live lease holder.
@@ -89,4 +139,31 @@ pub fn working_on(workspace: &Path, summary: &RunSummary) -> Option<Holder> {
             .filter(|h| h.alive && !h.holder.is_known_dead())
             .map(|h| h.holder.clone())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `baton stop` relies on: only a process that has the pidfile open counts as the
+    /// supervisor it names — not another live process (a planted file naming it, or a pid
+    /// reused), even one started by the holder itself (descriptors are close-on-exec).
+    #[test]
+    fn only_the_process_holding_the_pidfile_is_its_supervisor() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.pid");
+        let held = std::fs::File::create(&path).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert!(holds_open(std::process::id(), &meta));
+        let mut other = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let verdict = holds_open(other.id(), &meta);
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert!(!verdict, "a process that does not hold the pidfile passed");
+        drop(held);
+        assert!(!holds_open(std::process::id(), &meta));
+    }
 }
