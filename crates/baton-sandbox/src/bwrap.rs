@@ -305,6 +305,42 @@ mod tests {
     }
 
     #[test]
+    fn a_masked_home_shows_its_toolchains_read_only_and_masks_nothing_twice() {
+        let dirs = [PathBuf::from("/home/u"), PathBuf::from("/home/u/.ssh")];
+        let a = argv(&BwrapInput {
+            bwrap: Path::new("/usr/bin/bwrap"),
+            mode: Mode::WorkspaceWrite,
+            allow_network: false,
+            workspace: Path::new("/home/u/proj"),
+            private_tmp: Path::new("/var/tmp/sbx1"),
+            tmp_bytes: None,
+            extra_writable: &[],
+            protected: &[],
+            socket_masks: &[],
+            unix_sockets: &[],
+            masked_dirs: &dirs,
+            masked_files: &[PathBuf::from("/home/u/.cargo/credentials.toml")],
+            revealed: &[
+                PathBuf::from("/home/u/.cargo"),
+                PathBuf::from("/home/u/proj"),
+            ],
+            trampoline: Path::new("/bin/baton"),
+            unshare_user: true,
+        })
+        .join(" ");
+        let home = a.find("--tmpfs /home/u ").unwrap();
+        let cargo = a.find("--ro-bind /home/u/.cargo /home/u/.cargo").unwrap();
+        let creds = a
+            .find("--ro-bind /dev/null /home/u/.cargo/credentials.toml")
+            .unwrap();
+        let ws = a.find("--bind /home/u/proj /home/u/proj").unwrap();
+        assert!(home < cargo && cargo < creds && home < ws, "{a}");
+        // Hidden by the home's tmpfs already; the workspace keeps its writable mount.
+        assert!(!a.contains("/home/u/.ssh"), "{a}");
+        assert!(!a.contains("--ro-bind /home/u/proj"), "{a}");
+    }
+
+    #[test]
     fn full_access_binds_root_writable() {
         let a = build(Mode::FullAccess, false, false);
         assert_eq!(&a[1..4], ["--bind", "/", "/"]);
