@@ -110,7 +110,9 @@ fn the_users_terminals_cannot_be_opened_but_the_commands_own_works() {
             );
         }
 
-        // A terminal handed over as the command's stdin keeps working.
+        // A terminal handed over as the command's stdin keeps working through its descriptor
+        // (reading, ioctls); `/dev/stdout` (a pipe) opens. Reopening the terminal by path
+        // (`/dev/stdin`) is refused: it is a terminal device like the user's others.
         let tty = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -120,7 +122,7 @@ fn the_users_terminals_cannot_be_opened_but_the_commands_own_works() {
         let argv: Vec<OsString> = [
             "/bin/sh",
             "-c",
-            "timeout 20 head -c 10; stty -g >/dev/null && echo stty-ok",
+            "timeout 20 head -c 10; stty -g >/dev/null && echo stty-ok; echo to-stdout > /dev/stdout",
         ]
         .map(OsString::from)
         .to_vec();
@@ -138,7 +140,9 @@ fn the_users_terminals_cannot_be_opened_but_the_commands_own_works() {
         drop(prepared.guard);
         let own_said = text(&done.stdout);
         assert!(
-            own_said.contains("hello-own") && own_said.contains("stty-ok"),
+            own_said.contains("hello-own")
+                && own_said.contains("stty-ok")
+                && own_said.contains("to-stdout"),
             "{backend:?}: {own_said}{}",
             text(&done.stderr)
         );
