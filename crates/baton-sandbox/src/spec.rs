@@ -148,7 +148,8 @@ pub struct SandboxConfig {
     pub unix_sockets: Vec<PathBuf>,
     /// Read-denied paths besides the built-in credential list (`~/` is the home directory).
     pub deny_read: Vec<PathBuf>,
-    /// Paths taken out of the built-in credential list.
+    /// Paths commands may read although hidden (`~/` is the home directory): in the home
+    /// directory, which is hidden but for its toolchains, or taken out of the built-in lists.
     pub allow_read: Vec<PathBuf>,
 }
 

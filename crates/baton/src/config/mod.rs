@@ -160,7 +160,8 @@ pub struct SandboxLayer {
     pub unix_sockets: Option<Vec<PathBuf>>,
     /// Paths commands may not read, besides the built-in credential list (`~/` = home).
     pub deny_read: Option<Vec<PathBuf>>,
-    /// Paths taken out of the built-in credential list.
+    /// Paths commands may read although hidden (`~/` = home): in the home directory, which is
+    /// hidden but for its toolchains, or taken out of the built-in lists.
     pub allow_read: Option<Vec<PathBuf>>,
     /// A policy file used instead of `.baton/policy.toml` (on top of the user's).
     pub policy: Option<PathBuf>,
