@@ -159,8 +159,12 @@ pub(crate) fn hidden(scope: &Scope<'_>) -> Hidden {
         .unwrap_or_default();
     for home in &homes {
         // A home the command may see whole (a workspace or writable path holding it, an
-        // `allow_read` of it) keeps only the list of secrets.
-        if reveal.iter().any(|r| home.starts_with(r)) {
+        // `allow_read` of it) keeps only the list of secrets; so does a home that holds the
+        // system (`HOME=/`, as some service accounts have).
+        let holds_the_system = ["/usr", "/etc", "/bin"]
+            .iter()
+            .any(|system| Path::new(system).starts_with(home));
+        if holds_the_system || reveal.iter().any(|r| home.starts_with(r)) {
             continue;
         }
         containers.push(home.clone());

@@ -119,6 +119,14 @@ fn a_home_the_command_may_see_whole_keeps_only_the_list_of_secrets() {
 }
 
 #[test]
+fn a_home_that_holds_the_system_is_not_hidden() {
+    let root = Path::new("/");
+    let hidden = hidden(&scope(root, &[], &[]));
+    assert!(!hidden.deny.contains(&root.to_path_buf()), "{hidden:?}");
+    assert!(read_allowlist(root, &hidden.deny, &hidden.reveal).contains(&"/usr".into()));
+}
+
+#[test]
 fn other_workspaces_state_and_the_hosts_devices_are_hidden() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
