@@ -83,8 +83,7 @@ pub fn file_and_env_layers(workspace: &Path) -> Result<ConfigLayer, Error> {
     if let Some(path) = config::user_config_path(env_var) {
         layer = layer.overlay(config::read_layer(&path)?);
     }
-    let project = config::read_layer(&config::project_config_path(workspace))?;
-    crate::trust::check(workspace, &project)?;
+    let project = crate::trust::project_layer(workspace)?;
     Ok(layer
         .overlay(project)
         .overlay(ConfigLayer::from_env(env_var)))

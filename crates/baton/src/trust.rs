@@ -103,6 +103,9 @@ struct TrustFile {
 struct ProjectFiles {
     config: PathBuf,
     policy: PathBuf,
+    /// The config file's bytes, as digested: what is checked is what is parsed (a file swapped
+    /// between two reads cannot pass the check with one content and be used with another).
+    config_bytes: Option<Vec<u8>>,
     digests: Trusted,
 }
 
@@ -110,24 +113,44 @@ impl ProjectFiles {
     fn read(workspace: &Path) -> Result<ProjectFiles, Error> {
         let config = config::project_config_path(workspace);
         let policy = workspace.join(baton_state::INPUTS_DIR).join("policy.toml");
+        let config_bytes = read_if_there(&config)?;
         let digests = Trusted {
-            config: digest(&config)?,
-            policy: digest(&policy)?,
+            config: config_bytes.as_deref().map(digest),
+            policy: read_if_there(&policy)?.as_deref().map(digest),
         };
         Ok(ProjectFiles {
             config,
             policy,
+            config_bytes,
             digests,
         })
     }
+
+    /// The config file as a layer (empty when there is none).
+    fn layer(&self) -> Result<ConfigLayer, Error> {
+        let Some(bytes) = &self.config_bytes else {
+            return Ok(ConfigLayer::default());
+        };
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            Error::usage(format!(
+                "cannot read config file {}: {e}",
+                self.config.display()
+            ))
+        })?;
+        config::parse_layer(&self.config, text)
+    }
 }
 
-fn digest(path: &Path) -> Result<Option<String>, Error> {
+fn read_if_there(path: &Path) -> Result<Option<Vec<u8>>, Error> {
     match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(format!("sha256:{:x}", Sha256::digest(bytes)))),
+        Ok(bytes) => Ok(Some(bytes)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::usage(format!("cannot read {}: {e}", path.display()))),
     }
+}
+
+fn digest(bytes: &[u8]) -> String {
+    format!("sha256:{:x}", Sha256::digest(bytes))
 }
 
 fn trust_file_path() -> Option<PathBuf> {
@@ -156,8 +179,20 @@ fn load(path: &Path) -> Result<TrustFile, Error> {
 /// config for a run, a check or an MCP server calls this (through
 /// `settings::file_and_env_layers`) before it starts anything.
 pub fn check(workspace: &Path, project: &ConfigLayer) -> Result<(), Error> {
-    let keys = sensitive_keys(project);
+    check_files(workspace, &ProjectFiles::read(workspace)?, project)
+}
+
+/// The project config of `workspace`, read once and honoured only as [`check`] allows: the
+/// layer returned is the one whose digest was checked.
+pub fn project_layer(workspace: &Path) -> Result<ConfigLayer, Error> {
     let files = ProjectFiles::read(workspace)?;
+    let layer = files.layer()?;
+    check_files(workspace, &files, &layer)?;
+    Ok(layer)
+}
+
+fn check_files(workspace: &Path, files: &ProjectFiles, project: &ConfigLayer) -> Result<(), Error> {
+    let keys = sensitive_keys(project);
     let has_policy = files.digests.policy.is_some();
     if keys.is_empty() && !has_policy {
         return Ok(());

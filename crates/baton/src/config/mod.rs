@@ -231,7 +231,12 @@ pub fn read_layer(path: &Path) -> Result<ConfigLayer, Error> {
             )));
         }
     };
-    toml::from_str(&text).map_err(|e| {
+    parse_layer(path, &text)
+}
+
+/// A config file's text (read from `path`, named in errors) as a layer.
+pub fn parse_layer(path: &Path, text: &str) -> Result<ConfigLayer, Error> {
+    toml::from_str(text).map_err(|e| {
         let hint = did_you_mean(&e.to_string())
             .map(|known| format!(" (did you mean `{known}`?)"))
             .unwrap_or_default();
