@@ -27,6 +27,31 @@ pub struct McpServerArgs {
         hide_env_values = true
     )]
     token: Option<String>,
+    /// With --port: a host name (or `name:port`) requests may address the server by besides
+    /// `localhost`, `127.0.0.1`, `[::1]` and the bound address with its port; every other
+    /// `Host` is refused, as a possible DNS-rebinding attack. Repeatable.
+    #[arg(long, value_name = "NAME")]
+    allow_host: Vec<String>,
+}
+
+/// The `Host` values the HTTP server answers: its own names with its port, and `allowed`. A bind
+/// to every address without `allowed` takes any (the token guards it: rmcp cannot be told "any
+/// IP address", and the machine's names are not known here).
+fn hosts(bound: SocketAddr, allowed: Vec<String>) -> baton_mcp::Hosts {
+    if bound.ip().is_unspecified() && allowed.is_empty() {
+        return baton_mcp::Hosts::Any;
+    }
+    let port = bound.port();
+    let mut names: Vec<String> = ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .map(|name| format!("{name}:{port}"))
+        .collect();
+    if !bound.ip().is_unspecified() {
+        // `SocketAddr` writes an IPv6 address in brackets, as `Host` does.
+        names.push(bound.to_string());
+    }
+    names.extend(allowed);
+    baton_mcp::Hosts::Only(names)
 }
 
 /// Serves the tools on stdio until the client goes away, or on HTTP until SIGINT/SIGTERM.
@@ -45,17 +70,12 @@ pub async fn serve(store: Option<&str>, args: McpServerArgs) -> Result<u8, CliEr
     // Every bind needs the token, loopback included: other users of the machine reach
     // 127.0.0.1 too, and a run started here runs as this user, with this user's API key.
     let (token, source) = crate::serve_cmd::access_token(args.token, "mcp-server.token")?;
-    // rmcp's Host check takes loopback names only; beyond loopback the token alone guards.
-    let hosts = if baton_serve::is_loopback(args.bind) {
-        baton_mcp::Hosts::LoopbackOnly
-    } else {
-        baton_mcp::Hosts::Any
-    };
     let address = SocketAddr::new(args.bind, port);
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(|e| CliError::usage(anyhow!("cannot listen on {address}: {e}")))?;
     let local = listener.local_addr()?;
+    let hosts = hosts(local, args.allow_host);
     crate::serve_cmd::announce_token("baton mcp-server", &token, &source, None);
     eprintln!(
         "baton mcp-server: streamable HTTP at http://{local}/mcp (Authorization: Bearer TOKEN)"

@@ -218,14 +218,23 @@ async fn the_mcp_server_on_streamable_http_answers_only_with_its_token_and_its_o
         assert_eq!(response.status(), 401, "{auth:?}");
         assert!(response.text().await.unwrap().contains("Bearer"));
     }
-    // With the token but addressed by another name (DNS rebinding): refused.
-    let rebound = post(
+    // With the token but addressed by another name (DNS rebinding) or port: refused.
+    for host in [
+        format!("rebind.evil.example:{port}"),
+        "localhost:1".to_owned(),
+    ] {
+        let rebound = post(Some(format!("Bearer {token}")), Some(&host))
+            .await
+            .unwrap();
+        assert_eq!(rebound.status(), 403, "{host}");
+    }
+    let own = post(
         Some(format!("Bearer {token}")),
-        Some(&format!("rebind.evil.example:{port}")),
+        Some(&format!("localhost:{port}")),
     )
     .await
     .unwrap();
-    assert_eq!(rebound.status(), 403);
+    assert_eq!(own.status(), 200);
     // With it, the SDK's client is served; a workspace nobody trusted is refused.
     let seen = http_client(
         &url,
@@ -378,4 +387,44 @@ async fn over_http_start_run_works_only_in_a_workspace_the_serving_user_trusted(
         "{seen}"
     );
     stop(mcp);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_loopback_the_names_given_with_allow_host_are_answered_and_no_others() {
+    let ws = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let (server, port, _said) = start_http_server(
+        ws.path(),
+        home.path(),
+        &[
+            "--bind",
+            "0.0.0.0",
+            "--token",
+            "tok-7",
+            "--allow-host",
+            "mcp.example.org",
+        ],
+    )
+    .await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    let client = reqwest::Client::new();
+    for (host, status) in [
+        ("mcp.example.org".to_owned(), 200),
+        (format!("127.0.0.1:{port}"), 200),
+        (format!("rebind.evil.example:{port}"), 403),
+    ] {
+        let response = client
+            .post(format!("http://127.0.0.1:{port}/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("host", &host)
+            .bearer_auth("tok-7")
+            .json(&initialize)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{host}");
+    }
+    stop(server);
 }

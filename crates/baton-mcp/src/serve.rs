@@ -47,10 +47,13 @@ pub struct Service {
 }
 
 /// Which `Host` headers an HTTP server accepts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Hosts {
     /// Loopback names only: rmcp's guard against DNS rebinding, for a server on 127.0.0.1.
     LoopbackOnly,
+    /// These only: `name` on any port, `name:port` on that port (a server that knows its
+    /// names and port).
+    Only(Vec<String>),
     /// Any: a server bound beyond loopback, which has a token instead.
     Any,
 }
@@ -157,8 +160,10 @@ pub async fn serve_http(
     let name = service.name.clone();
     let served = Served::from(service);
     let mut config = StreamableHttpServerConfig::default();
-    if hosts == Hosts::Any {
-        config = config.disable_allowed_hosts();
+    match hosts {
+        Hosts::LoopbackOnly => {}
+        Hosts::Only(names) => config = config.with_allowed_hosts(names),
+        Hosts::Any => config = config.disable_allowed_hosts(),
     }
     let service = StreamableHttpService::new(
         move || Ok(served.clone()),
