@@ -1,7 +1,8 @@
 //! Process isolation for baton: every command the agent runs goes through a [`Sandbox`] —
 //! bubblewrap namespaces where available, Landlock and seccomp applied in the child by a
-//! trampoline re-exec (no `unsafe`), resource limits, an allowlisted environment — and an
-//! execution [`policy`] decides which command lines may run at all.
+//! trampoline re-exec (`unsafe` only for three system calls, in `confine/sys.rs`), resource
+//! limits, an allowlisted environment — and an execution [`policy`] decides which command lines
+//! may run at all.
 
 mod bwrap;
 mod cgroup;
@@ -19,7 +20,9 @@ pub mod trampoline;
 
 pub use confine::Enforced;
 pub use credentials::DEFAULT_DENY_READ;
-pub use platform::{BACKEND_ENV, Backend, Platform, detect};
+pub use platform::{ALLOW_ROOT_LANDLOCK_ENV, BACKEND_ENV, Backend, Platform, detect};
 pub use run::{Finished, LineFilter, Output, StreamFilter, run};
 pub use sandbox::{Guard, Prepared, Sandbox, SandboxError, is_allowed, remove_stale_private_tmps};
-pub use spec::{BackendChoice, DEFAULT_ENV_ALLOWLIST, ExecSpec, Limits, Mode, SandboxConfig};
+pub use spec::{
+    BackendChoice, DEFAULT_ENV_ALLOWLIST, ExecSpec, Limits, Mode, Namespaces, SandboxConfig,
+};

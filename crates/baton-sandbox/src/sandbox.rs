@@ -341,6 +341,12 @@ impl Sandbox {
             parent_pid: Some(rustix::process::getpid().as_raw_nonzero().get()),
             wrapper,
             trampoline: trampoline.clone(),
+            namespaces: match self.backend {
+                Backend::Bwrap => crate::spec::Namespaces::Bwrap,
+                Backend::Landlock if platform.namespaces => crate::spec::Namespaces::Private,
+                _ => crate::spec::Namespaces::Host,
+            },
+            supervisor_pid: None,
         };
         let json =
             serde_json::to_string(&spec).map_err(|e| SandboxError::Backend(e.to_string()))?;

@@ -209,4 +209,25 @@ pub struct ExecSpec {
     pub wrapper: Vec<String>,
     /// The trampoline executable as the second stage sees it.
     pub trampoline: PathBuf,
+    /// Where the command's mount and IPC namespaces come from.
+    #[serde(default)]
+    pub namespaces: Namespaces,
+    /// Set by the supervisor for the stage it starts (Landlock backend): that stage dies with
+    /// the supervisor and checks it is still there.
+    #[serde(default)]
+    pub supervisor_pid: Option<i32>,
+}
+
+/// Where a command's private mount and IPC namespaces come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Namespaces {
+    /// None: the command shares the host's (the Landlock backend where none can be made).
+    #[default]
+    Host,
+    /// The trampoline makes them (Landlock backend): a private IPC namespace, and everything
+    /// read-only but the writable paths (see `confine/namespaces.rs`).
+    Private,
+    /// bubblewrap made them.
+    Bwrap,
 }

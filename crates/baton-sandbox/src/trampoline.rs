@@ -1,16 +1,21 @@
 //! The trampoline: baton re-executes itself as `baton __sandbox-exec --spec JSON -- CMD…` in the
 //! child, confines that process and then execs the command. Doing it in a fresh process rather
-//! than in a `pre_exec` hook keeps the whole sandbox free of `unsafe`.
+//! than in a `pre_exec` hook keeps `unsafe` out of it (what little there is: `confine/sys.rs`).
 //!
-//! Stage one (outside bubblewrap) starts a session of its own, joins the pids cgroup and checks
-//! that baton is still there, then stays as the command's supervisor and subreaper
-//! (`supervisor.rs`) and runs bubblewrap with the trampoline as the wrapped command. Stage two
-//! (inside) drops privileges, sets the resource limits, Landlock and seccomp, and execs the
-//! command. Without bubblewrap both stages run in one process, which confines itself and then
-//! supervises the command.
+//! Stage one starts a session of its own, joins the pids cgroup and checks that baton is still
+//! there, then stays as the command's supervisor and subreaper (`supervisor.rs`) and runs the
+//! trampoline again as stage two: wrapped in bubblewrap, or directly on the Landlock backend.
+//! Stage two sets the resource limits, makes the private namespaces (Landlock backend), drops
+//! privileges, applies Landlock and seccomp, and execs the command. The supervisor itself stays
+//! unconfined, outside the command's Landlock domain, so the command cannot signal it (Landlock's
+//! signal scope): a command that killed its supervisor used to leave its `setsid` children
+//! running with nothing left to kill them.
+//!
+//! Before anything else every inherited descriptor but 0–2 is marked close-on-exec: what
+//! baton's own parent left open must not reach the command.
 
 use crate::confine::{self, Enforced};
-use crate::spec::ExecSpec;
+use crate::spec::{ExecSpec, Mode, Namespaces};
 #[cfg(target_os = "linux")]
 use rustix::process::Signal;
 use std::ffi::OsString;
@@ -39,6 +44,9 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
 enum Never {}
 
 fn run(args: Vec<OsString>) -> Result<Never, String> {
+    #[cfg(target_os = "linux")]
+    confine::sys::cloexec_inherited_fds()
+        .map_err(|e| format!("closing inherited file descriptors: {e}"))?;
     let mut args = args.into_iter();
     let flag = args.next().and_then(|a| a.into_string().ok());
     let json = args
@@ -48,7 +56,14 @@ fn run(args: Vec<OsString>) -> Result<Never, String> {
     let spec: ExecSpec = serde_json::from_str(&json).map_err(|e| format!("bad spec: {e}"))?;
     match flag.as_deref() {
         Some("--probe") => {
-            let enforced = confine_self(&spec)?;
+            // Tried first, as a command would: root's unshare needs the capabilities that
+            // confining drops. This process exits right after, so what it made goes with it.
+            #[cfg(target_os = "linux")]
+            let namespaces = confine::namespaces::enter(&spec.writable, true).is_ok();
+            #[cfg(not(target_os = "linux"))]
+            let namespaces = false;
+            let mut enforced = confine_self(&spec)?;
+            enforced.namespaces = namespaces;
             let text = serde_json::to_string(&enforced).map_err(|e| e.to_string())?;
             println!("{text}");
             std::process::exit(0);
@@ -92,13 +107,30 @@ fn run(args: Vec<OsString>) -> Result<Never, String> {
         let err = Command::new(&spec.wrapper[0]).args(&wrapped_args).exec();
         return Err(format!("could not start {}: {err}", spec.wrapper[0]));
     }
-    confine_self(&spec)?;
     if let Some(parent) = spec.parent_pid {
         // No bubblewrap: no pid namespace dies with baton, and the parent-death signal reaches
         // only this process, not what the command starts in the background. So stay as a
-        // small supervisor that takes the whole process group down if baton disappears.
-        return supervise(parent, &spec, program, rest);
+        // small supervisor that takes the whole process group down if baton disappears — and
+        // unconfined: confinement starts in stage two, outside which the command cannot reach.
+        let inner = ExecSpec {
+            cgroup_procs: None,
+            memory_cgroup_procs: None,
+            parent_pid: None,
+            supervisor_pid: Some(rustix::process::getpid().as_raw_nonzero().get()),
+            ..spec.clone()
+        };
+        let inner_json = serde_json::to_string(&inner).map_err(|e| e.to_string())?;
+        let mut stage_two: Vec<OsString> = vec![
+            SUBCOMMAND.into(),
+            "--spec".into(),
+            inner_json.into(),
+            "--".into(),
+        ];
+        stage_two.extend(command.iter().cloned());
+        return supervise(parent, &spec, spec.trampoline.as_os_str(), &stage_two);
     }
+    watch_supervisor(&spec)?;
+    confine_self(&spec)?;
     let err = Command::new(program).args(rest).exec();
     Err(format!(
         "could not run {}: {err}",
@@ -135,8 +167,30 @@ fn first_stage(spec: &ExecSpec) -> Result<(), String> {
     Ok(())
 }
 
+/// Stage two under a supervisor: dies with it (the signal survives exec), and starts nothing
+/// if it is already gone.
+fn watch_supervisor(spec: &ExecSpec) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    if let Some(supervisor) = spec.supervisor_pid {
+        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))
+            .map_err(|e| format!("setting the parent-death signal: {e}"))?;
+        let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+        if ppid != Some(supervisor) {
+            return Err("the sandbox's supervisor exited before the command started".into());
+        }
+    }
+    Ok(())
+}
+
 fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
     confine::apply_limits(&spec.limits, spec.nproc_offset).map_err(|e| e.to_string())?;
+    // After the limits (a user namespace takes its process bound from its creator's) and
+    // before privileges are dropped (root needs CAP_SYS_ADMIN for it).
+    #[cfg(target_os = "linux")]
+    if spec.namespaces == Namespaces::Private {
+        confine::namespaces::enter(&spec.writable, spec.mode != Mode::FullAccess)
+            .map_err(|e| e.to_string())?;
+    }
     if spec.landlock || spec.seccomp {
         confine::drop_privileges().map_err(|e| e.to_string())?;
     }
@@ -146,12 +200,17 @@ fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
         "none".to_string()
     };
     if spec.seccomp {
-        confine::apply_seccomp(spec.allow_network, spec.allow_unix_sockets)
-            .map_err(|e| e.to_string())?;
+        confine::apply_seccomp(confine::SeccompPolicy {
+            allow_network: spec.allow_network,
+            allow_unix: spec.allow_unix_sockets,
+            private_ipc: spec.namespaces != Namespaces::Host,
+        })
+        .map_err(|e| e.to_string())?;
     }
     Ok(Enforced {
         landlock,
         seccomp: spec.seccomp,
+        namespaces: spec.namespaces == Namespaces::Private,
     })
 }
 

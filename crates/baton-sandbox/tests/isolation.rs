@@ -23,7 +23,9 @@ fn denied(backend: BackendChoice, stderr: &str) -> bool {
         BackendChoice::Bwrap => {
             stderr.contains("Read-only file system") || stderr.contains("Directory nonexistent")
         }
-        _ => stderr.contains("Permission denied"),
+        // Landlock; or, where the trampoline made its private mount namespace (root, or a
+        // user namespace), the read-only mount answers first.
+        _ => stderr.contains("Permission denied") || stderr.contains("Read-only file system"),
     }
 }
 
