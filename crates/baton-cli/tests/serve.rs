@@ -322,6 +322,26 @@ fn start_without_token(
     (serve, said)
 }
 
+/// `baton serve --port 0` that must refuse to start: its output once it exited; a server that
+/// started instead (and would serve forever) is killed and fails the test.
+fn refused_start(ws: &std::path::Path, home: &std::path::Path) -> std::process::Output {
+    let mut child = baton(ws, home)
+        .args(["serve", "--port", "0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("baton serve started instead of refusing its token file");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_loopback_too_every_request_needs_the_token_made_once_into_a_private_file() {
     use std::os::unix::fs::PermissionsExt;
@@ -428,14 +448,35 @@ async fn on_loopback_too_every_request_needs_the_token_made_once_into_a_private_
 
     // A token file others could have read is refused, not used.
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let out = baton(ws.path(), home.path())
-        .args(["serve", "--port", "0"])
-        .output()
-        .unwrap();
+    let out = refused_start(ws.path(), home.path());
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("mode 0644") && stderr.contains("Remove it"),
         "{stderr}"
     );
+    // So is a symbolic link planted in its place (to a private file of someone's choosing).
+    let elsewhere = home.path().join("chosen.token");
+    std::fs::write(&elsewhere, "chosen-by-someone-else\n").unwrap();
+    std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
+    let out = refused_start(ws.path(), home.path());
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot be opened as a plain file"),
+        "{stderr}"
+    );
+    // And, where the test can make one (as root), a file another user owns.
+    if rustix::process::geteuid().is_root() {
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(&file, "theirs\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(&file, Some(65534), None).unwrap();
+        let out = refused_start(ws.path(), home.path());
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("belongs to uid 65534"), "{stderr}");
+    }
 }
