@@ -166,4 +166,42 @@ mod tests {
         drop(held);
         assert!(!holds_open(std::process::id(), &meta));
     }
+
+    /// Field 22 of /proc/PID/stat: the start time `Holder::pid_start` holds.
+    fn start_time(pid: u32) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+        after_comm.split(' ').nth(19).unwrap().parse().unwrap()
+    }
+
+    /// A pidfile someone else wrote naming a live process — its pid, its real start time, this
+    /// host — names no supervisor (`baton stop` would have signalled it); the file a supervisor
+    /// writes and holds does. (The state directory is the real one for a fresh temporary
+    /// workspace, removed at the end.)
+    #[test]
+    fn a_planted_pidfile_naming_a_live_process_names_no_supervisor() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = baton_state::StateDir::for_workspace(ws.path());
+        let planted = RunId::from_string("run-planted");
+        let mut victim = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let path = pidfile_path(ws.path(), &planted);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let host = Holder::this_process().host;
+        let start = start_time(victim.id());
+        std::fs::write(&path, format!("{} {start} {host}\n", victim.id())).unwrap();
+        let found = live_supervisor(ws.path(), &planted);
+
+        let real = RunId::from_string("run-real");
+        let pidfile = PidFile::create(ws.path(), &real).unwrap();
+        let me = live_supervisor(ws.path(), &real);
+        drop(pidfile);
+        victim.kill().unwrap();
+        victim.wait().unwrap();
+        let _ = std::fs::remove_dir_all(state.root());
+        assert_eq!(found, None, "a planted pidfile named a supervisor");
+        assert_eq!(me.map(|h| h.pid), Some(std::process::id()));
+    }
 }
