@@ -6,8 +6,9 @@
 //! workspace (item 6: mode 666, then written by another user); a UNIX datagram socket reached a
 //! host socket with `sendto`; a file descriptor inherited from baton's parent reached the
 //! command; the kernel keyrings were readable (writable on Landlock); the host's SysV IPC was
-//! reachable on Landlock; and `setsid` children survived a command that killed its supervisor
-//! on Landlock as an unprivileged user.
+//! reachable on Landlock (a private IPC namespace; seccomp refuses SysV IPC where none can be
+//! made); and `setsid` children survived a command that killed its supervisor on Landlock as an
+//! unprivileged user.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -281,6 +282,7 @@ fn the_kernel_keyrings_are_out_of_reach() {
     let payload = format!("sk-key-{}", std::process::id());
     let serial = add_outside_key(&payload);
     assert!(serial > 0, "adding a key outside failed: {serial}");
+    let _revoke = RevokeKey(serial);
     assert_eq!(read_outside_key(serial), payload);
     let script = format!(
         "python3 keyring.py {} {} {serial}",
@@ -302,16 +304,22 @@ fn the_kernel_keyrings_are_out_of_reach() {
         // From outside: the key is as it was.
         assert_eq!(read_outside_key(serial), payload, "{backend:?}");
     }
-    // Revoked: nothing can read it any more, and the kernel collects it.
-    let _ = std::process::Command::new("python3")
-        .args([
-            "-c",
-            &format!(
-                "import ctypes\nctypes.CDLL(None).syscall({}, 3, {serial})",
-                libc::SYS_keyctl
-            ),
-        ])
-        .status();
+}
+
+/// Revokes a key on drop: nothing can read it any more, and the kernel collects it.
+struct RevokeKey(i64);
+
+impl Drop for RevokeKey {
+    fn drop(&mut self) {
+        let script = format!(
+            "import ctypes\nctypes.CDLL(None).syscall({}, 3, {})",
+            libc::SYS_keyctl,
+            self.0
+        );
+        let _ = std::process::Command::new("python3")
+            .args(["-c", &script])
+            .status();
+    }
 }
 
 /// Attaches the segment `argv[1]` and writes into it, then makes a private one: `NAME ok` or
@@ -331,6 +339,33 @@ own = libc.shmget(0, 4096, 0o1600)
 print("own", "ok" if own >= 0 else ctypes.get_errno())
 "#;
 
+/// A SysV shared memory segment made outside the sandbox (by `ipcmk`), removed on drop.
+struct Segment(String);
+
+impl Segment {
+    fn make() -> Segment {
+        let made = std::process::Command::new("ipcmk")
+            .args(["-M", "4096"])
+            .output()
+            .unwrap();
+        let id = text(&made.stdout)
+            .trim()
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .to_string();
+        Segment(id)
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ipcrm")
+            .args(["-m", &self.0])
+            .status();
+    }
+}
+
 /// The `atime` and `lpid` of segment `shmid` in `/proc/sysvipc/shm` (both 0 until someone
 /// attaches it).
 fn segment_use(shmid: &str) -> Option<(String, String)> {
@@ -346,16 +381,8 @@ fn segment_use(shmid: &str) -> Option<(String, String)> {
 
 #[test]
 fn the_hosts_sysv_ipc_is_out_of_reach() {
-    let made = std::process::Command::new("ipcmk")
-        .args(["-M", "4096"])
-        .output()
-        .unwrap();
-    let shmid = text(&made.stdout)
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .to_string();
+    let segment = Segment::make();
+    let shmid = segment.0.clone();
     let before = segment_use(&shmid).expect("the segment ipcmk made");
     for backend in backends() {
         let ws = tempdir();
@@ -384,9 +411,42 @@ fn the_hosts_sysv_ipc_is_out_of_reach() {
         // From outside: nobody attached it.
         assert_eq!(segment_use(&shmid), Some(before.clone()), "{backend:?}");
     }
-    let _ = std::process::Command::new("ipcrm")
-        .args(["-m", &shmid])
-        .status();
+}
+
+#[test]
+fn without_an_ipc_namespace_seccomp_refuses_sysv_ipc() {
+    // What the trampoline applies where no namespace can be made (a user without user
+    // namespaces on the Landlock backend): the same confinement, the host's IPC namespace.
+    // This machine can make one, so the spec is given to the trampoline directly.
+    let segment = Segment::make();
+    let shmid = segment.0.clone();
+    let before = segment_use(&shmid).expect("the segment ipcmk made");
+    let ws = tempdir();
+    std::fs::write(ws.path().join("sysv.py"), SYSV).unwrap();
+    let workspace = ws.path().canonicalize().unwrap();
+    let spec = serde_json::json!({
+        "mode": "workspace-write",
+        "allow_network": false,
+        "limits": {},
+        "nproc_offset": 0,
+        "writable": [workspace],
+        "landlock": true,
+        "seccomp": true,
+        "cgroup_procs": null,
+        "parent_pid": null,
+        "wrapper": [],
+        "trampoline": TRAMPOLINE,
+        "namespaces": "host",
+    });
+    let out = std::process::Command::new(TRAMPOLINE)
+        .args(["__sandbox-exec", "--spec", &spec.to_string(), "--"])
+        .args(["python3", "sysv.py", &shmid])
+        .current_dir(&workspace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "attach 1\nown 1\n");
+    assert_eq!(segment_use(&shmid), Some(before));
 }
 
 #[test]
