@@ -246,8 +246,9 @@ fn check_files(workspace: &Path, files: &ProjectFiles, project: &ConfigLayer) ->
 /// `baton trust`: records the workspace's files as they are now; returns what was trusted, in
 /// words.
 pub fn trust(workspace: &Path) -> Result<String, Error> {
-    let project = config::read_layer(&config::project_config_path(workspace))?;
+    // What is described is what is recorded: one read of the file.
     let files = ProjectFiles::read(workspace)?;
+    let project = files.layer()?;
     let path = trust_file_path().ok_or_else(|| {
         Error::usage(
             "no user config directory (set HOME or XDG_CONFIG_HOME): nowhere to record trust",
