@@ -7,7 +7,8 @@
 //! supervisor inherits every such orphan, and kills its whole tree when the command ends or
 //! baton disappears — also bubblewrap's inner init when baton is killed while bubblewrap is
 //! still setting the sandbox up (it reparents here instead of to init, where it used to sleep
-//! forever on its setup pipe).
+//! forever on its setup pipe). A termination signal sent to it from outside (`kill`, `pkill`)
+//! does the same before it exits.
 
 use std::convert::Infallible;
 use std::ffi::{OsStr, OsString};
@@ -57,6 +58,13 @@ pub(crate) fn supervise(
         .map_err(|e| format!("clearing the parent-death signal: {e}"))?;
     rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
         .map_err(|e| format!("becoming the subreaper of the command: {e}"))?;
+    // A `kill PID` or `pkill baton` from outside must not end this process before it has killed
+    // the command's tree (as an unprivileged user nothing else finds `setsid` children): the
+    // signals wait, and the watcher below takes them. Blocked before the watcher starts, so
+    // that no thread of this process takes them the default way.
+    #[cfg(target_os = "linux")]
+    crate::confine::sys::block_termination_signals()
+        .map_err(|e| format!("blocking termination signals: {e}"))?;
     let child = Command::new(program)
         .args(args)
         .spawn()
@@ -73,6 +81,12 @@ pub(crate) fn supervise(
                 kill_everything(cgroup.as_deref());
                 std::process::exit(128 + 9);
             }
+            #[cfg(target_os = "linux")]
+            if let Some(signal) = crate::confine::sys::take_termination_signal(pause) {
+                kill_everything(cgroup.as_deref());
+                std::process::exit(128 + signal);
+            }
+            #[cfg(not(target_os = "linux"))]
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(50));
         }
@@ -99,6 +113,9 @@ fn exit_like(status: rustix::process::WaitStatus) -> ! {
         std::process::exit(code);
     }
     if let Some(signal) = status.terminating_signal() {
+        // The termination signals are blocked here (see `supervise`): let this thread die of one.
+        #[cfg(target_os = "linux")]
+        let _ = crate::confine::sys::unblock_termination_signals();
         if let Some(sig) = Signal::from_named_raw(signal) {
             let _ = rustix::process::kill_process(rustix::process::getpid(), sig);
             std::thread::sleep(Duration::from_millis(100));

@@ -8,7 +8,7 @@
 //! command; the kernel keyrings were readable (writable on Landlock); the host's SysV IPC was
 //! reachable on Landlock (a private IPC namespace; seccomp refuses SysV IPC where none can be
 //! made); and `setsid` children survived a command that killed its supervisor on Landlock as an
-//! unprivileged user.
+//! unprivileged user (and, the same way, a supervisor terminated from outside: `kill`, `pkill`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -485,5 +485,54 @@ fn setsid_children_die_with_a_command_that_killed_its_supervisor() {
                 text(&r.stdout)
             );
         }
+    }
+}
+
+#[test]
+fn setsid_children_die_with_a_supervisor_terminated_from_outside() {
+    // `kill PID` or `pkill baton` reaches the supervisors too. Without a cgroup (see above) a
+    // supervisor that died of it left the command's `setsid` children running.
+    use std::io::BufRead;
+    for backend in backends() {
+        let ws = tempdir();
+        let sb = sandbox(backend, ws.path(), |c| {
+            c.limits.max_processes = None;
+            c.limits.memory_bytes = None;
+        });
+        let m = marker();
+        let script = "rm -f started; mkfifo started; \
+                      setsid sh -c 'echo >started; exec sleep 1000' & read _ <started; \
+                      echo ready; grep SigBlk /proc/self/status; exec sleep 1000";
+        let argv: Vec<std::ffi::OsString> = ["/bin/sh", "-c", script].map(Into::into).to_vec();
+        let mut env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+        env.push((MARKER_VAR.into(), m.clone().into()));
+        let baton_sandbox::Prepared { mut command, guard } =
+            sb.sandbox.prepare(&sb.workspace, &argv, env).unwrap();
+        let mut supervisor = command
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(supervisor.stdout.take().unwrap());
+        let (mut ready, mut mask) = (String::new(), String::new());
+        out.read_line(&mut ready).unwrap();
+        out.read_line(&mut mask).unwrap();
+        assert_eq!(ready, "ready\n", "{backend:?}");
+        // The command does not inherit what the supervisor blocks.
+        assert_eq!(mask, "SigBlk:\t0000000000000000\n", "{backend:?}");
+        // The process spawned here is the supervisor (the trampoline's first stage).
+        let pid = rustix::process::Pid::from_raw(supervisor.id() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        let status = supervisor.wait().unwrap();
+        let left = wait_gone(&m);
+        for pid in &left {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        assert!(
+            left.is_empty(),
+            "{backend:?}: left behind {left:?} ({status})"
+        );
+        drop(guard);
     }
 }

@@ -1,5 +1,6 @@
-//! The three system calls the sandbox makes that no safe wrapper offers: marking inherited file
-//! descriptors close-on-exec, `unshare` and `mount_setattr`. This is the crate's only `unsafe`;
+//! The system calls the sandbox makes that no safe wrapper offers: marking inherited file
+//! descriptors close-on-exec, `unshare`, `mount_setattr`, and blocking and taking the
+//! supervisor's termination signals. This is the crate's only `unsafe`;
 //! each block is a plain system call on arguments built here, and none closes, moves or
 //! invalidates a descriptor or memory that Rust code owns.
 
@@ -99,4 +100,59 @@ pub fn mount_tree_setattr(path: &Path, readonly: bool) -> io::Result<()> {
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// The signals that end a process by default and that someone outside may send a supervisor
+/// (`kill PID`, `pkill baton`, a closed terminal).
+const TERMINATION: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+fn termination_set() -> io::Result<libc::sigset_t> {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the set it is given; sigaddset only writes to it.
+    unsafe {
+        if libc::sigemptyset(set.as_mut_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for signal in TERMINATION {
+            if libc::sigaddset(set.as_mut_ptr(), signal) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(set.assume_init())
+    }
+}
+
+/// Blocks the termination signals in the calling thread and the threads it starts afterwards,
+/// so that they wait to be taken by [`take_termination_signal`] instead of killing the process.
+/// Children started with `std::process::Command` get an empty mask again (std resets it).
+pub fn block_termination_signals() -> io::Result<()> {
+    termination_mask(libc::SIG_BLOCK)
+}
+
+/// Lets the termination signals through to the calling thread again.
+pub fn unblock_termination_signals() -> io::Result<()> {
+    termination_mask(libc::SIG_UNBLOCK)
+}
+
+fn termination_mask(how: libc::c_int) -> io::Result<()> {
+    let set = termination_set()?;
+    // SAFETY: a valid, initialised set; the old mask is not asked for.
+    let r = unsafe { libc::pthread_sigmask(how, &set, std::ptr::null_mut()) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(r))
+    }
+}
+
+/// Waits up to `timeout` for a blocked termination signal; returns it if one came.
+pub fn take_termination_signal(timeout: std::time::Duration) -> Option<libc::c_int> {
+    let set = termination_set().ok()?;
+    let timeout = libc::timespec {
+        tv_sec: timeout.as_secs().try_into().unwrap_or(libc::time_t::MAX),
+        tv_nsec: timeout.subsec_nanos().into(),
+    };
+    // SAFETY: a valid set and timespec, both only read; no siginfo is asked for.
+    let signal = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+    (signal > 0).then_some(signal)
 }
