@@ -1,6 +1,6 @@
 //! Process isolation for baton: every command the agent runs goes through a [`Sandbox`] —
 //! bubblewrap namespaces where available, Landlock and seccomp applied in the child by a
-//! trampoline re-exec (`unsafe` only for three system calls, in `confine/sys.rs`), resource
+//! trampoline re-exec (`unsafe` only for a few system calls, in `confine/sys.rs`), resource
 //! limits, an allowlisted environment — and an execution [`policy`] decides which command lines
 //! may run at all.
 
