@@ -207,6 +207,7 @@ fn probe(trampoline: &Path) -> Result<Enforced, String> {
         },
         nproc_offset: 0,
         writable: vec![tmp],
+        protected: Vec::new(),
         deny_read: Vec::new(),
         reveal_read: Vec::new(),
         landlock: true,

@@ -6,8 +6,10 @@
 //! bubblewrap backend also mounts them (and the workspace's `.baton/` inputs) read-only over
 //! any writable bind that holds them. Landlock can only add rights to a subtree, never take
 //! them back for a part of it: a state directory inside a writable path cannot be protected
-//! there, so such a command is refused; and the workspace's `.baton/` stays writable there (baton
-//! then relies on `baton trust`'s digests: a project file a command wrote or changed is refused).
+//! there, so such a command is refused. The workspace's `.baton/` is bound read-only in the
+//! command's own mount namespace where the Landlock backend can make one; without one it stays
+//! writable, and baton relies on `baton trust`'s digests (a project file a command wrote or
+//! changed is refused).
 //!
 //! bubblewrap can mount only over a path that exists: a workspace without `.baton/` would let a
 //! command create one (and plant a config in it), so [`make_mount_points`] creates the empty
@@ -36,12 +38,12 @@ pub(crate) fn protected_paths(workspace: &Path) -> Vec<PathBuf> {
     paths
 }
 
-/// Creates the workspace's `.baton/` when it does not exist yet, empty, so that bubblewrap has
-/// something to mount read-only there. An empty directory is all this adds to the user's
-/// workspace (and git does not show empty directories). Only a missing path is created: a file or
-/// a symlink in its place is left as it is (`baton trust` judges what it leads to). A directory
-/// baton cannot create (a read-only workspace) the command, with fewer rights, cannot either, so
-/// a failure is ignored.
+/// Creates the workspace's `.baton/` when it does not exist yet, empty, so that bubblewrap (or
+/// the Landlock backend's mount namespace) has something to mount read-only there. An empty
+/// directory is all this adds to the user's workspace (and git does not show empty
+/// directories). Only a missing path is created: a file or a symlink in its place is left as it
+/// is (`baton trust` judges what it leads to). A directory baton cannot create (a read-only
+/// workspace) the command, with fewer rights, cannot either, so a failure is ignored.
 pub(crate) fn make_mount_points(workspace: &Path) {
     let inputs = StateDir::for_workspace(workspace).inputs_dir();
     if std::fs::symlink_metadata(&inputs).is_err() {

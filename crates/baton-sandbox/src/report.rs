@@ -138,6 +138,9 @@ impl Sandbox {
                 "baton's own files: the state directory is outside every writable path{}",
                 if bwrap {
                     "; it and the workspace's .baton/ are mounted read-only"
+                } else if platform.namespaces {
+                    "; the workspace's .baton/ is bound read-only in the command's own mount \
+                     namespace"
                 } else {
                     "; the workspace's .baton/ is writable (a changed config.toml or policy.toml \
                      needs `baton trust` again)"

@@ -276,8 +276,9 @@ impl Sandbox {
         let sandboxed = self.backend != Backend::Unsandboxed;
         let unshare_user = !platform.root;
         let protected = crate::protect::protected_paths(&workspace);
-        if self.backend == Backend::Bwrap {
-            // bubblewrap mounts `.baton/` read-only only where it exists.
+        if self.backend != Backend::Unsandboxed {
+            // `.baton/` is mounted read-only (bubblewrap, or Landlock's own mount namespace)
+            // only where it exists.
             crate::protect::make_mount_points(&workspace);
         }
         let (wrapper, tmp_inside) = match self.backend {
@@ -329,6 +330,7 @@ impl Sandbox {
             limits: self.config.limits.clone(),
             nproc_offset,
             writable,
+            protected: protected.clone(),
             deny_read: hidden.deny,
             reveal_read: hidden.reveal,
             landlock: sandboxed && platform.landlock != "none",

@@ -186,6 +186,10 @@ pub struct ExecSpec {
     pub nproc_offset: u64,
     /// Directories writable beneath (workspace, private tmp, extras), as seen by the command.
     pub writable: Vec<PathBuf>,
+    /// baton's own files (the workspace's `.baton/`, the state directory): bound read-only
+    /// over the writable paths in the command's own mount namespace (Landlock backend).
+    #[serde(default)]
+    pub protected: Vec<PathBuf>,
     /// Paths Landlock's read rules leave out (credentials), canonical.
     #[serde(default)]
     pub deny_read: Vec<PathBuf>,

@@ -59,7 +59,7 @@ fn run(args: Vec<OsString>) -> Result<Never, String> {
             // Tried first, as a command would: root's unshare needs the capabilities that
             // confining drops. This process exits right after, so what it made goes with it.
             #[cfg(target_os = "linux")]
-            let namespaces = confine::namespaces::enter(&spec.writable, true).is_ok();
+            let namespaces = confine::namespaces::enter(&spec.writable, &[], true).is_ok();
             #[cfg(not(target_os = "linux"))]
             let namespaces = false;
             let mut enforced = confine_self(&spec)?;
@@ -188,8 +188,12 @@ fn confine_self(spec: &ExecSpec) -> Result<Enforced, String> {
     // before privileges are dropped (root needs CAP_SYS_ADMIN for it).
     #[cfg(target_os = "linux")]
     if spec.namespaces == Namespaces::Private {
-        confine::namespaces::enter(&spec.writable, spec.mode != Mode::FullAccess)
-            .map_err(|e| e.to_string())?;
+        confine::namespaces::enter(
+            &spec.writable,
+            &spec.protected,
+            spec.mode != Mode::FullAccess,
+        )
+        .map_err(|e| e.to_string())?;
     }
     if spec.landlock || spec.seccomp {
         confine::drop_privileges().map_err(|e| e.to_string())?;

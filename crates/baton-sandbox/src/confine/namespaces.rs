@@ -16,9 +16,15 @@ use super::sys;
 use std::path::{Path, PathBuf};
 
 /// Enters the namespaces; with `readonly_fs` (every mode but full access) makes the filesystem
-/// read-only outside `writable`. Must run single-threaded (a user namespace requires it) and
-/// before privileges are dropped. Nothing here is undone on failure: the caller fails closed.
-pub fn enter(writable: &[PathBuf], readonly_fs: bool) -> Result<(), ConfineError> {
+/// read-only outside `writable`, and read-only again at each `protected` path inside it (baton's
+/// own files: Landlock cannot take a subtree back, a read-only bind can). Must run
+/// single-threaded (a user namespace requires it) and before privileges are dropped. Nothing
+/// here is undone on failure: the caller fails closed.
+pub fn enter(
+    writable: &[PathBuf],
+    protected: &[PathBuf],
+    readonly_fs: bool,
+) -> Result<(), ConfineError> {
     let err = |what: &str, e: std::io::Error| ConfineError::Namespaces(format!("{what}: {e}"));
     let root = rustix::process::geteuid().is_root();
     let (uid, gid) = (
@@ -53,6 +59,16 @@ pub fn enter(writable: &[PathBuf], readonly_fs: bool) -> Result<(), ConfineError
             .map_err(|e| err(&format!("binding {}", path.display()), e.into()))?;
         sys::mount_tree_setattr(path, false)
             .map_err(|e| err(&format!("making {} writable", path.display()), e))?;
+    }
+    for path in protected {
+        let inside = writable.iter().any(|w| path.starts_with(w));
+        if !inside || std::fs::symlink_metadata(path).is_err() {
+            continue;
+        }
+        rustix::mount::mount_bind_recursive(path, path)
+            .map_err(|e| err(&format!("binding {}", path.display()), e.into()))?;
+        sys::mount_tree_setattr(path, true)
+            .map_err(|e| err(&format!("making {} read-only", path.display()), e))?;
     }
     // The working directory still points into the mount beneath (it was entered before the
     // binds): enter it again by its path, which now leads through them.
