@@ -140,8 +140,9 @@ async fn a_planted_model_or_budget_is_refused_until_trusted_and_then_used() {
 }
 
 /// A command writes a server into `.baton/config.toml` of a workspace that had none. Under
-/// bubblewrap it cannot (the sandbox made `.baton/` and mounted it read-only); under Landlock it
-/// can, and the next command refuses the untrusted file. Either way the server never starts.
+/// bubblewrap it cannot (the sandbox made `.baton/` and mounted it read-only), nor under Landlock
+/// with a mount namespace; under Landlock without one it can, and the next command refuses the
+/// untrusted file. Either way the server never starts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_a_command_writes_never_starts_its_server() {
     let ws = tempfile::tempdir().unwrap();
