@@ -175,9 +175,9 @@ fn load(path: &Path) -> Result<TrustFile, Error> {
 }
 
 /// Refuses (a usage error: exit 2 in the CLI) a project config with sensitive keys, or a project
-/// policy file, that the user has not trusted as it is now. Every command that reads the project
-/// config for a run, a check or an MCP server calls this (through
-/// `settings::file_and_env_layers`) before it starts anything.
+/// policy file, that the user has not trusted as it is now (`baton config` shows its verdict).
+/// Every command that reads the project config for a run, a check or an MCP server goes through
+/// [`project_layer`] instead (in `settings::file_and_env_layers`) before it starts anything.
 pub fn check(workspace: &Path, project: &ConfigLayer) -> Result<(), Error> {
     check_files(workspace, &ProjectFiles::read(workspace)?, project)
 }
