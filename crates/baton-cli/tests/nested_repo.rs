@@ -57,11 +57,6 @@ case \"$GIT_DIR\" in *shadow.git) {{ env; grep -E '^(NoNewPrivs|Seccomp):' \
 async fn a_filter_planted_in_a_nested_repository_never_runs_in_a_snapshot_or_a_diff() {
     let outside = tempfile::tempdir().unwrap();
     let marker = outside.path().join("filter-ran");
-    // Where the sandbox lets baton's git read it (its private /tmp hides the host's).
-    let tools = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let bin = tools.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    recording_git(&bin);
 
     // Turn 1 makes the nested repository (the snapshot after it sees it for the first time);
     // turn 2 touches its file, which made the next `git add` ask the nested repository whether
@@ -79,6 +74,12 @@ async fn a_filter_planted_in_a_nested_repository_never_runs_in_a_snapshot_or_a_d
     let home = tempfile::tempdir().unwrap();
     let (ws, home) = (ws.path(), home.path());
     std::fs::write(ws.join("orig.txt"), "original\n").unwrap();
+    // In the workspace (ignored, so in no snapshot): the one place outside of which a confined
+    // git could not find it wherever the test runs — the sandbox hides the host's /tmp and home.
+    std::fs::write(ws.join(".gitignore"), ".tools/\n").unwrap();
+    let bin = ws.join(".tools/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    recording_git(&bin);
     let path = format!(
         "{}:{}",
         bin.display(),
