@@ -18,11 +18,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::governance::{remember_call, stable_hash};
 use crate::memory::{PlanItem, PlanStatus};
-use crate::message::AssistantMessage;
 use crate::settings::ToolChoice;
-use crate::state::RunState;
+// The policy is a setting of the run (recorded with the others); its old path stays.
+pub use crate::settings::{EndingPolicy, OnTextReply, OpenItems};
 
 /// How the model ended a run that finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -39,69 +38,6 @@ impl FinishedBy {
         match self {
             FinishedBy::Tool => "tool",
             FinishedBy::Text => "text",
-        }
-    }
-}
-
-/// What a text reply (after its nudge) means.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OnTextReply {
-    /// The model is done: the text is the summary, exactly as if it had called `finish`.
-    #[default]
-    Finish,
-    /// Keep nudging the model to use tools (bounded by the loop rule).
-    Nudge,
-    /// Pause the run (`text_reply`) so a person can decide.
-    Pause,
-}
-
-impl OnTextReply {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnTextReply::Finish => "finish",
-            OnTextReply::Nudge => "nudge",
-            OnTextReply::Pause => "pause",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<OnTextReply> {
-        match text.trim() {
-            "finish" => Some(OnTextReply::Finish),
-            "nudge" => Some(OnTextReply::Nudge),
-            "pause" => Some(OnTextReply::Pause),
-            _ => None,
-        }
-    }
-}
-
-/// Whether an ending with open todo items is answered with the list once.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum OpenItems {
-    /// Endings take effect at once (runs journaled before this rule existed: their journals
-    /// were written without the reminder, so replaying them must not expect one).
-    Ignore,
-    #[default]
-    RemindOnce,
-}
-
-/// The ending policy of a run, recorded with its settings.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EndingPolicy {
-    #[serde(default)]
-    pub on_text_reply: OnTextReply,
-    #[serde(default)]
-    pub open_items: OpenItems,
-}
-
-impl EndingPolicy {
-    /// What a run journaled before endings were configurable reads as: text endings as now,
-    /// no open-items reminder (its journal has none).
-    pub fn journaled_before() -> EndingPolicy {
-        EndingPolicy {
-            on_text_reply: OnTextReply::Finish,
-            open_items: OpenItems::Ignore,
         }
     }
 }
@@ -319,78 +255,6 @@ pub fn open_items_text(items: &[String]) -> String {
 pub const FINISH_WHILE_PLANNING: &str = "Not finished: this run starts with a plan and has \
 none yet. Call `submit_plan` with the tasks (explore with the read-only tools first if you \
 need to). The run pauses if you end again without a plan.";
-
-/// The reducer's side of endings: what applying a reply or an ending does to the run state.
-impl RunState {
-    /// The model says it is done: inside a task that claims the task done (its check decides),
-    /// otherwise the run is to finish.
-    pub(crate) fn claim_end(&mut self, summary: &str, by: FinishedBy) {
-        let claimed = self
-            .board
-            .as_mut()
-            .is_some_and(|board| board.claim_done(summary));
-        if !claimed {
-            self.finish_summary = Some(summary.to_string());
-            self.finished_by = Some(by);
-        }
-    }
-
-    /// Decides what a reply without tool calls means (and counts it); a reply with tool calls
-    /// starts the counts afresh.
-    pub(crate) fn reply_without_tools(
-        &mut self,
-        turn: u32,
-        message: &AssistantMessage,
-    ) -> Option<AfterReply> {
-        if !message.tool_calls.is_empty() {
-            self.endings.no_tool_replies = 0;
-            self.endings.nudged = false;
-            return None;
-        }
-        self.endings.no_tool_replies = self.endings.no_tool_replies.saturating_add(1);
-        let reply = Reply::of(message.content.as_deref());
-        // Identical replies are repeats for the loop detector, like identical calls.
-        let text = match reply {
-            Reply::Text(text) => text,
-            Reply::Empty => "",
-        };
-        remember_call(
-            &mut self.recent_calls,
-            turn,
-            stable_hash(&["(reply without a tool call)", text]),
-            stable_hash(&["(no tool result)"]),
-        );
-        let settings = self.settings.as_ref()?;
-        Some(after_reply(
-            reply,
-            &Situation {
-                policy: settings.endings,
-                tool_choice: &settings.model.tool_choice,
-                no_tool_limit: settings.loop_detection.no_tool_turns,
-                planning: self.is_planning(),
-                todo: &self.plan,
-                track: &self.endings,
-            },
-        ))
-    }
-
-    /// `finish` while the run still plans was refused (its result says why): that is the
-    /// planning nudge, or, after one, the reason to pause.
-    pub(crate) fn finish_while_planning(&mut self) -> Option<AfterReply> {
-        if self.endings.planning_nudged {
-            Some(AfterReply::PauseNoPlan)
-        } else {
-            self.endings.planning_nudged = true;
-            None
-        }
-    }
-
-    pub(crate) fn ending_policy(&self) -> EndingPolicy {
-        self.settings
-            .as_ref()
-            .map_or_else(EndingPolicy::journaled_before, |s| s.endings)
-    }
-}
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,5 @@
 use serde::{Deserialize, Serialize};
 
-use crate::ending::EndingPolicy;
 use crate::governance::{Budget, LoopPolicy};
 
 /// Everything a run needs to be resumed the same way, recorded in its first event.
@@ -350,6 +349,69 @@ impl Default for Limits {
         Limits {
             max_turns: 200,
             shell_timeout_secs: 120,
+        }
+    }
+}
+
+/// What a text reply (after its nudge) means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTextReply {
+    /// The model is done: the text is the summary, exactly as if it had called `finish`.
+    #[default]
+    Finish,
+    /// Keep nudging the model to use tools (bounded by the loop rule).
+    Nudge,
+    /// Pause the run (`text_reply`) so a person can decide.
+    Pause,
+}
+
+impl OnTextReply {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnTextReply::Finish => "finish",
+            OnTextReply::Nudge => "nudge",
+            OnTextReply::Pause => "pause",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<OnTextReply> {
+        match text.trim() {
+            "finish" => Some(OnTextReply::Finish),
+            "nudge" => Some(OnTextReply::Nudge),
+            "pause" => Some(OnTextReply::Pause),
+            _ => None,
+        }
+    }
+}
+
+/// Whether an ending with open todo items is answered with the list once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenItems {
+    /// Endings take effect at once (runs journaled before this rule existed: their journals
+    /// were written without the reminder, so replaying them must not expect one).
+    Ignore,
+    #[default]
+    RemindOnce,
+}
+
+/// The ending policy of a run, recorded with its settings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndingPolicy {
+    #[serde(default)]
+    pub on_text_reply: OnTextReply,
+    #[serde(default)]
+    pub open_items: OpenItems,
+}
+
+impl EndingPolicy {
+    /// What a run journaled before endings were configurable reads as: text endings as now,
+    /// no open-items reminder (its journal has none).
+    pub fn journaled_before() -> EndingPolicy {
+        EndingPolicy {
+            on_text_reply: OnTextReply::Finish,
+            open_items: OpenItems::Ignore,
         }
     }
 }

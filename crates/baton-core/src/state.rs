@@ -1,5 +1,6 @@
 mod context;
 mod delegation;
+mod ending;
 mod governance;
 mod run;
 mod snapshot;

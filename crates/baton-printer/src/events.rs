@@ -1,68 +1,12 @@
-//! What the user sees while a run goes on: a JSONL event stream (`--json`) or short human
-//! progress lines on stderr.
+//! What the user sees while a run goes on on stderr: short human progress lines (the `--json`
+//! stream is `json_lines.rs`).
 
 use std::io::Write;
-use std::sync::Mutex;
 
 use baton_core::{CompactionTrigger, Event, EventRecord, LoopResponse, RunState, ToolOutcome};
 use baton_core::{RunObserver, StreamDelta};
-use serde::Serialize;
 
-use crate::summary::{run_totals, status_line, summary_line, word};
-
-/// Version of the JSONL event schema (docs/events.md). Bumped on incompatible changes.
-pub const EVENT_SCHEMA_VERSION: u32 = 1;
-
-#[derive(Serialize)]
-struct StreamLine<'a> {
-    v: u32,
-    #[serde(flatten)]
-    record: &'a EventRecord,
-}
-
-/// One JSON object per journaled event on stdout.
-pub struct JsonLines {
-    out: Mutex<std::io::Stdout>,
-}
-
-impl Default for JsonLines {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl JsonLines {
-    /// Writes to this process's stdout.
-    pub fn new() -> Self {
-        JsonLines {
-            out: Mutex::new(std::io::stdout()),
-        }
-    }
-}
-
-/// One event as the versioned JSON line of `--json` (docs/events.md).
-pub fn json_line(record: &EventRecord) -> String {
-    serde_json::to_string(&StreamLine {
-        v: EVENT_SCHEMA_VERSION,
-        record,
-    })
-    .unwrap_or_else(|e| {
-        format!("{{\"v\":{EVENT_SCHEMA_VERSION},\"type\":\"encoding_error\",\"error\":\"{e}\"}}")
-    })
-}
-
-impl RunObserver for JsonLines {
-    fn on_event(&self, record: &EventRecord, state: &RunState) {
-        if let Ok(mut out) = self.out.lock() {
-            // A closed stdout (e.g. `| head`) must not stop the run.
-            let _ = writeln!(out, "{}", json_line(record));
-            if let Some(totals) = run_totals(record, state) {
-                let _ = writeln!(out, "{totals}");
-            }
-            let _ = out.flush();
-        }
-    }
-}
+use crate::summary::{status_line, summary_line, word};
 
 /// Progress lines on stderr; on a terminal, a status line under them stays current (tasks
 /// done, the current task and attempt, tokens and cost so far).

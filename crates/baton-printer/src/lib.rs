@@ -11,6 +11,7 @@
 pub mod code;
 pub mod cost;
 mod events;
+mod json_lines;
 pub mod plan;
 pub mod snapshots;
 pub mod status;
@@ -18,8 +19,7 @@ mod summary;
 mod tables;
 pub mod transcript;
 
-pub use events::{
-    EVENT_SCHEMA_VERSION, Human, JsonLines, json_line, one_line, progress_line, task_line,
-};
-pub use summary::{duration_words, run_totals, settings_text, status_line, summary_line, word};
+pub use events::{Human, one_line, progress_line, task_line};
+pub use json_lines::{EVENT_SCHEMA_VERSION, JsonLines, json_line, run_totals};
+pub use summary::{duration_words, settings_text, status_line, summary_line, word};
 pub use tables::{key_values, runs_table, tasks_table};

@@ -1,47 +1,7 @@
-//! How much a run did, in words: the status line, the summary at its end, the `run_totals`
-//! line of `--json`, and the documented names of enum values.
+//! How much a run did, in words: the status line, the summary at its end, and the documented
+//! names of enum values.
 
-use baton_core::{Event, EventRecord, RunState};
-
-use crate::events::{EVENT_SCHEMA_VERSION, parallel_task};
-
-/// After the event that ends a run (or this process's part of it), one more line with the
-/// totals: `{"v":1,"type":"run_totals","run_id":…,"end":"finished","turns":…,…}`. It is not a
-/// journal event (the journal has them all); it saves a script from adding them up.
-pub fn run_totals(record: &EventRecord, state: &RunState) -> Option<String> {
-    let (end, reason) = match &record.event {
-        Event::RunFinished { .. } => ("finished", None),
-        Event::RunFailed { .. } => ("failed", None),
-        Event::RunPaused { reason, .. } => ("paused", Some(reason.as_str())),
-        _ => return None,
-    };
-    if parallel_task(state).is_some() {
-        return None;
-    }
-    let priced = state
-        .model_calls_finished
-        .saturating_sub(state.usage.unpriced_calls);
-    let value = serde_json::json!({
-        "v": EVENT_SCHEMA_VERSION,
-        "type": "run_totals",
-        "run_id": record.run_id.to_string(),
-        "end": end,
-        "reason": reason,
-        "summary": state.finish_summary,
-        "turns": state.turns_started,
-        "model_calls": state.model_calls_finished,
-        "tokens": {
-            "prompt": state.usage.prompt_tokens,
-            "cached": state.usage.cached_prompt_tokens,
-            "completion": state.usage.completion_tokens,
-        },
-        // Unknown (null) while no call is priced; a lower bound while some are not.
-        "cost_usd": (priced > 0 || state.usage.unpriced_calls == 0).then_some(state.usage.cost_usd),
-        "unpriced_calls": state.usage.unpriced_calls,
-        "running_ms": state.running_ms,
-    });
-    Some(value.to_string())
-}
+use baton_core::{Event, RunState};
 
 /// "41 m 12 s", "2 h 3 m", "12 s".
 pub fn duration_words(ms: u64) -> String {
