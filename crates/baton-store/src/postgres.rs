@@ -13,6 +13,8 @@ use jiff::Timestamp;
 use sqlx::postgres::{PgPool, PgRow};
 use sqlx::{Postgres, Transaction};
 
+// The options are the connection's; they keep their path here.
+pub use self::connect::PostgresOptions;
 use self::connect::classify;
 use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, ts_from_micros};
 use crate::process::{holder_is_dead, local_hostname};
@@ -20,34 +22,6 @@ use crate::rows::At;
 use crate::shared::{new_token, redact_url, to_db_int, ts_to_text};
 use crate::statements::Shared;
 use crate::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
-
-/// Settings of a [`PostgresStore`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PostgresOptions {
-    /// How long a lease lasts without renewal; see [`crate::SqliteOptions::lease_ttl`]. Across
-    /// machines this is the only way a dead holder's run is freed, so it bounds how long a run
-    /// of a crashed worker waits.
-    pub lease_ttl: Duration,
-    /// Keep baton's tables in this schema (created if missing) instead of the first schema of
-    /// the connection's `search_path`: several baton installations can share one database, and
-    /// tests get one schema each. Plain lower-case identifiers only.
-    pub schema: Option<String>,
-    pub max_connections: u32,
-    /// How long an operation waits for a pooled connection (all busy, or the server away)
-    /// before failing with a retryable error.
-    pub acquire_timeout: Duration,
-}
-
-impl Default for PostgresOptions {
-    fn default() -> Self {
-        PostgresOptions {
-            lease_ttl: Duration::from_secs(60),
-            schema: None,
-            max_connections: 8,
-            acquire_timeout: Duration::from_secs(10),
-        }
-    }
-}
 
 /// A [`Store`] on a PostgreSQL server (tested with 15), shared by any number of processes.
 ///

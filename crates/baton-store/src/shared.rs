@@ -1,12 +1,11 @@
-//! Pieces both backends share: the on-disk text form of times and counts, lease tokens, the
-//! check that an append is one contiguous batch of the leased run, its row, and why a fenced
-//! append was refused.
+//! Pieces both backends share: the on-disk text form of times and counts, lease tokens, why a
+//! fenced append was refused, a store URL without its password. (An append's batch, checked and
+//! made into its row, is `commit::prepare_batch`.)
 
-use baton_core::{EventRecord, RunId, RunStatus};
+use baton_core::{EventRecord, RunId};
 use jiff::Timestamp;
 use jiff::fmt::temporal::DateTimePrinter;
 
-use crate::commit::CommitRow;
 use crate::{Lease, StoreError};
 
 /// RFC 3339 in UTC with exactly nine fractional digits: fixed width, so that comparing the
@@ -27,58 +26,6 @@ pub(crate) fn to_db_int(n: u64) -> i64 {
 /// new holder's token, even if it is the same process acquiring again.
 pub(crate) fn new_token() -> String {
     uuid::Uuid::now_v7().simple().to_string()
-}
-
-/// An append's batch, checked and serialized before the append takes any lock (other writers
-/// wait on it).
-pub(crate) struct PreparedBatch {
-    /// The seq the batch starts at: where the journal must end for it to be written.
-    pub first: u64,
-    /// How many events the batch holds.
-    pub count: u64,
-    /// The run's status after the batch, when one of its events changes it.
-    pub status: Option<RunStatus>,
-    /// The batch as one `journal` row.
-    pub row: CommitRow,
-}
-
-/// `records` as both backends append them; `None` when there is nothing to write.
-pub(crate) fn prepare_batch(
-    run_id: &RunId,
-    records: &[EventRecord],
-) -> Result<Option<PreparedBatch>, StoreError> {
-    let first = check_batch(run_id, records)?;
-    if records.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(PreparedBatch {
-        first,
-        count: records.len() as u64,
-        status: records.iter().rev().find_map(|r| r.event.status_change()),
-        row: crate::commit::encode(run_id, records)?,
-    }))
-}
-
-/// Checks that `records` are one contiguous batch of `run_id`'s journal; returns the first seq.
-fn check_batch(run_id: &RunId, records: &[EventRecord]) -> Result<u64, StoreError> {
-    let first = records.first().map_or(0, |r| r.seq);
-    for (i, record) in records.iter().enumerate() {
-        if record.run_id != *run_id {
-            return Err(StoreError::InvalidRecords {
-                run_id: run_id.clone(),
-                detail: format!("event #{} belongs to run {}", record.seq, record.run_id),
-            });
-        }
-        let expected = first.saturating_add(i as u64);
-        if record.seq != expected {
-            return Err(StoreError::SequenceConflict {
-                run_id: run_id.clone(),
-                expected,
-                got: record.seq,
-            });
-        }
-    }
-    Ok(first)
 }
 
 /// Why a fenced append starting at `first` wrote nothing, from the run's row as read afterwards

@@ -18,7 +18,8 @@ use baton_core::{EventRecord, RunStatus};
 
 use super::PostgresStore;
 use super::rows::SERVER_NOW_TEXT;
-use crate::shared::{PreparedBatch, prepare_batch, to_db_int};
+use crate::commit::{PreparedBatch, prepare_batch};
+use crate::shared::to_db_int;
 use crate::{Lease, StoreError};
 
 /// The fenced append: `$1` run, `$2`–`$4` the commit's first seq, encoding and body, `$5` its

@@ -2,12 +2,41 @@
 //! or refuses us is reported at once, by name, instead of after a pool's acquire timeout), the
 //! schema check and migrations on it, then the pool used for all work.
 
+use std::time::Duration;
+
 use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::{Connection, SqlSafeStr};
 
-use super::PostgresOptions;
 use crate::StoreError;
+
+/// Settings of a [`crate::PostgresStore`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// How long a lease lasts without renewal; see [`crate::SqliteOptions::lease_ttl`]. Across
+    /// machines this is the only way a dead holder's run is freed, so it bounds how long a run
+    /// of a crashed worker waits.
+    pub lease_ttl: Duration,
+    /// Keep baton's tables in this schema (created if missing) instead of the first schema of
+    /// the connection's `search_path`: several baton installations can share one database, and
+    /// tests get one schema each. Plain lower-case identifiers only.
+    pub schema: Option<String>,
+    pub max_connections: u32,
+    /// How long an operation waits for a pooled connection (all busy, or the server away)
+    /// before failing with a retryable error.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            lease_ttl: Duration::from_secs(60),
+            schema: None,
+            max_connections: 8,
+            acquire_timeout: Duration::from_secs(10),
+        }
+    }
+}
 
 /// The schema versions this build knows, oldest first. Each file in `migrations/postgres/` is
 /// listed here (a test checks that none is missing); compiled in, like SQLite's, so that no

@@ -6,7 +6,8 @@ use jiff::Timestamp;
 
 use super::SqliteStore;
 use super::appender::{AppendFailure, Batch};
-use crate::shared::{PreparedBatch, prepare_batch, to_db_int, ts_to_text};
+use crate::commit::{PreparedBatch, prepare_batch};
+use crate::shared::{to_db_int, ts_to_text};
 use crate::{Lease, StoreError};
 
 impl SqliteStore {
