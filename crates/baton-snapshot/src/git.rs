@@ -158,7 +158,7 @@ impl<'a> Call<'a> {
     /// Runs git and hands back whatever it did (for callers that judge the status themselves).
     pub(crate) fn output(&self) -> Result<Output> {
         if self.repo_env {
-            crate::init::restore_own_config(&self.git.git_dir)?;
+            crate::config::restore_own_config(&self.git.git_dir)?;
         }
         let argv = self.argv();
         let env = self.env();

@@ -29,11 +29,13 @@
 //! pinned on the command line that start no program, a fixed identity and the dates the caller
 //! gives, so a snapshot's commit depends only on the workspace and the caller. The caller must be the only process working on a run (it holds the run's lease).
 
+mod config;
 mod error;
 mod git;
 mod init;
 mod parse;
 mod stage;
+mod temp;
 mod worktree;
 
 use std::fmt;
@@ -486,7 +488,7 @@ impl ShadowRepo {
     /// every later update of the run's ref.
     fn clear_stale_ref_lock(&self, run_ref: &str) {
         let lock = self.git.git_dir.join(format!("{run_ref}.lock"));
-        if init::older_than(&lock, STALE_REF_LOCK) {
+        if temp::older_than(&lock, STALE_REF_LOCK) {
             let _ = std::fs::remove_file(&lock);
         }
     }
@@ -498,7 +500,7 @@ impl ShadowRepo {
         };
         for entry in entries.flatten() {
             if entry.file_name().to_string_lossy().contains(".tmp-")
-                && init::older_than(&entry.path(), STALE_TEMP_INDEX)
+                && temp::older_than(&entry.path(), STALE_TEMP_INDEX)
             {
                 let _ = std::fs::remove_file(entry.path());
             }
@@ -525,7 +527,7 @@ struct TempIndex {
 impl TempIndex {
     fn copy_of(target: PathBuf) -> Result<TempIndex> {
         let mut name = target.file_name().unwrap_or_default().to_os_string();
-        name.push(format!(".tmp-{}", init::unique()));
+        name.push(format!(".tmp-{}", temp::unique()));
         let path = target.with_file_name(name);
         if let Some(dir) = target.parent() {
             std::fs::create_dir_all(dir).map_err(|e| SnapshotError::io(dir, e))?;
