@@ -19,8 +19,7 @@
 
 mod lists;
 
-use crate::platform::Backend;
-use crate::spec::{Mode, SandboxConfig};
+use crate::spec::{Backend, Mode, SandboxConfig};
 use baton_state::StateDir;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! cgroup baton may create children in.
 
 use crate::confine::Enforced;
-use crate::spec::{BackendChoice, ExecSpec, Limits, Mode, Namespaces};
+use crate::spec::{Backend, BackendChoice, ExecSpec, Limits, Mode, Namespaces};
 use crate::trampoline::SUBCOMMAND;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -17,27 +17,6 @@ pub const BACKEND_ENV: &str = "BATON_SANDBOX_BACKEND";
 /// cannot make the private mount namespace that keeps the files outside the workspace
 /// read-only: root owns them, and Landlock does not govern `chmod`/`chown`.
 pub const ALLOW_ROOT_LANDLOCK_ENV: &str = "BATON_SANDBOX_ALLOW_ROOT_LANDLOCK";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Backend {
-    /// bubblewrap namespaces (mount, pid, net, ipc, uts) + Landlock + seccomp + limits.
-    Bwrap,
-    /// Landlock + seccomp + limits, without namespaces.
-    Landlock,
-    /// Nothing confines the command (explicit opt-in only).
-    Unsandboxed,
-}
-
-impl Backend {
-    pub fn describe(self) -> &'static str {
-        match self {
-            Backend::Bwrap => "bwrap+landlock+seccomp",
-            Backend::Landlock => "landlock+seccomp",
-            Backend::Unsandboxed => "none (UNSANDBOXED)",
-        }
-    }
-}
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Platform {

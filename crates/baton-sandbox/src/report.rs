@@ -1,7 +1,7 @@
 //! What the sandbox enforces on this machine, in words: one line for the logs, and the
 //! per-protection report of `baton doctor`.
 
-use crate::platform::Backend;
+use crate::spec::Backend;
 use crate::sandbox::Sandbox;
 use crate::spec::Mode;
 

@@ -3,7 +3,8 @@
 
 use crate::bwrap::{self, BwrapInput};
 use crate::cgroup::PidsCgroup;
-use crate::platform::{self, Backend, Platform};
+use crate::platform::{self, Platform};
+use crate::spec::Backend;
 use crate::spec::{DEFAULT_ENV_ALLOWLIST, ExecSpec, Mode, SandboxConfig};
 use crate::trampoline::SUBCOMMAND;
 use std::ffi::OsString;

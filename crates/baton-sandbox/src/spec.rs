@@ -74,6 +74,28 @@ impl FromStr for BackendChoice {
     }
 }
 
+/// The backend that confines commands on this machine (what `BackendChoice` came to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// bubblewrap namespaces (mount, pid, net, ipc, uts) + Landlock + seccomp + limits.
+    Bwrap,
+    /// Landlock + seccomp + limits, without namespaces.
+    Landlock,
+    /// Nothing confines the command (explicit opt-in only).
+    Unsandboxed,
+}
+
+impl Backend {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Backend::Bwrap => "bwrap+landlock+seccomp",
+            Backend::Landlock => "landlock+seccomp",
+            Backend::Unsandboxed => "none (UNSANDBOXED)",
+        }
+    }
+}
+
 /// Resource limits of one command. `None` leaves the limit as baton's own process has it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
