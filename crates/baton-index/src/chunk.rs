@@ -139,6 +139,24 @@ mod tests {
         chunks(&lines, &defs)
     }
 
+    /// The windows `search_memory` names files by (baton-memory cut its own 40-line chunks
+    /// before the workspace had one index; the same ranges come from here now).
+    #[test]
+    fn text_without_a_grammar_is_cut_in_windows_naming_their_lines() {
+        let w = WINDOW_LINES;
+        let text: String = (1..=2 * w + 1).map(|i| format!("line {i}\n")).collect();
+        let got = chunk_source(None, &text);
+        let ranges: Vec<(u32, u32)> = got.iter().map(|c| (c.start_line, c.end_line)).collect();
+        assert_eq!(ranges, [(1, w), (w + 1, 2 * w), (2 * w + 1, 2 * w + 1)]);
+        let second: Vec<String> = (w + 1..=2 * w).map(|i| format!("line {i}")).collect();
+        assert_eq!(got[1].text, second.join("\n"));
+        assert!(chunk_source(None, "").is_empty());
+        // A window of blank lines only is left out.
+        let gap = format!("a\n{}b\n", "\n".repeat(2 * w as usize));
+        let starts: Vec<u32> = chunk_source(None, &gap).iter().map(|c| c.start_line).collect();
+        assert_eq!(starts, [1, 2 * w + 2]);
+    }
+
     #[test]
     fn functions_are_chunks_and_gaps_are_windows() {
         let src = "use std::fs;\n\nfn a() {\n    1;\n}\n\n\nfn b() {}\n";

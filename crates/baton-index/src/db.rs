@@ -47,7 +47,7 @@ const SCHEMA: &[&str] = &[
     )",
     "CREATE INDEX chunks_path ON chunks(path)",
     "CREATE INDEX chunks_hash ON chunks(hash)",
-    // rowid = chunks.id. `parts`: sub-words of compound identifiers (baton-memory's rule).
+    // rowid = chunks.id. `parts`: sub-words of compound identifiers (`subwords.rs`).
     "CREATE VIRTUAL TABLE chunks_fts USING fts5(path, symbol, body, parts, \
      tokenize = \"unicode61 remove_diacritics 2 tokenchars '_'\")",
     // A match in a definition's name weighs most, then the path; sub-words half.

@@ -9,7 +9,13 @@
 //!   directory, `index/index.db`), kept up to date
 //!   incrementally, with FTS5 over the chunks and their vectors, and
 //!   [`CodeIndex::search`]: BM25, exact cosine, or both fused by relative score.
+//! - [`CodeIndex::search_text`]: the keyword search of the workspace's text that
+//!   `search_memory` gives the model (FTS5 phrases, then any word; marked snippets) — the one
+//!   index of workspace files, shared by code search and memory search.
 //! - [`cache`]: a vector cache shared through PostgreSQL, keyed by model and chunk hash.
+//! - [`walk`], [`subwords`], [`query`]: how every index of baton walks the workspace, splits
+//!   compound identifiers and turns a model's text into a safe FTS5 query (baton-memory's
+//!   journal index uses the last two).
 //!
 //! The index is a cache of the workspace: it can always be deleted and rebuilt, and a kill at
 //! any point leaves it consistent (each file's rows change in one transaction; vectors are
@@ -22,14 +28,17 @@ mod error;
 pub mod lang;
 pub mod map;
 pub mod parse;
+pub mod query;
 pub mod search;
+pub mod subwords;
+mod text;
 mod update;
 mod vectors;
+pub mod walk;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use baton_memory::WorkspaceLimits;
 use serde::Serialize;
 use sqlx::SqlitePool;
 use tokio::sync::Mutex;
@@ -39,8 +48,10 @@ pub use db::Opened;
 pub use error::IndexError;
 pub use map::{DEFAULT_MAP_TOKENS, MapRequest};
 pub use search::{CodeHit, MAX_K, SearchMode, SearchRequest, SearchResults};
+pub use text::{ELLIPSIS, MATCH_END, MATCH_START, MAX_SNIPPET_CHARS, TextHit, tidy_snippet};
 pub use update::UpdateReport;
 pub use vectors::{EmbedReport, Progress};
+pub use walk::WorkspaceLimits;
 
 /// Why there is no embedder, for the one line that says so.
 pub const NO_EMBEDDER: &str = "no embedder configured ([embeddings] in .baton/config.toml, or \
@@ -63,6 +74,9 @@ pub struct CodeIndex {
     /// (generation, model, count) of the last [`CodeIndex::missing_count`]: counting is a scan
     /// of every chunk (~130 ms on 20,000), and a search asks each time.
     missing: Mutex<Option<(i64, String, usize)>>,
+    /// The private directory of an index opened by [`CodeIndex::open_temporary`]. Dropped
+    /// after the pool (fields drop in order), deleting the database files.
+    _scratch: Option<tempfile::TempDir>,
 }
 
 impl std::fmt::Debug for CodeIndex {
@@ -110,13 +124,36 @@ impl CodeIndex {
         Ok(CodeIndex {
             pool,
             root,
-            limits: update::default_limits(),
+            limits: WorkspaceLimits::default(),
             opened,
             write_lock: Mutex::new(()),
             embed_lock: Mutex::new(()),
             matrix: Mutex::new(None),
             missing: Mutex::new(None),
+            _scratch: None,
         })
+    }
+
+    /// An empty index of the workspace at `root` in a fresh private directory under `parent`
+    /// (mode 0700), deleted when the index is dropped: for a process that must search the
+    /// workspace and has no lasting index of it to use (`search_memory` in a run without one).
+    pub async fn open_temporary(root: &Path, parent: &Path) -> Result<CodeIndex, IndexError> {
+        let scratch = tempfile::Builder::new()
+            .prefix("baton-index-")
+            .tempdir_in(parent)
+            .map_err(|source| IndexError::Io {
+                path: parent.to_owned(),
+                source,
+            })?;
+        let mut index = CodeIndex::open_at(root, &scratch.path().join("index.db")).await?;
+        index._scratch = Some(scratch);
+        Ok(index)
+    }
+
+    /// The index with other bounds on the files it takes (the default suits a repository).
+    pub fn with_limits(mut self, limits: WorkspaceLimits) -> CodeIndex {
+        self.limits = limits;
+        self
     }
 
     /// What opening found (an existing index, a new one, one rebuilt and why).

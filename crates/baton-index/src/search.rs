@@ -8,11 +8,11 @@
 use std::collections::{BTreeSet, HashMap};
 
 use baton_embed::{Metered, Purpose};
-use baton_memory::subwords::subwords;
 use serde::Serialize;
 
 use crate::error::db;
 use crate::parse::cut;
+use crate::subwords::subwords;
 use crate::{CodeIndex, IndexError};
 
 /// The vector list's share of the fusion when the query is prose: Weaviate's default `alpha`,

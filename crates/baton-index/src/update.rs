@@ -7,9 +7,6 @@
 
 use std::collections::HashMap;
 
-use baton_memory::WorkspaceLimits;
-use baton_memory::subwords::subwords;
-use baton_memory::walk::{Content, Stat, batches, read, removed, scan};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::{Sqlite, Transaction};
@@ -18,6 +15,8 @@ use crate::chunk::{Chunk, chunks};
 use crate::error::db;
 use crate::lang::Lang;
 use crate::parse::{Parsed, parse};
+use crate::subwords::subwords;
+use crate::walk::{Content, Stat, batches, read, removed, scan};
 use crate::{CodeIndex, IndexError};
 
 /// Changed files are read, parsed and written in batches of about this many bytes.
@@ -25,16 +24,23 @@ const BATCH_BYTES: u64 = 4 * 1024 * 1024;
 /// Language value of binary files in `files.lang`.
 const BINARY: &str = "binary";
 
-/// What one update did.
+/// What one update did. Every walked file is counted in exactly one of `files_indexed`,
+/// `files_touched`, `files_unchanged`, `files_binary` and `files_unreadable`; their sum is
+/// `files_seen`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct UpdateReport {
-    /// Files the walk accepted.
+    /// Files the walk accepted: not ignored, not hidden, not over the size cap, within the
+    /// file cap.
     pub files_seen: usize,
     /// Files read and (re)indexed: new, or with new content.
     pub files_indexed: usize,
     /// Files whose size or time changed but whose content did not.
     pub files_touched: usize,
+    /// Text files with the size and time the index recorded: not read again.
+    pub files_unchanged: usize,
+    /// Files dropped from the index: deleted, now ignored, too large, or beyond the cap.
     pub files_removed: usize,
+    /// Binary files (a NUL byte in the first 8 KiB), read or remembered as such.
     pub files_binary: usize,
     pub files_unreadable: usize,
     pub files_too_large: usize,
@@ -92,25 +98,29 @@ impl CodeIndex {
             file_cap_hit: walked.cap_hit,
             ..UpdateReport::default()
         };
-        let known: Vec<(String, i64, i64, String)> =
-            sqlx::query_as("SELECT path, size, mtime_ns, hash FROM files")
+        let known: Vec<(String, i64, i64, String, Option<String>)> =
+            sqlx::query_as("SELECT path, size, mtime_ns, hash, lang FROM files")
                 .fetch_all(&self.pool)
                 .await
                 .map_err(db("reading the indexed files"))?;
-        let known: HashMap<String, (i64, i64, String)> = known
+        let known: HashMap<String, (i64, i64, String, bool)> = known
             .into_iter()
-            .map(|(p, s, m, h)| (p, (s, m, h)))
+            .map(|(p, s, m, h, lang)| (p, (s, m, h, lang.as_deref() == Some(BINARY))))
             .collect();
         let removed = removed(known.keys(), &walked.files);
-        let changed: Vec<Stat> = walked
-            .files
-            .into_iter()
-            .filter(|file| {
-                !known
-                    .get(&file.rel)
-                    .is_some_and(|(size, mtime, _)| file.unchanged(*size, *mtime))
-            })
-            .collect();
+        let mut changed: Vec<Stat> = Vec::new();
+        for file in walked.files {
+            match known.get(&file.rel) {
+                Some((size, mtime, _, binary)) if file.unchanged(*size, *mtime) => {
+                    if *binary {
+                        report.files_binary += 1;
+                    } else {
+                        report.files_unchanged += 1;
+                    }
+                }
+                _ => changed.push(file),
+            }
+        }
         let wrote = !removed.is_empty() || !changed.is_empty();
         if !removed.is_empty() {
             let mut tx = self.pool.begin().await.map_err(db("dropping files"))?;
@@ -121,7 +131,7 @@ impl CodeIndex {
             report.files_removed = removed.len();
         }
         let known_hashes: HashMap<String, String> =
-            known.into_iter().map(|(p, (_, _, h))| (p, h)).collect();
+            known.into_iter().map(|(p, (_, _, h, _))| (p, h)).collect();
         for batch in batches(changed, BATCH_BYTES) {
             let hashes: Vec<Option<String>> = batch
                 .iter()
@@ -353,9 +363,4 @@ async fn drop_file(tx: &mut Transaction<'static, Sqlite>, path: &str) -> Result<
             .map_err(db("dropping a file"))?;
     }
     Ok(())
-}
-
-/// Limits of the walk, as in baton-memory (the same files are searched by `search_memory`).
-pub(crate) fn default_limits() -> WorkspaceLimits {
-    WorkspaceLimits::default()
 }

@@ -26,7 +26,7 @@ struct BagOfWords {
 }
 
 fn words(text: &str) -> Vec<String> {
-    baton_memory::subwords::subwords(text)
+    baton_index::subwords::subwords(text)
         .split_whitespace()
         .map(str::to_owned)
         .chain(

@@ -1,5 +1,6 @@
-//! Memory index benchmarks: indexing a synthetic workspace from scratch and incrementally,
-//! indexing a long journal, and search latency over both.
+//! `search_memory` benchmarks: indexing a synthetic workspace from scratch and incrementally
+//! (the one workspace index, baton-index's code index), indexing a long journal (this crate's
+//! index), and search latency over both.
 //!
 //! Run with `cargo bench -p baton-memory`. The workspace (5,000 files, ~20 MB of code-like
 //! text) and the index live under cargo's target tmp dir.
@@ -12,7 +13,8 @@ mod journal;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use baton_memory::{MemoryIndex, Scope, WorkspaceLimits};
+use baton_index::CodeIndex;
+use baton_memory::{MemoryIndex, Scope};
 use journal::Journal;
 
 /// Sizes of a real run (`cargo bench`, which passes `--bench`); `cargo test --all-targets`
@@ -172,24 +174,25 @@ async fn run() {
         root.display()
     );
 
-    let index = MemoryIndex::new_in(tmp.path(), WorkspaceLimits::default())
+    let index = MemoryIndex::new_in(tmp.path()).await.unwrap();
+    let workspace = CodeIndex::open_at(&root, &tmp.path().join("index/index.db"))
         .await
         .unwrap();
 
     let started = Instant::now();
-    let report = index.index_workspace(&root).await.unwrap();
+    let report = workspace.update().await.unwrap();
     let cold = started.elapsed();
     assert_eq!(report.files_indexed, files(), "{report:?}");
     println!(
         "index workspace from scratch: {:>8.0} ms  ({} files, {} chunks, {:.1} MB/s)",
         cold.as_secs_f64() * 1e3,
         report.files_indexed,
-        report.chunks_indexed,
+        report.chunks_written,
         bytes as f64 / 1e6 / cold.as_secs_f64()
     );
 
     let started = Instant::now();
-    let report = index.index_workspace(&root).await.unwrap();
+    let report = workspace.update().await.unwrap();
     let noop = started.elapsed();
     assert_eq!(report.files_unchanged, files());
     println!(
@@ -204,7 +207,7 @@ async fn run() {
         std::fs::write(path, text).unwrap();
     }
     let started = Instant::now();
-    let report = index.index_workspace(&root).await.unwrap();
+    let report = workspace.update().await.unwrap();
     let incremental = started.elapsed();
     assert_eq!(report.files_indexed, CHANGED_FILES, "{report:?}");
     println!(
@@ -228,8 +231,8 @@ async fn run() {
         started.elapsed().as_secs_f64() * 1e3
     );
     println!(
-        "documents in the index:       {:>8}",
-        index.document_count().await.unwrap()
+        "documents in the indexes:     {:>8}",
+        index.document_count().await.unwrap() + workspace.stats(None).await.unwrap().chunks
     );
 
     // Queries: a common word, a rare word, two words, a code-like phrase, a compound's part,
@@ -257,7 +260,11 @@ async fn run() {
             let mut hits = 0;
             for _ in 0..SEARCHES_PER_QUERY {
                 let started = Instant::now();
-                hits = index.search(query, scope, 10).await.unwrap().len();
+                hits = index
+                    .search(query, scope, 10, Some(&workspace))
+                    .await
+                    .unwrap()
+                    .len();
                 times.push(started.elapsed());
             }
             times.sort();

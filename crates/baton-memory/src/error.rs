@@ -19,9 +19,9 @@ pub enum MemoryError {
         #[source]
         source: std::io::Error,
     },
-    /// A blocking task (walking or reading the workspace) panicked or was cancelled.
-    #[error("memory index background task failed: {0}")]
-    Task(String),
+    /// Searching the workspace's files (the code index) failed.
+    #[error("searching the workspace's files: {0}")]
+    Workspace(#[source] baton_index::IndexError),
 }
 
 pub(crate) fn db(context: &'static str) -> impl FnOnce(sqlx::Error) -> MemoryError {

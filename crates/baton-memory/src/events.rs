@@ -4,11 +4,11 @@ use std::collections::HashMap;
 
 use baton_core::handle::{MODEL_KIND, NOTE_KIND, handle};
 use baton_core::{Event, EventRecord};
+use baton_index::subwords::subwords;
 use sqlx::{Sqlite, Transaction};
 
 use crate::error::db;
-use crate::subwords::subwords;
-use crate::{GOAL_KIND, MemoryError, MemoryIndex, SCOPE_HISTORY, UNKNOWN_TOOL_KIND};
+use crate::{GOAL_KIND, MemoryError, MemoryIndex, UNKNOWN_TOOL_KIND};
 
 /// Tool-call arguments longer than this are cut in a tool result's title (the full arguments
 /// are indexed with the assistant message that made the call).
@@ -183,13 +183,10 @@ async fn insert(
     doc: &HistoryDoc,
 ) -> Result<(), MemoryError> {
     let id = sqlx::query(
-        // History rowids are negative (see the schema) and, like all rowids, increasing: FTS5
-        // writes a new segment whenever a rowid is lower than the previous one.
-        "INSERT INTO doc_meta (id, scope, run_id, handle) \
-         VALUES (coalesce((SELECT max(id) FROM doc_meta WHERE id < 0) + 1, -4611686018427387904), \
-                 ?, ?, ?)",
+        // Rowids only ever increase: FTS5 writes a new segment whenever a rowid is lower than
+        // the previous one.
+        "INSERT INTO doc_meta (run_id, handle) VALUES (?, ?)",
     )
-    .bind(SCOPE_HISTORY)
     .bind(run)
     .bind(&doc.handle)
     .execute(&mut **tx)

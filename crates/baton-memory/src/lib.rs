@@ -1,50 +1,51 @@
 //! Keyword memory for a run: SQLite FTS5 full-text search, ranked by BM25, over the run's
-//! journal (assistant messages, tool calls and results, notes, the goal) and the workspace's
-//! text files. It backs the agent's `search_memory` tool — the retrieval half of the
-//! "summary + retrieval" memory: compacted history is summarised in the prompt, and anything a
-//! summary dropped can be found again here and read back by its handle (`shell#42`) or its
-//! file and line range (`src/lib.rs:41-80`).
+//! journal (assistant messages, tool calls and results, notes, the goal). It backs the agent's
+//! `search_memory` tool — the retrieval half of the "summary + retrieval" memory: compacted
+//! history is summarised in the prompt, and anything a summary dropped can be found again here
+//! and read back by its handle (`shell#42`).
+//!
+//! This crate indexes the journal only. The workspace's files have one index, baton-index's
+//! [`CodeIndex`](baton_index::CodeIndex); a search of files or of both scopes is answered from
+//! it ([`MemoryIndex::search`] takes it), with file hits named by file and line range
+//! (`src/lib.rs:41-80`).
 //!
 //! A [`MemoryIndex`] lives in a private temporary SQLite database (deleted on drop) and is
-//! rebuilt cheaply: both [`MemoryIndex::index_events`] and [`MemoryIndex::index_workspace`] are
-//! incremental, so a caller re-runs them before each search.
+//! rebuilt cheaply: [`MemoryIndex::index_events`] is incremental, so a caller re-runs it before
+//! each search.
 //!
 //! # Tokenizer
 //!
-//! `unicode61 remove_diacritics 2 tokenchars '_'`: words are runs of letters and digits plus
-//! `_`, case and accents folded. `snake_case_names` are one word (searching `snake_case_names`
-//! finds exactly that identifier), `camelCase` is one word, and punctuation separates words, so
-//! `foo.bar(x)` is the words `foo bar x`. The parts of compound identifiers (`snake`, `case`,
-//! `names`; `camel`, `Case`) are indexed too, in a separate column weighted at half, so a
-//! search for a part finds the identifiers made of it, ranked below exact uses. Trigrams would
-//! find substrings, but triple the index, miss queries under three characters and rank worse.
+//! `unicode61 remove_diacritics 2 tokenchars '_'` (the code index's too): words are runs of
+//! letters and digits plus `_`, case and accents folded. `snake_case_names` are one word
+//! (searching `snake_case_names` finds exactly that identifier), `camelCase` is one word, and
+//! punctuation separates words, so `foo.bar(x)` is the words `foo bar x`. The parts of compound
+//! identifiers (`snake`, `case`, `names`; `camel`, `Case`) are indexed too, in a separate column
+//! weighted at half, so a search for a part finds the identifiers made of it, ranked below exact
+//! uses. Trigrams would find substrings, but triple the index, miss queries under three
+//! characters and rank worse.
 //!
 //! # Queries
 //!
-//! Any text is accepted (see [`query`] for the exact rules): whitespace-separated
-//! chunks become quoted phrases that must all match (`std::fs::read` matches those three words
-//! in a row); when that finds nothing, any single word may match. FTS5 syntax in the text is
-//! never interpreted. Text without a single word is [`MemoryError::EmptyQuery`].
+//! Any text is accepted (see [`baton_index::query`] for the exact rules, the same for the
+//! journal and the files): whitespace-separated chunks become quoted phrases that must all
+//! match (`std::fs::read` matches those three words in a row); when that finds nothing, any
+//! single word may match. FTS5 syntax in the text is never interpreted. Text without a single
+//! word is [`MemoryError::EmptyQuery`].
 //!
 //! # Ranking
 //!
-//! FTS5's `bm25()` over one table holding history and files alike, so a search of both scopes
-//! merges them by comparable scores. [`Hit::score`] is BM25 negated: higher is better.
+//! FTS5's `bm25()`, negated: [`Hit::score`] is higher for better hits. A search of both scopes
+//! merges the journal's hits and the files' by score; the two come from two tables with their
+//! own statistics, so the scores are alike in scale but not exactly comparable.
 //!
 //! # Known limits
 //!
-//! - A file changed without a change of size or mtime is not re-read (mtime granularity).
-//! - Hidden files are not indexed (this keeps `.env` out, and also `.github/`).
 //! - Whole words only, besides identifier parts: `read` does not find `reader`.
-//! - The index is a disposable cache: a new process builds it again (seconds for tens of MB).
+//! - The index is a disposable cache: a new process builds it again from the journal.
 
 mod error;
 mod events;
-pub mod query;
 mod search;
-pub mod subwords;
-pub mod walk;
-mod workspace;
 
 use std::path::Path;
 use std::time::Duration;
@@ -52,11 +53,9 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use tokio::sync::Mutex;
 
+pub use baton_index::{ELLIPSIS, MATCH_END, MATCH_START, MAX_SNIPPET_CHARS};
 pub use error::MemoryError;
-pub use search::{
-    ELLIPSIS, Hit, HitSource, MATCH_END, MATCH_START, MAX_LIMIT, MAX_SNIPPET_CHARS, Scope,
-};
-pub use workspace::{WorkspaceIndexReport, WorkspaceLimits};
+pub use search::{Hit, HitSource, MAX_LIMIT, Scope};
 
 use error::db;
 
@@ -71,38 +70,21 @@ pub const UNKNOWN_TOOL_KIND: &str = "tool";
 const MAX_CONNECTIONS: u32 = 4;
 
 const SCHEMA: &[&str] = &[
-    // One full-text table for history and files alike, so BM25 scores of both come from the
-    // same corpus statistics and can be merged. `title` holds a file's path or a tool call's
-    // name and arguments; `body` the text; `parts` the sub-words of compound identifiers in
-    // both (`subwords.rs`). A document's rowid says its scope: history entries have negative
-    // rowids (counting up from -2^62), file chunks positive ones, so a scoped search is a rowid range FTS5 applies
-    // itself, and its rank-ordered scan can stop after `limit` rows.
+    // `title` holds a tool call's name and arguments; `body` the text; `parts` the sub-words
+    // of compound identifiers in both (`baton_index::subwords`).
     "CREATE VIRTUAL TABLE docs USING fts5(title, body, parts, \
      tokenize = \"unicode61 remove_diacritics 2 tokenchars '_'\")",
     // `rank`: BM25 with the sub-words column at half weight.
     "INSERT INTO docs (docs, rank) VALUES ('rank', 'bm25(1.0, 1.0, 0.5)')",
     // Terms buffered in memory before FTS5 writes a segment (default 1 MiB): fewer, larger
-    // segments while a workspace is indexed.
+    // segments while a long journal is indexed.
     "INSERT INTO docs (docs, rank) VALUES ('hashsize', 16777216)",
     // What each document is; `id` equals the document's rowid in `docs`.
     "CREATE TABLE doc_meta (
         id INTEGER PRIMARY KEY,
-        scope INTEGER NOT NULL,
-        run_id TEXT,
-        handle TEXT,
-        path TEXT,
-        first_line INTEGER,
-        last_line INTEGER
+        run_id TEXT NOT NULL,
+        handle TEXT NOT NULL
     )",
-    "CREATE INDEX doc_meta_path ON doc_meta(path) WHERE path IS NOT NULL",
-    // The files indexed so far and what they looked like then; `binary` files are remembered so
-    // that an unchanged one is not read again.
-    "CREATE TABLE files (
-        path TEXT PRIMARY KEY,
-        size INTEGER NOT NULL,
-        mtime_ns INTEGER NOT NULL,
-        binary INTEGER NOT NULL
-    ) WITHOUT ROWID",
     // The highest journal seq indexed per run.
     "CREATE TABLE runs (run_id TEXT PRIMARY KEY, last_seq INTEGER NOT NULL) WITHOUT ROWID",
     // Started tool calls, to name their results.
@@ -115,18 +97,13 @@ const SCHEMA: &[&str] = &[
     ) WITHOUT ROWID",
 ];
 
-/// Values of `doc_meta.scope`.
-pub(crate) const SCOPE_HISTORY: i64 = 0;
-pub(crate) const SCOPE_FILE: i64 = 1;
-
-/// A full-text index over run history and workspace files. Cheap to share by reference; all
-/// methods take `&self`. Indexing calls are serialised internally; searches run concurrently.
+/// A full-text index over run history. Cheap to share by reference; all methods take `&self`.
+/// Indexing calls are serialised internally; searches run concurrently.
 #[derive(Debug)]
 pub struct MemoryIndex {
     pool: SqlitePool,
     /// Held by indexing calls, so that two of them never interleave their read-then-write.
     write_lock: Mutex<()>,
-    limits: WorkspaceLimits,
     // Dropped after the pool (fields drop in order), deleting the database files.
     _dir: tempfile::TempDir,
 }
@@ -134,15 +111,11 @@ pub struct MemoryIndex {
 impl MemoryIndex {
     /// A new, empty index in a temporary directory of the system's temp dir.
     pub async fn new() -> Result<MemoryIndex, MemoryError> {
-        Self::new_in(&std::env::temp_dir(), WorkspaceLimits::default()).await
+        Self::new_in(&std::env::temp_dir()).await
     }
 
-    /// A new, empty index whose database lives in a fresh temporary directory under `parent`,
-    /// with the given workspace limits.
-    pub async fn new_in(
-        parent: &Path,
-        limits: WorkspaceLimits,
-    ) -> Result<MemoryIndex, MemoryError> {
+    /// A new, empty index whose database lives in a fresh temporary directory under `parent`.
+    pub async fn new_in(parent: &Path) -> Result<MemoryIndex, MemoryError> {
         let dir = tempfile::Builder::new()
             .prefix("baton-memory-")
             .tempdir_in(parent)
@@ -173,17 +146,11 @@ impl MemoryIndex {
         Ok(MemoryIndex {
             pool,
             write_lock: Mutex::new(()),
-            limits,
             _dir: dir,
         })
     }
 
-    /// The limits applied by [`MemoryIndex::index_workspace`].
-    pub fn limits(&self) -> &WorkspaceLimits {
-        &self.limits
-    }
-
-    /// Number of indexed documents (history entries plus file chunks).
+    /// Number of indexed documents (history entries).
     pub async fn document_count(&self) -> Result<u64, MemoryError> {
         let n: i64 = sqlx::query_scalar("SELECT count(*) FROM doc_meta")
             .fetch_one(&self.pool)

@@ -39,7 +39,7 @@ async fn events_are_found_by_their_handles() {
     assert_eq!(added, 4, "goal, model message, tool result, note");
 
     let hits = index
-        .search("ledger API", Scope::History, 10)
+        .search("ledger API", Scope::History, 10, None)
         .await
         .unwrap();
     assert_eq!(handles(&hits), ["goal#0"]);
@@ -50,7 +50,7 @@ async fn events_are_found_by_their_handles() {
 
     // The tool result: named by the tool from its ToolCallStarted, seq of ToolCallFinished.
     let hits = index
-        .search("overdraft_limit", Scope::History, 10)
+        .search("overdraft_limit", Scope::History, 10, None)
         .await
         .unwrap();
     assert_eq!(handles(&hits), ["shell#4"]);
@@ -62,25 +62,29 @@ async fn events_are_found_by_their_handles() {
 
     // The assistant message, by its text and by its tool call's arguments.
     let hits = index
-        .search("failing test", Scope::History, 10)
+        .search("failing test", Scope::History, 10, None)
         .await
         .unwrap();
     assert_eq!(handles(&hits), ["model#2"]);
     let hits = index
-        .search("ledger_balance", Scope::History, 10)
+        .search("ledger_balance", Scope::History, 10, None)
         .await
         .unwrap();
     assert_eq!(handles(&hits).len(), 2);
     assert!(handles(&hits).contains(&"model#2".to_owned()));
     assert!(handles(&hits).contains(&"shell#4".to_owned()));
 
-    let hits = index.search("tool call", Scope::History, 10).await.unwrap();
+    let hits = index
+        .search("tool call", Scope::History, 10, None)
+        .await
+        .unwrap();
     assert_eq!(handles(&hits), ["note#5"]);
 
     // Files scope sees none of it.
+    let (_dir, workspace) = support::workspace::empty().await;
     assert!(
         index
-            .search("ledger", Scope::Files, 10)
+            .search("ledger", Scope::Files, 10, Some(&workspace))
             .await
             .unwrap()
             .is_empty()
@@ -99,9 +103,15 @@ async fn indexing_again_adds_nothing_twice() {
     j.note("ledger migration half done");
     assert_eq!(index.index_events(&j.records).await.unwrap(), 1);
     assert_eq!(index.document_count().await.unwrap(), 5);
-    let hits = index.search("migration", Scope::History, 10).await.unwrap();
+    let hits = index
+        .search("migration", Scope::History, 10, None)
+        .await
+        .unwrap();
     assert_eq!(handles(&hits), ["note#6"]);
-    let hits = index.search("ledger", Scope::History, 10).await.unwrap();
+    let hits = index
+        .search("ledger", Scope::History, 10, None)
+        .await
+        .unwrap();
     let mut found = handles(&hits);
     found.sort();
     // `model#2` and `shell#4` hold `ledger_balance`: found by its part, once each.
@@ -123,11 +133,14 @@ async fn a_tool_result_is_named_from_a_start_indexed_earlier() {
     let (first, rest) = j.records.split_at(finish as usize);
     index.index_events(first).await.unwrap();
     index.index_events(rest).await.unwrap();
-    let hits = index.search("quux", Scope::History, 10).await.unwrap();
+    let hits = index
+        .search("quux", Scope::History, 10, None)
+        .await
+        .unwrap();
     assert_eq!(handles(&hits), [format!("read_file#{finish}")]);
     // The arguments are searchable with the result.
     let hits = index
-        .search("src/quux.rs", Scope::History, 10)
+        .search("src/quux.rs", Scope::History, 10, None)
         .await
         .unwrap();
     assert_eq!(handles(&hits), [format!("read_file#{finish}")]);
@@ -144,7 +157,10 @@ async fn a_result_without_a_known_start_is_a_generic_tool_handle() {
         .index_events(&j.records[finish as usize..])
         .await
         .unwrap();
-    let hits = index.search("zebra", Scope::History, 10).await.unwrap();
+    let hits = index
+        .search("zebra", Scope::History, 10, None)
+        .await
+        .unwrap();
     assert_eq!(handles(&hits), [format!("tool#{finish}")]);
 }
 
@@ -161,7 +177,10 @@ async fn events_in_any_order_and_runs_are_kept_apart() {
     mixed.reverse();
     assert_eq!(index.index_events(&mixed).await.unwrap(), 4);
     assert_eq!(index.index_events(&mixed).await.unwrap(), 0);
-    let hits = index.search("shared", Scope::History, 10).await.unwrap();
+    let hits = index
+        .search("shared", Scope::History, 10, None)
+        .await
+        .unwrap();
     let mut runs: Vec<_> = hits
         .iter()
         .map(|h| match &h.source {
@@ -190,7 +209,10 @@ async fn the_more_relevant_entry_ranks_first() {
     let strong = j.note("tokenizer: the tokenizer splits words; tokenizer options");
     j.note("nothing relevant here");
     index.index_events(&j.records).await.unwrap();
-    let hits = index.search("tokenizer", Scope::History, 10).await.unwrap();
+    let hits = index
+        .search("tokenizer", Scope::History, 10, None)
+        .await
+        .unwrap();
     assert_eq!(
         handles(&hits),
         [format!("note#{strong}"), format!("note#{weak}")]
@@ -210,13 +232,16 @@ async fn identifiers_match_whole_and_by_their_parts() {
     index.index_events(&j.records).await.unwrap();
     // The whole identifier finds only itself.
     let hits = index
-        .search("ledger_balance", Scope::History, 10)
+        .search("ledger_balance", Scope::History, 10, None)
         .await
         .unwrap();
     assert_eq!(handles(&hits), [format!("note#{snake}")]);
     // A part finds the word itself first, then identifiers made of it; not other words that
     // merely start with it.
-    let hits = index.search("balance", Scope::History, 10).await.unwrap();
+    let hits = index
+        .search("balance", Scope::History, 10, None)
+        .await
+        .unwrap();
     let found = handles(&hits);
     assert_eq!(found.len(), 3, "{found:?}");
     assert_eq!(found[0], format!("note#{exact}"));
@@ -234,13 +259,13 @@ async fn all_words_first_then_any_word() {
     index.index_events(&j.records).await.unwrap();
     // Both words: only the entry holding both.
     let hits = index
-        .search("banana apple", Scope::History, 10)
+        .search("banana apple", Scope::History, 10, None)
         .await
         .unwrap();
     assert_eq!(handles(&hits), [format!("note#{both}")]);
     // No entry holds both: any word matches.
     let hits = index
-        .search("apple cherry", Scope::History, 10)
+        .search("apple cherry", Scope::History, 10, None)
         .await
         .unwrap();
     let mut found = handles(&hits);
@@ -248,7 +273,7 @@ async fn all_words_first_then_any_word() {
     assert_eq!(found, [format!("note#{both}"), format!("note#{apple}")]);
     // FTS5 syntax is plain text.
     let hits = index
-        .search("apple OR NOT (\"", Scope::History, 10)
+        .search("apple OR NOT (\"", Scope::History, 10, None)
         .await
         .unwrap();
     assert_eq!(hits.len(), 2);
@@ -266,26 +291,30 @@ async fn empty_queries_and_limits() {
     for query in ["", "  \n", "*", "\"\"", "()"] {
         assert!(
             matches!(
-                index.search(query, Scope::All, 10).await,
+                index.search(query, Scope::All, 10, None).await,
                 Err(MemoryError::EmptyQuery)
             ),
             "{query:?}"
         );
     }
     assert_eq!(
-        index.search("repeated", Scope::All, 3).await.unwrap().len(),
+        index
+            .search("repeated", Scope::All, 3, None)
+            .await
+            .unwrap()
+            .len(),
         3
     );
     assert!(
         index
-            .search("repeated", Scope::All, 0)
+            .search("repeated", Scope::All, 0, None)
             .await
             .unwrap()
             .is_empty()
     );
     assert!(
         index
-            .search("absent", Scope::All, 10)
+            .search("absent", Scope::All, 10, None)
             .await
             .unwrap()
             .is_empty()
@@ -299,8 +328,7 @@ async fn the_index_and_its_futures_are_send_and_sync() {
     fn send<T: Send>(_: &T) {}
     let index = MemoryIndex::new().await.unwrap();
     send_sync(&index);
-    let dir = tempfile::tempdir().unwrap();
-    send(&index.index_workspace(dir.path()));
+    let (_dir, workspace) = support::workspace::empty().await;
     send(&index.index_events(&[]));
-    send(&index.search("x", Scope::All, 1));
+    send(&index.search("x", Scope::All, 1, Some(&workspace)));
 }

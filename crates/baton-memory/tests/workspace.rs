@@ -1,5 +1,6 @@
-//! Indexing workspace files incrementally and finding them by path and line range, against a
-//! real SQLite FTS5 index and real files.
+//! Memory search of workspace files: indexed incrementally by the one workspace index
+//! (baton-index's code index) and found by path and line range through
+//! `MemoryIndex::search`, against real SQLite FTS5 indexes and real files.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -7,8 +8,58 @@ use std::path::Path;
 
 mod support;
 
-use baton_memory::{Hit, HitSource, MemoryIndex, Scope, WorkspaceLimits};
+use baton_core::EventRecord;
+use baton_index::{CodeIndex, UpdateReport, WorkspaceLimits};
+use baton_memory::{Hit, HitSource, MemoryError, MemoryIndex, Scope};
 use support::journal::Journal;
+
+/// What `search_memory` searches: the journal's index and the workspace's, whose database
+/// lives outside the workspace (as baton keeps it in the state directory).
+struct Indexes {
+    memory: MemoryIndex,
+    workspace: CodeIndex,
+    _db: tempfile::TempDir,
+}
+
+impl Indexes {
+    async fn new(root: &Path) -> Indexes {
+        Indexes::with_limits(root, WorkspaceLimits::default()).await
+    }
+
+    async fn with_limits(root: &Path, limits: WorkspaceLimits) -> Indexes {
+        let db = tempfile::tempdir().unwrap();
+        Indexes {
+            memory: MemoryIndex::new().await.unwrap(),
+            workspace: support::workspace::open(root, db.path(), limits).await,
+            _db: db,
+        }
+    }
+
+    async fn index_workspace(&self) -> UpdateReport {
+        self.workspace.update().await.unwrap()
+    }
+
+    async fn index_events(&self, events: &[EventRecord]) -> Result<usize, MemoryError> {
+        self.memory.index_events(events).await
+    }
+
+    async fn search(
+        &self,
+        query: &str,
+        scope: Scope,
+        limit: usize,
+    ) -> Result<Vec<Hit>, MemoryError> {
+        self.memory
+            .search(query, scope, limit, Some(&self.workspace))
+            .await
+    }
+
+    /// Journal entries plus file chunks.
+    async fn document_count(&self) -> Result<u64, MemoryError> {
+        let chunks = self.workspace.stats(None).await.unwrap().chunks;
+        Ok(self.memory.document_count().await? + chunks)
+    }
+}
 
 fn write(root: &Path, rel: &str, text: impl AsRef<[u8]>) {
     let path = root.join(rel);
@@ -22,7 +73,7 @@ fn sources(hits: &[Hit]) -> Vec<String> {
     found
 }
 
-async fn find(index: &MemoryIndex, query: &str) -> Vec<String> {
+async fn find(index: &Indexes, query: &str) -> Vec<String> {
     sources(&index.search(query, Scope::Files, 50).await.unwrap())
 }
 
@@ -49,11 +100,11 @@ async fn files_are_found_with_their_line_ranges() {
         "README.md",
         "# Project\nHow to frobnicate_widget safely.\n",
     );
-    let index = MemoryIndex::new().await.unwrap();
-    let report = index.index_workspace(root).await.unwrap();
+    let index = Indexes::new(root).await;
+    let report = index.index_workspace().await;
     assert_eq!(report.files_seen, 2);
     assert_eq!(report.files_indexed, 2);
-    assert_eq!(report.chunks_indexed, 3 + 1, "100 lines are 3 chunks of 40");
+    assert_eq!(report.chunks_written, 3 + 1, "100 lines are 3 chunks of 40");
     assert!(!report.file_cap_hit);
 
     let hits = index
@@ -80,7 +131,7 @@ async fn files_are_found_with_their_line_ranges() {
     );
     // The last, short chunk.
     write(root, "src/lib.rs", lines_with(100, 99, "tail_marker"));
-    index.index_workspace(root).await.unwrap();
+    index.index_workspace().await;
     assert_eq!(find(&index, "tail_marker").await, ["src/lib.rs:81-100"]);
     // History scope holds no files; All does.
     assert!(
@@ -107,15 +158,15 @@ async fn unchanged_files_are_not_read_again_changed_ones_are_and_deleted_ones_go
     write(root, "a.txt", "alpha original_text\n");
     write(root, "b.txt", "bravo\n");
     write(root, "c.txt", "charlie\n");
-    let index = MemoryIndex::new().await.unwrap();
-    assert_eq!(index.index_workspace(root).await.unwrap().files_indexed, 3);
+    let index = Indexes::new(root).await;
+    assert_eq!(index.index_workspace().await.files_indexed, 3);
 
-    let again = index.index_workspace(root).await.unwrap();
+    let again = index.index_workspace().await;
     assert_eq!(
         (
             again.files_indexed,
             again.files_unchanged,
-            again.chunks_indexed
+            again.chunks_written
         ),
         (0, 3, 0)
     );
@@ -123,7 +174,7 @@ async fn unchanged_files_are_not_read_again_changed_ones_are_and_deleted_ones_go
     write(root, "a.txt", "alpha replacement_text, longer\n");
     std::fs::remove_file(root.join("c.txt")).unwrap();
     write(root, "d.txt", "delta\n");
-    let report = index.index_workspace(root).await.unwrap();
+    let report = index.index_workspace().await;
     assert_eq!(report.files_indexed, 2, "a changed, d new: {report:?}");
     assert_eq!(report.files_unchanged, 1);
     assert_eq!(report.files_removed, 1);
@@ -139,8 +190,8 @@ async fn a_change_keeping_the_size_is_seen_through_the_mtime() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write(root, "a.txt", "old_word\n");
-    let index = MemoryIndex::new().await.unwrap();
-    index.index_workspace(root).await.unwrap();
+    let index = Indexes::new(root).await;
+    index.index_workspace().await;
     write(root, "a.txt", "new_word\n");
     let file = std::fs::File::options()
         .write(true)
@@ -149,7 +200,7 @@ async fn a_change_keeping_the_size_is_seen_through_the_mtime() {
     file.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
         .unwrap();
     drop(file);
-    assert_eq!(index.index_workspace(root).await.unwrap().files_indexed, 1);
+    assert_eq!(index.index_workspace().await.files_indexed, 1);
     assert!(find(&index, "old_word").await.is_empty());
     assert_eq!(find(&index, "new_word").await, ["a.txt:1-1"]);
 }
@@ -173,8 +224,8 @@ async fn gitignore_hidden_and_state_directories_are_respected() {
         "needle_word ignored by a nested gitignore\n",
     );
     write(root, "sub/kept.txt", "needle_word kept\n");
-    let index = MemoryIndex::new().await.unwrap();
-    let report = index.index_workspace(root).await.unwrap();
+    let index = Indexes::new(root).await;
+    let report = index.index_workspace().await;
     assert_eq!(
         find(&index, "needle_word").await,
         ["src/main.rs:1-1", "sub/kept.txt:1-1"]
@@ -183,7 +234,7 @@ async fn gitignore_hidden_and_state_directories_are_respected() {
 
     // Un-ignoring brings a file in; ignoring drops it.
     write(root, ".gitignore", "target/\nsrc/\n");
-    let report = index.index_workspace(root).await.unwrap();
+    let report = index.index_workspace().await;
     assert_eq!(
         find(&index, "needle_word").await,
         ["build.log:1-1", "sub/kept.txt:1-1"]
@@ -209,10 +260,8 @@ async fn binary_oversized_and_invalid_utf8_files() {
     );
     write(root, "latin1.txt", b"caf\xe9 needle_word \xff\xfe end\n");
     write(root, "ok.txt", "needle_word\n");
-    let index = MemoryIndex::new_in(&std::env::temp_dir(), limits)
-        .await
-        .unwrap();
-    let report = index.index_workspace(root).await.unwrap();
+    let index = Indexes::with_limits(root, limits).await;
+    let report = index.index_workspace().await;
     assert_eq!(
         find(&index, "needle_word").await,
         ["latin1.txt:1-1", "ok.txt:1-1"]
@@ -228,7 +277,7 @@ async fn binary_oversized_and_invalid_utf8_files() {
     assert_eq!(find(&index, "end").await, ["latin1.txt:1-1"]);
 
     // An unchanged binary file is not read again but still reported as binary.
-    let again = index.index_workspace(root).await.unwrap();
+    let again = index.index_workspace().await;
     assert_eq!(
         (
             again.files_binary,
@@ -240,7 +289,7 @@ async fn binary_oversized_and_invalid_utf8_files() {
 
     // A file that grows over the cap is dropped.
     write(root, "ok.txt", format!("needle_word {}", "y ".repeat(1000)));
-    let report = index.index_workspace(root).await.unwrap();
+    let report = index.index_workspace().await;
     assert_eq!(report.files_removed, 1);
     assert_eq!(find(&index, "needle_word").await, ["latin1.txt:1-1"]);
 }
@@ -256,10 +305,8 @@ async fn the_file_cap_is_reported_and_deterministic() {
         max_files: 4,
         ..WorkspaceLimits::default()
     };
-    let index = MemoryIndex::new_in(&std::env::temp_dir(), limits)
-        .await
-        .unwrap();
-    let report = index.index_workspace(root).await.unwrap();
+    let index = Indexes::with_limits(root, limits).await;
+    let report = index.index_workspace().await;
     assert!(report.file_cap_hit);
     assert_eq!(report.files_seen, 4);
     // Walked in name order: the first four names.
@@ -285,8 +332,8 @@ async fn the_more_relevant_file_ranks_first_and_history_merges_by_score() {
         "retry policy: retry with backoff; retry limits\n",
     );
     write(root, "none.md", "unrelated\n");
-    let index = MemoryIndex::new().await.unwrap();
-    index.index_workspace(root).await.unwrap();
+    let index = Indexes::new(root).await;
+    index.index_workspace().await;
     let hits = index.search("retry", Scope::Files, 10).await.unwrap();
     let order: Vec<String> = hits.iter().map(|h| h.source.to_string()).collect();
     assert_eq!(order, ["strong.md:1-1", "weak.md:1-1"]);
@@ -314,20 +361,18 @@ async fn concurrent_indexing_calls_do_not_duplicate() {
     for i in 0..20 {
         write(root, &format!("f{i}.txt"), format!("word{i} common_word\n"));
     }
-    let index = MemoryIndex::new().await.unwrap();
-    let (a, b) = tokio::join!(index.index_workspace(root), index.index_workspace(root));
-    assert_eq!(a.unwrap().files_indexed + b.unwrap().files_indexed, 20);
+    let index = Indexes::new(root).await;
+    let (a, b) = tokio::join!(index.index_workspace(), index.index_workspace());
+    assert_eq!(a.files_indexed + b.files_indexed, 20);
     assert_eq!(index.document_count().await.unwrap(), 20);
     assert_eq!(find(&index, "common_word").await.len(), 20);
 }
 
 #[tokio::test]
 async fn a_missing_root_is_an_error() {
-    let index = MemoryIndex::new().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     assert!(
-        index
-            .index_workspace(&dir.path().join("absent"))
+        CodeIndex::open_at(&dir.path().join("absent"), &dir.path().join("index.db"))
             .await
             .is_err()
     );

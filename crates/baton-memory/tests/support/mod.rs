@@ -1,1 +1,2 @@
 pub mod journal;
+pub mod workspace;

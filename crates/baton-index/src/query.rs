@@ -1,4 +1,6 @@
-//! Turning arbitrary text (as a model sends it) into safe FTS5 query expressions.
+//! Turning arbitrary text (as a model sends it) into safe FTS5 query expressions, the way
+//! `search_memory` searches: the workspace's text ([`crate::CodeIndex::search_text`]) and, in
+//! baton-memory, the run's journal — one rule for both, so a query means the same in each.
 //!
 //! The text is never passed to FTS5's query syntax as is: operators (`AND`, `OR`, `NOT`,
 //! `NEAR`), column filters (`:`), prefixes (`*`), `^`, `-`, parentheses and quotes in it are
@@ -15,8 +17,6 @@
 //! not rely on that). Control characters are dropped. At most [`MAX_WORDS`] words are used and
 //! each is cut to [`MAX_WORD_CHARS`] characters, bounding the cost of a query.
 
-use crate::MemoryError;
-
 /// Words beyond this many are ignored.
 pub const MAX_WORDS: usize = 32;
 /// Longer words are cut to this many characters.
@@ -24,7 +24,7 @@ pub const MAX_WORD_CHARS: usize = 128;
 
 /// The FTS5 expressions for one query text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct FtsQuery {
+pub struct FtsQuery {
     pub all: String,
     pub any: Option<String>,
 }
@@ -37,7 +37,9 @@ fn quote(word: &str) -> String {
     format!("\"{}\"", word.replace('"', "\"\""))
 }
 
-pub(crate) fn to_fts(text: &str) -> Result<FtsQuery, MemoryError> {
+/// The expressions for `text`; `None` when it has no word to search for (empty, whitespace or
+/// punctuation only), which a caller reports as the model's mistake, not a failure.
+pub fn to_fts(text: &str) -> Option<FtsQuery> {
     let mut phrases: Vec<String> = Vec::new();
     let mut words: Vec<String> = Vec::new();
     let mut budget = MAX_WORDS;
@@ -68,7 +70,7 @@ pub(crate) fn to_fts(text: &str) -> Result<FtsQuery, MemoryError> {
         }
     }
     if phrases.is_empty() {
-        return Err(MemoryError::EmptyQuery);
+        return None;
     }
     let all = phrases.join(" AND ");
     let any = words
@@ -77,7 +79,7 @@ pub(crate) fn to_fts(text: &str) -> Result<FtsQuery, MemoryError> {
         .collect::<Vec<_>>()
         .join(" OR ");
     let any = (any != all).then_some(any);
-    Ok(FtsQuery { all, any })
+    Some(FtsQuery { all, any })
 }
 
 #[cfg(test)]
@@ -91,10 +93,7 @@ mod tests {
     #[test]
     fn empty_and_punctuation_only_queries_are_empty() {
         for text in ["", "   ", "\t\n", "***", "\"\"", "- : ( ) ^ *", "\0\u{1}"] {
-            assert!(
-                matches!(to_fts(text), Err(MemoryError::EmptyQuery)),
-                "{text:?}"
-            );
+            assert!(to_fts(text).is_none(), "{text:?}");
         }
     }
 
@@ -142,90 +141,5 @@ mod tests {
         assert_eq!(fts(&long).all.len(), MAX_WORD_CHARS + 2);
         let many: String = (0..100).map(|i| format!("w{i} ")).collect();
         assert_eq!(fts(&many).all.matches(" AND ").count(), MAX_WORDS - 1);
-    }
-}
-
-/// Any text either is [`MemoryError::EmptyQuery`] or searches a real index without error.
-#[cfg(test)]
-mod proptests {
-    use proptest::prelude::*;
-    use proptest::test_runner::{Config, TestRunner};
-
-    use crate::{MemoryError, MemoryIndex, Scope};
-
-    /// Query texts heavy in FTS5 syntax, plus arbitrary unicode.
-    fn queries() -> impl Strategy<Value = String> {
-        let syntax = prop::collection::vec(
-            prop_oneof![
-                Just("\"".to_owned()),
-                Just("\"\"".to_owned()),
-                Just("*".to_owned()),
-                Just("-".to_owned()),
-                Just(":".to_owned()),
-                Just("^".to_owned()),
-                Just("(".to_owned()),
-                Just(")".to_owned()),
-                Just("{".to_owned()),
-                Just("}".to_owned()),
-                Just("+".to_owned()),
-                Just(" ".to_owned()),
-                Just("\0".to_owned()),
-                Just("NEAR".to_owned()),
-                Just("NEAR(".to_owned()),
-                Just("AND".to_owned()),
-                Just("OR".to_owned()),
-                Just("NOT".to_owned()),
-                Just("title:".to_owned()),
-                Just("body".to_owned()),
-                Just("snake_case".to_owned()),
-                Just("é".to_owned()),
-                Just("\u{301}".to_owned()),
-                Just("日本".to_owned()),
-                Just("🦀".to_owned()),
-                Just("\u{feff}".to_owned()),
-                Just("\u{e000}".to_owned()),
-                "[a-z]{1,6}",
-            ],
-            0..12,
-        )
-        .prop_map(|parts| parts.concat());
-        prop_oneof![syntax, any::<String>(), "\\PC{0,40}"]
-    }
-
-    #[test]
-    fn any_text_is_empty_or_a_working_query() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let index = runtime.block_on(async {
-            let index = MemoryIndex::new().await.unwrap();
-            let dir = tempfile::tempdir().unwrap();
-            std::fs::write(
-                dir.path().join("a.rs"),
-                "fn snake_case() {}\n// NEAR the AND body é 日本 🦀 \"quoted\"\n",
-            )
-            .unwrap();
-            index.index_workspace(dir.path()).await.unwrap();
-            // The index really holds the file the queries run against.
-            let hits = index.search("snake_case", Scope::Files, 5).await.unwrap();
-            assert_eq!(hits.len(), 1);
-            index
-        });
-        let mut runner = TestRunner::new(Config {
-            cases: 2_000,
-            ..Config::default()
-        });
-        runner
-            .run(&queries(), |text| {
-                for scope in [Scope::All, Scope::History, Scope::Files] {
-                    match runtime.block_on(index.search(&text, scope, 5)) {
-                        Ok(_) | Err(MemoryError::EmptyQuery) => {}
-                        Err(e) => return Err(TestCaseError::fail(format!("{text:?}: {e}"))),
-                    }
-                }
-                Ok(())
-            })
-            .unwrap();
     }
 }

@@ -4,7 +4,24 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
-use crate::WorkspaceLimits;
+/// Bounds on what a walk of the workspace takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkspaceLimits {
+    /// Files larger than this are skipped (generated code, data, logs).
+    pub max_file_bytes: u64,
+    /// At most this many files are taken, the first in the walk's order (sorted by name,
+    /// directory by directory); the rest are reported as over the cap.
+    pub max_files: usize,
+}
+
+impl Default for WorkspaceLimits {
+    fn default() -> Self {
+        WorkspaceLimits {
+            max_file_bytes: 1024 * 1024,
+            max_files: 20_000,
+        }
+    }
+}
 
 /// A file is binary if this many leading bytes contain a NUL.
 const BINARY_SNIFF_BYTES: usize = 8 * 1024;
