@@ -120,6 +120,7 @@ async fn bench(turns: usize, profile_model: &str) {
         breaker_failures: 100,
         prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
         rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
+        extensions: baton_engine::Extensions::default(),
     });
     let profile = baton_context::profile::profile_for(profile_model);
     let mut context = profile.context;

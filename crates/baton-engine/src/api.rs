@@ -130,6 +130,9 @@ pub struct EngineParts {
     pub prices: Arc<baton_model::pricing::PriceTable>,
     /// Client-side requests/min and tokens/min budget, shared by everything using this provider.
     pub rate_limiter: baton_model::ratelimit::RateLimiter,
+    /// The optional parts (snapshots, workspace persistence, side usage, the repo map, how the
+    /// MCP servers started) and the read-only commit delay: `Extensions::default()` for none.
+    pub extensions: crate::Extensions,
 }
 
 pub(crate) fn terminal_outcome(state: &RunState) -> Option<RunOutcome> {

@@ -12,10 +12,11 @@ use baton_context::tokens::Estimate;
 use baton_core::{CompactionTrigger, ErrorClass, Event, PauseReason, RunState};
 use baton_model::{ModelError, RetrySchedule};
 
+use crate::Engine;
 use crate::EngineError;
+use crate::engine::elapsed_ms;
 use crate::failure::pause_for_failure;
 use crate::journal::Journal;
-use crate::run_loop::{Engine, elapsed_ms};
 
 /// Overflow-driven compactions allowed before the same model call gives up: the first keeps
 /// the profile's recent turns, the second keeps none.
@@ -193,6 +194,6 @@ impl Engine {
             },
             class => pause_for_failure(class, &message, attempt, failures_so_far, breaker_trips),
         };
-        journal.record(event).await
+        self.end_run(journal, event).await
     }
 }

@@ -6,9 +6,9 @@ use baton_core::governance::{
 };
 use baton_core::{Event, LoopResponse, PauseReason, RunState, RunStatus, Usage};
 
+use crate::Engine;
 use crate::EngineError;
 use crate::journal::Journal;
-use crate::run_loop::Engine;
 
 /// Seconds the run has been running, counting the time since its last event in this process.
 fn running_secs(state: &RunState) -> f64 {
@@ -103,12 +103,14 @@ impl Engine {
                 exceeded.describe(),
                 raise_hint(exceeded.resource, exceeded.limit)
             );
-            journal
-                .record(Event::RunPaused {
+            self.end_run(
+                journal,
+                Event::RunPaused {
                     reason: PauseReason::Budget,
                     detail,
-                })
-                .await?;
+                },
+            )
+            .await?;
             return Ok(true);
         }
         if let Some((task, uses)) = task_used_up(state)
@@ -119,25 +121,29 @@ impl Engine {
                 exceeded.describe(),
                 raise_task_hint(exceeded.resource, exceeded.limit)
             );
-            journal
-                .record(Event::RunPaused {
+            self.end_run(
+                journal,
+                Event::RunPaused {
                     reason: PauseReason::Budget,
                     detail,
-                })
-                .await?;
+                },
+            )
+            .await?;
             return Ok(true);
         }
         if let Some((task, turns, limit)) = task_turns_used_up(state) {
-            journal
-                .record(Event::RunPaused {
+            self.end_run(
+                journal,
+                Event::RunPaused {
                     reason: PauseReason::MaxTurns,
                     detail: format!(
                         "task `{task}` reached its limit of {limit} turns ({turns} worked) — \
                          `baton resume --task-max-turns {}` raises it",
                         limit.saturating_mul(2).max(1)
                     ),
-                })
-                .await?;
+                },
+            )
+            .await?;
             return Ok(true);
         }
         if let Some(warn) = uses
@@ -176,15 +182,17 @@ impl Engine {
                     response: LoopResponse::Pause,
                 })
                 .await?;
-            journal
-                .record(Event::RunPaused {
+            self.end_run(
+                journal,
+                Event::RunPaused {
                     reason: PauseReason::Loop,
                     detail: format!(
                         "the agent keeps going in circles ({detail}) after being told — look at \
                          `baton logs`, then `baton resume` (optionally with other settings)"
                     ),
-                })
-                .await?;
+                },
+            )
+            .await?;
         }
         Ok(true)
     }
@@ -262,12 +270,14 @@ impl Engine {
         let Some(detail) = refusal else {
             return Ok(true);
         };
-        journal
-            .record(Event::RunPaused {
+        self.end_run(
+            journal,
+            Event::RunPaused {
                 reason: PauseReason::Budget,
                 detail,
-            })
-            .await?;
+            },
+        )
+        .await?;
         Ok(false)
     }
 }

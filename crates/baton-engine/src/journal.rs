@@ -16,7 +16,7 @@
 //! protect (resume runs an unfinished read-only call again: invariant 2), so the commit that ends
 //! with its `tool_call_started` is deferred, and the call runs at once. That commit is written
 //! with the journal's next one if that comes within the read-only commit delay
-//! ([`DEFAULT_READ_ONLY_COMMIT_DELAY`], [`crate::Engine::with_read_only_commit_delay`]) — the
+//! ([`DEFAULT_READ_ONLY_COMMIT_DELAY`], [`crate::Extensions::read_only_commit_delay`]) — the
 //! usual case: a quick read, then the next request's intent — or else on its own at the delay,
 //! in the background, while the call goes on; the next commit then waits for it. What that
 //! commit carries, the model's reply, is at risk for at most the delay longer than with a commit
@@ -29,9 +29,8 @@
 //! given with a batch written on its own may already hold the events applied since (not yet
 //! durable).
 //!
-//! **The run's end.** Before the event that finishes, fails or pauses the run, what the run
-//! spent on other services ([`SideUsage`]: the code index's embeddings) is settled — up to
-//! 10 s for the refresh after its last change, none after a person's stop — and journaled.
+//! **It waits for nothing but the store.** What must be journaled before an event (the side
+//! usage before the run's end, `ending.rs`) is the engine's to journal first.
 
 mod deferred;
 mod heartbeat;
@@ -40,13 +39,13 @@ mod log;
 use std::sync::Arc;
 use std::time::Duration;
 
-use baton_core::{Event, EventRecord, PauseReason, RunId, RunState, RunStatus, ToolEffect};
+use baton_core::{Event, EventRecord, RunId, RunState, ToolEffect};
 use baton_store::{Lease, Store};
 use tokio::time::Instant;
 
+use crate::EngineError;
 use crate::api::RunObserver;
 use crate::checkpoint::{self, CHECKPOINT_EVERY};
-use crate::{EngineError, SideUsage};
 pub(crate) use deferred::{Arming, run_armed};
 use deferred::{Deferred, Reclaimed};
 use heartbeat::Heartbeat;
@@ -79,13 +78,7 @@ pub(crate) struct Journal {
     read_only_delay: Duration,
     /// The seq of the run's latest state checkpoint (0: none yet).
     checkpointed: u64,
-    /// Usage of other services, settled and journaled before the run's ending.
-    side_usage: Option<Arc<dyn SideUsage>>,
 }
-
-/// How long the run's ending waits for the background work it caused (a refresh of the code
-/// index after its last change) before it is journaled without what that work still spends.
-const SETTLE_WITHIN: Duration = Duration::from_secs(10);
 
 impl Journal {
     pub(crate) fn new(
@@ -106,14 +99,7 @@ impl Journal {
             deferred: None,
             read_only_delay: DEFAULT_READ_ONLY_COMMIT_DELAY,
             checkpointed: 0,
-            side_usage: None,
         }
-    }
-
-    /// Settles and journals `usage` before the run's ending (see [`Journal::record`]).
-    pub(crate) fn with_side_usage(mut self, usage: Option<Arc<dyn SideUsage>>) -> Self {
-        self.side_usage = usage;
-        self
     }
 
     /// How long a read-only call's intent may wait to be written with the next commit.
@@ -140,44 +126,7 @@ impl Journal {
     /// Validates and applies one event, and makes it durable — at once, or with the next event
     /// that must be (see the module's doc). On Err the run must stop: the store and this process
     /// no longer agree, or the lease is gone.
-    ///
-    /// Before an event that ends or pauses the run, the side usage is settled and journaled
-    /// first: the reducer takes usage only from a running run, and a process that ends with the
-    /// run would lose it.
     pub(crate) async fn record(&mut self, event: Event) -> Result<(), EngineError> {
-        let ends_running = event
-            .status_change()
-            .is_some_and(|status| status != RunStatus::Running);
-        if ends_running
-            && self.state.status == RunStatus::Running
-            && let Some(usage) = self.side_usage.clone()
-        {
-            // Durable first: the observers of the last tool calls (the code index's refresher
-            // is poked by them) see them before the wait.
-            self.commit().await?;
-            let interrupted = matches!(
-                &event,
-                Event::RunPaused {
-                    reason: PauseReason::Interrupted,
-                    ..
-                }
-            );
-            // A person who stopped the run does not wait for the index.
-            let within = if interrupted {
-                Duration::ZERO
-            } else {
-                SETTLE_WITHIN
-            };
-            usage.settle(within).await;
-            for used in usage.take() {
-                self.append(used).await?;
-            }
-        }
-        self.append(event).await
-    }
-
-    /// [`Journal::record`] without the settling.
-    async fn append(&mut self, event: Event) -> Result<(), EngineError> {
         if let Some(lost) = self.heartbeat.lost() {
             return Err(EngineError::Store(lost));
         }

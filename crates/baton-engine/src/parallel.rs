@@ -23,9 +23,9 @@ use baton_core::{Event, NextAction, PauseReason, RunId, next_action};
 use baton_snapshot::{Change, MergeOutcome, ShadowRepo, SnapshotId};
 use baton_tools::Workspace;
 
+use crate::Engine;
 use crate::EngineError;
 use crate::journal::Journal;
-use crate::run_loop::Engine;
 use crate::tasks::cap_middle;
 use child::{ChildEnd, Children, child_job};
 
@@ -263,15 +263,17 @@ impl Engine {
         if self.parts.stop.is_stopped() {
             return Ok(());
         }
-        journal
-            .record(Event::RunPaused {
+        self.end_run(
+            journal,
+            Event::RunPaused {
                 reason,
                 detail: format!(
                     "task `{}` (parallel run {}) paused: {detail}; `baton resume` resumes it",
                     task.task, task.child_run
                 ),
-            })
-            .await
+            },
+        )
+        .await
     }
 
     /// Three-way merges a returned task's work into the workspace's latest snapshot. Clean: the

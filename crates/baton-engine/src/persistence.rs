@@ -5,12 +5,11 @@
 //! change its journal reports.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use async_trait::async_trait;
 use baton_core::RunId;
 
-use crate::run_loop::Engine;
+use crate::Engine;
 
 /// Keeps a copy of a run's workspace (see the module documentation).
 #[async_trait]
@@ -21,15 +20,9 @@ pub trait WorkspacePersistence: Send + Sync {
 }
 
 impl Engine {
-    /// Persists the workspace after every mutating tool call (see [`WorkspacePersistence`]).
-    pub fn with_persistence(mut self, persistence: Arc<dyn WorkspacePersistence>) -> Engine {
-        self.persistence = Some(persistence);
-        self
-    }
-
     /// Called after a tool call's result is journaled at `seq`.
     pub(crate) async fn persist_after(&self, run_id: &RunId, seq: u64, workspace: &Path) {
-        if let Some(persistence) = &self.persistence
+        if let Some(persistence) = &self.parts.extensions.persistence
             && let Err(e) = persistence.persist(run_id, seq, workspace).await
         {
             tracing::warn!("run {run_id}: workspace snapshot failed: {e}");

@@ -17,39 +17,14 @@ pub trait RepoMapSource: Send + Sync {
     async fn render(&self, focus: &str) -> Option<String>;
 }
 
-/// Usage of services the run uses besides the model (the code index's embedder), handed to
-/// the engine to journal: taken at each turn's start (before the budgets are checked), after
-/// each tool call, and before the run finishes, fails or pauses.
-#[async_trait]
-pub trait SideUsage: Send + Sync {
-    /// The events for what was used since the last call (`embeddings_used`), in order.
-    fn take(&self) -> Vec<Event>;
-
-    /// Called before the run's ending is journaled: lets background work the run asked for
-    /// (the refresh after its last change) finish, for at most `within`, so that what it spends
-    /// is journaled with the run. Default: nothing to wait for.
-    async fn settle(&self, _within: std::time::Duration) {}
-}
-
 impl Engine {
-    /// Journals what [`SideUsage`] reports.
-    pub(crate) async fn record_side_usage(&self, journal: &mut Journal) -> Result<(), EngineError> {
-        let Some(usage) = &self.side_usage else {
-            return Ok(());
-        };
-        for event in usage.take() {
-            journal.record(event).await?;
-        }
-        Ok(())
-    }
-
     /// Renders and journals the map for `task` (`None`: the run's start).
     pub(crate) async fn record_repo_map(
         &self,
         journal: &mut Journal,
         task: Option<String>,
     ) -> Result<(), EngineError> {
-        let Some(source) = &self.repo_map else {
+        let Some(source) = &self.parts.extensions.repo_map else {
             return Ok(());
         };
         let state = journal.state();

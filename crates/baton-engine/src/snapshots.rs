@@ -19,11 +19,12 @@ use baton_core::{Event, Message, NextAction, RunState, ToolCall, ToolEffect};
 use baton_snapshot::{Change, ShadowRepo, SnapshotError};
 use baton_tools::Workspace;
 
+use crate::Engine;
 use crate::EngineError;
 use crate::journal::Journal;
-use crate::run_loop::Engine;
 
-/// Whether the engine snapshots the workspace. Off unless asked for ([`Engine::with_snapshots`]):
+/// Whether the engine snapshots the workspace. Off unless asked for
+/// ([`crate::Extensions::snapshots`]):
 /// `baton run` / `resume` turn it on; workers keep their own tar snapshots.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Snapshots {
@@ -40,13 +41,16 @@ pub(crate) struct SnapshotHook {
     git_missing: AtomicBool,
 }
 
-impl Engine {
-    /// Turns workspace snapshots on or off (see [`Snapshots`]).
-    pub fn with_snapshots(mut self, mode: Snapshots) -> Engine {
-        self.snapshots.mode = mode;
-        self
+impl SnapshotHook {
+    pub(crate) fn new(mode: Snapshots) -> SnapshotHook {
+        SnapshotHook {
+            mode,
+            git_missing: AtomicBool::new(false),
+        }
     }
+}
 
+impl Engine {
     /// Called by the run loop with the action it is about to take: snapshots the workspace and
     /// journals it when that action ends a turn that changed files (or starts the first one).
     pub(crate) async fn snapshot_if_due(

@@ -10,9 +10,10 @@ use baton_core::task::{PlanSource, SnapshotReason};
 use baton_core::{Event, OnTaskFailure, PauseReason, ToolOutcome};
 use baton_tools::{Tool, ToolContext, Workspace};
 
+use crate::Engine;
 use crate::EngineError;
+use crate::engine::elapsed_ms;
 use crate::journal::Journal;
-use crate::run_loop::{Engine, elapsed_ms};
 use crate::snapshots::JournalUnchanged;
 
 /// Check output journaled at most (head and tail kept): enough to fix from, bounded for the
@@ -118,29 +119,34 @@ impl Engine {
                     .await
             }
             TaskAction::PauseForReview => {
-                journal
-                    .record(Event::RunPaused {
+                self.end_run(
+                    journal,
+                    Event::RunPaused {
                         reason: PauseReason::PlanReview,
                         detail: "the plan is ready for review (`baton plan` prints it); \
                                  `baton resume` works through it, `baton resume --plan FILE` \
                                  replaces it first"
                             .into(),
-                    })
-                    .await
+                    },
+                )
+                .await
             }
             TaskAction::End { report, outcome } => {
                 self.remove_settled_worktrees(journal, workspace).await;
                 match outcome {
                     BoardOutcome::AllVerified => {
-                        journal
-                            .record(Event::RunFinished {
+                        self.end_run(
+                            journal,
+                            Event::RunFinished {
                                 summary: report,
                                 finished_by: None,
-                            })
-                            .await
+                            },
+                        )
+                        .await
                     }
                     BoardOutcome::SomeFailed => {
-                        journal.record(Event::RunFailed { error: report }).await
+                        self.end_run(journal, Event::RunFailed { error: report })
+                            .await
                     }
                 }
             }
@@ -166,16 +172,18 @@ impl Engine {
             .as_ref()
             .is_some_and(|s| s.tasks.on_failure == OnTaskFailure::Pause);
         if pause {
-            journal
-                .record(Event::RunPaused {
+            self.end_run(
+                journal,
+                Event::RunPaused {
                     reason: PauseReason::TaskFailed,
                     detail: format!(
                         "task `{task}` failed: {}; `baton resume` goes on with the \
                          tasks that do not depend on it",
                         first_line(&reason)
                     ),
-                })
-                .await?;
+                },
+            )
+            .await?;
         }
         Ok(())
     }

@@ -124,6 +124,7 @@ fn parts(store: Arc<dyn Store>, provider: Arc<dyn baton_model::ModelProvider>) -
         breaker_failures: 100,
         prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
         rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
+        extensions: baton_engine::Extensions::default(),
     }
 }
 

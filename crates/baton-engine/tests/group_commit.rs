@@ -23,7 +23,7 @@ use serde_json::json;
 use support::backend::{Backend, on_both_backends};
 use support::counting::CountingStore;
 use support::fn_provider::{FnProvider, call, is_summary_request, text};
-use support::run::{engine, engine_with_tools, settings};
+use support::run::{engine, engine_with, settings};
 
 const TURNS: usize = 100;
 
@@ -53,6 +53,14 @@ async fn run_to_the_end(
         matches!(outcome, baton_engine::RunOutcome::Finished { .. }),
         "{outcome:?}"
     );
+}
+
+/// Extensions with only the read-only commit delay set.
+fn delayed(read_only_commit_delay: Duration) -> baton_engine::Extensions {
+    baton_engine::Extensions {
+        read_only_commit_delay,
+        ..Default::default()
+    }
 }
 
 /// `backend`'s store for `workspace` with its commits counted: the counter, the store the engine
@@ -149,9 +157,12 @@ async fn commits_a_turn(backend: Backend, shape: Shape) {
     let (commits, store, _schema) = counted_store(backend, ws.path()).await;
     let (provider, intent_checks) = calling(&commits, TURNS, shape.tool, json!({}));
     let last_durable = Arc::new(Mutex::new(Vec::new()));
-    let (engine, observer) =
-        engine_with_tools(store.clone(), provider, probes(&commits, &last_durable));
-    let engine = engine.with_read_only_commit_delay(shape.delay);
+    let (engine, observer) = engine_with(
+        store.clone(),
+        provider,
+        probes(&commits, &last_durable),
+        delayed(shape.delay),
+    );
     let mut run_settings = settings(ContextSettings::default());
     run_settings.limits.max_turns = TURNS as u32 + 10;
     run_to_the_end(&engine, ws.path(), run_settings).await;
@@ -289,8 +300,12 @@ async fn compaction_commits(backend: Backend, delay: Duration, per_turn: i64) {
             )
         }))
     };
-    let (engine, observer) = engine(store.clone(), provider);
-    let engine = engine.with_read_only_commit_delay(delay);
+    let (engine, observer) = engine_with(
+        store.clone(),
+        provider,
+        ToolRegistry::standard(),
+        delayed(delay),
+    );
     let mut run_settings = settings(ContextSettings {
         window_tokens: 5_000,
         compact_at_percent: 80,
@@ -419,9 +434,9 @@ async fn a_slow_reads_intent_is_written_at_the_delay(backend: Backend) {
         commits: commits.clone(),
         seen: seen.clone(),
     }));
-    let (engine, observer) = engine_with_tools(store.clone(), provider, tools);
     // Long enough that the read starts well before it (on any machine), short enough to wait.
-    let engine = engine.with_read_only_commit_delay(Duration::from_millis(500));
+    let delay = Duration::from_millis(500);
+    let (engine, observer) = engine_with(store.clone(), provider, tools, delayed(delay));
     run_to_the_end(&engine, ws.path(), settings(ContextSettings::default())).await;
 
     // Each read started before its intent was durable and saw it land while it ran.
@@ -485,8 +500,7 @@ async fn read_only_calls_run_while_their_intent_is_written(backend: Backend) {
             commits: commits.clone(),
             last_durable: writes.clone(),
         }));
-    let (engine, observer) = engine_with_tools(store.clone(), provider, tools);
-    let engine = engine.with_read_only_commit_delay(Duration::ZERO);
+    let (engine, observer) = engine_with(store.clone(), provider, tools, delayed(Duration::ZERO));
     run_to_the_end(&engine, ws.path(), settings(ContextSettings::default())).await;
 
     let held = commits.held();
@@ -529,8 +543,7 @@ async fn a_failed_background_commit_stops_the_run(backend: Backend) {
         commits: commits.clone(),
         last_durable: reads.clone(),
     }));
-    let (engine, observer) = engine_with_tools(store.clone(), provider, tools);
-    let engine = engine.with_read_only_commit_delay(Duration::ZERO);
+    let (engine, observer) = engine_with(store.clone(), provider, tools, delayed(Duration::ZERO));
     let outcome = engine
         .start(baton_engine::StartRun {
             plan: None,

@@ -11,12 +11,12 @@ use std::sync::Arc;
 
 use baton_core::task::{Plan, TaskSpec};
 use baton_core::*;
-use baton_engine::{RunOutcome, Snapshots, StartRun};
+use baton_engine::{Engine, Extensions, RunOutcome, Snapshots, StartRun};
 use baton_model::ModelError;
 use serde_json::json;
 use support::backend::{Backend, on_both_backends};
 use support::fn_provider::{FnProvider, call, prompt_text};
-use support::run::{engine, settings};
+use support::run::{Collect, engine_with, settings};
 
 on_both_backends!(
     independent_tasks_are_worked_on_by_child_runs_and_merged,
@@ -49,6 +49,23 @@ fn task_of(request: &ModelRequest) -> String {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// An engine with workspace snapshots on: parallel tasks need them for their worktrees.
+fn snapshotting(
+    store: Arc<dyn baton_store::Store>,
+    provider: Arc<FnProvider>,
+) -> (Engine, Arc<Collect>) {
+    let extensions = Extensions {
+        snapshots: Snapshots::On,
+        ..Extensions::default()
+    };
+    engine_with(
+        store,
+        provider,
+        baton_tools::ToolRegistry::standard(),
+        extensions,
+    )
 }
 
 /// Writes `ID.txt` (with `content(ID)`) in one turn, then finishes.
@@ -95,8 +112,7 @@ async fn start_with(
     edit: impl FnOnce(&mut RunSettings),
 ) -> Started {
     let (store, schema) = backend.store(ws).await;
-    let (engine, observer) = engine(store.clone(), Arc::new(provider));
-    let engine = engine.with_snapshots(Snapshots::On);
+    let (engine, observer) = snapshotting(store.clone(), Arc::new(provider));
     let mut settings = settings(ContextSettings::default());
     settings.tasks.parallel = 3;
     settings.tasks.fix_attempts = 1;
@@ -343,12 +359,8 @@ async fn a_child_cut_short_at_its_start_is_started_on_resume(backend: Backend) {
         // A person's file, made while the run was stopped: merges must keep it.
         std::fs::write(ws.path().join("notes.txt"), "mine\n").unwrap();
         let provider = writer(|id| format!("{id}\n"));
-        let (engine, _observer) = engine(store.clone(), Arc::new(provider));
-        let outcome = engine
-            .with_snapshots(Snapshots::On)
-            .resume(&parent, &Default::default())
-            .await
-            .unwrap();
+        let (engine, _observer) = snapshotting(store.clone(), Arc::new(provider));
+        let outcome = engine.resume(&parent, &Default::default()).await.unwrap();
         assert!(
             matches!(outcome, RunOutcome::Finished { .. }),
             "{outcome:?}"
@@ -429,12 +441,8 @@ async fn resume_to_both_files(
     overrides: &baton_engine::SettingsOverride,
     ws: &std::path::Path,
 ) {
-    let (engine, _observer) = engine(store, Arc::new(writer(|id| format!("{id}\n"))));
-    let resumed = engine
-        .with_snapshots(Snapshots::On)
-        .resume(run_id, overrides)
-        .await
-        .unwrap();
+    let (engine, _observer) = snapshotting(store, Arc::new(writer(|id| format!("{id}\n"))));
+    let resumed = engine.resume(run_id, overrides).await.unwrap();
     assert!(
         matches!(resumed, RunOutcome::Finished { .. }),
         "{resumed:?}"

@@ -12,13 +12,13 @@ use std::sync::Arc;
 
 use baton_core::task::SnapshotReason;
 use baton_core::*;
-use baton_engine::{RunOutcome, Snapshots, StartRun};
+use baton_engine::{Extensions, RunOutcome, Snapshots, StartRun};
 use baton_model::ModelError;
 use baton_snapshot::{ShadowRepo, SnapshotId};
 use serde_json::json;
 use support::backend::{Backend, on_both_backends};
 use support::fn_provider::{FnProvider, call};
-use support::run::{engine, settings};
+use support::run::{engine_with, settings};
 
 on_both_backends!(
     snapshots_follow_the_turns_that_changed_files,
@@ -67,11 +67,16 @@ async fn drive_with(
     provider: FnProvider,
 ) -> Vec<EventRecord> {
     let (store, _schema) = backend.store(ws).await;
-    let (engine, _observer) = engine(store.clone(), Arc::new(provider));
-    let engine = match mode {
-        Some(mode) => engine.with_snapshots(mode),
-        None => engine,
+    let extensions = Extensions {
+        snapshots: mode.unwrap_or_default(),
+        ..Extensions::default()
     };
+    let (engine, _observer) = engine_with(
+        store.clone(),
+        Arc::new(provider),
+        baton_tools::ToolRegistry::standard(),
+        extensions,
+    );
     let run_id = RunId::new();
     let outcome = engine
         .start_with_id(

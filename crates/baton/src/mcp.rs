@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use baton_engine::{McpOutcome, McpStart};
 use baton_mcp::{LaunchContext, Transport, server_specs};
 use baton_tools::{ExecEnv, ToolRegistry};
 
@@ -115,28 +116,23 @@ pub fn tool_changes(
     lines
 }
 
-/// The servers that did not start, with why: what the engine journals
-/// (`Engine::with_mcp_failures`).
-pub fn failures(mcp: &McpTools) -> Vec<(String, String)> {
+/// How each server started — its version and the tools offered as the run names them, or why
+/// it failed: what the engine journals at each start and resume
+/// (`baton_engine::Extensions::mcp_servers`).
+pub fn starts(mcp: &McpTools) -> Vec<McpStart> {
     mcp.servers
         .iter()
-        .filter_map(|(name, status)| match status {
-            ServerStatus::Failed(e) => Some((name.clone(), e.to_string())),
-            ServerStatus::Ready { .. } => None,
-        })
-        .collect()
-}
-
-/// The servers that started — name, version, the tools offered as the run names them: what the
-/// engine journals (`Engine::with_mcp_started`).
-pub fn started(mcp: &McpTools) -> Vec<(String, String, Vec<String>)> {
-    mcp.servers
-        .iter()
-        .filter_map(|(name, status)| match status {
-            ServerStatus::Ready { server, tools } => {
-                Some((name.clone(), server.version().to_owned(), tools.clone()))
-            }
-            ServerStatus::Failed(_) => None,
+        .map(|(name, status)| McpStart {
+            server: name.clone(),
+            outcome: match status {
+                ServerStatus::Ready { server, tools } => McpOutcome::Started {
+                    version: server.version().to_owned(),
+                    tools: tools.clone(),
+                },
+                ServerStatus::Failed(e) => McpOutcome::Failed {
+                    error: e.to_string(),
+                },
+            },
         })
         .collect()
 }

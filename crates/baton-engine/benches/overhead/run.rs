@@ -370,6 +370,7 @@ fn engine(store: Arc<dyn Store>, model: Arc<Model>, tool: ToolKind) -> Engine {
         breaker_failures: 100,
         prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
         rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
+        extensions: baton_engine::Extensions::default(),
     })
 }
 

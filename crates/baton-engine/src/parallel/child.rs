@@ -15,9 +15,8 @@ use baton_core::task::{Plan, TaskSpec};
 use baton_core::{DelegatedResult, PauseReason, RunId, RunSettings, RunState, RunStatus, replay};
 use baton_snapshot::{ShadowRepo, SnapshotId};
 
-use crate::EngineError;
 use crate::api::{RunOutcome, SettingsChange, SettingsOverride, StartRun};
-use crate::run_loop::Engine;
+use crate::{Engine, EngineError, Extensions};
 
 /// How a child run ended, as the parent records it.
 pub(super) enum ChildEnd {
@@ -129,11 +128,17 @@ impl Engine {
     }
 
     /// An engine of its own for a child: the same store, model, tools and stop signal, but its
-    /// own "pause for a person" slot (children's commands run at the same time).
+    /// own "pause for a person" slot (children's commands run at the same time). Of the
+    /// extensions it keeps only snapshots (its worktree's merge needs them): the parent journals
+    /// the MCP starts and the side usage, and persists the workspace the children merge into.
     fn child_engine(&self) -> Engine {
         let mut parts = self.parts.clone();
         parts.exec.pause_request = Default::default();
-        Engine::new(parts).with_snapshots(self.snapshots.mode)
+        parts.extensions = Extensions {
+            snapshots: self.snapshots.mode,
+            ..Extensions::default()
+        };
+        Engine::new(parts)
     }
 
     async fn drive_child_now(&self, root: &Path, job: &ChildJob) -> Result<ChildEnd, EngineError> {

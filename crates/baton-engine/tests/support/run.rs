@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use baton_core::governance::LoopPolicy;
 use baton_core::*;
-use baton_engine::{Engine, EngineParts, RunObserver, RunOutcome, StartRun};
+use baton_engine::{Engine, EngineParts, Extensions, RunObserver, RunOutcome, StartRun};
 use baton_model::{ModelProvider, RetryPolicy};
 use baton_store::Store;
 use baton_store::testing::PgTestSchema;
@@ -55,14 +55,20 @@ pub fn settings(context: ContextSettings) -> RunSettings {
 }
 
 pub fn engine(store: Arc<dyn Store>, provider: Arc<dyn ModelProvider>) -> (Engine, Arc<Collect>) {
-    engine_with_tools(store, provider, ToolRegistry::standard())
+    engine_with(
+        store,
+        provider,
+        ToolRegistry::standard(),
+        Extensions::default(),
+    )
 }
 
-/// [`engine`] with the tools given instead of the standard ones.
-pub fn engine_with_tools(
+/// [`engine`] with the tools and the extensions given instead of the standard tools and none.
+pub fn engine_with(
     store: Arc<dyn Store>,
     provider: Arc<dyn ModelProvider>,
     tools: ToolRegistry,
+    extensions: Extensions,
 ) -> (Engine, Arc<Collect>) {
     let observer = Arc::new(Collect::default());
     let engine = Engine::new(EngineParts {
@@ -84,6 +90,7 @@ pub fn engine_with_tools(
         breaker_failures: 100,
         prices: Arc::new(baton_model::pricing::PriceTable::defaults()),
         rate_limiter: baton_model::ratelimit::RateLimiter::unlimited(),
+        extensions,
     });
     (engine, observer)
 }

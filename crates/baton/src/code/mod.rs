@@ -158,16 +158,19 @@ pub fn run_tools(code: Option<&Arc<CodeIntel>>, mcp: Option<&baton_mcp::McpTools
     crate::mcp::registry(base, mcp)
 }
 
-/// `engine` with the code index's repo maps in briefs and its embedding usage journaled.
+/// `extensions` with the code index's repo maps in briefs and its embedding usage journaled
+/// (settled at the run's end), when there is a code index.
 pub fn with_code(
-    engine: baton_engine::Engine,
+    extensions: baton_engine::Extensions,
     code: Option<&Arc<CodeIntel>>,
-) -> baton_engine::Engine {
+) -> baton_engine::Extensions {
     match code {
-        Some(code) => engine
-            .with_repo_map(code.clone())
-            .with_side_usage(code.clone()),
-        None => engine,
+        Some(code) => baton_engine::Extensions {
+            repo_map: Some(code.clone()),
+            side_usage: Some(code.clone()),
+            ..extensions
+        },
+        None => extensions,
     }
 }
 
