@@ -17,9 +17,9 @@ use sqlx::{Postgres, Transaction};
 pub use self::connect::PostgresOptions;
 use self::connect::classify;
 use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, ts_from_micros};
-use crate::process::{holder_is_dead, local_hostname};
+use crate::process::local_hostname;
 use crate::rows::At;
-use crate::shared::{new_token, redact_url, to_db_int, ts_to_text};
+use crate::shared::{check_lease_free, new_token, redact_url, to_db_int, ts_to_text};
 use crate::statements::Shared;
 use crate::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
@@ -128,23 +128,6 @@ impl PostgresStore {
         ts_from_micros(&self.url, micros)
     }
 
-    async fn run_exists(&self, run_id: &RunId) -> Result<bool, StoreError> {
-        self.shared().run_exists(run_id).await
-    }
-
-    /// Why a fenced update matched no row: the run is gone, or its lease changed hands.
-    async fn lease_failure(&self, run_id: &RunId) -> StoreError {
-        match self.run_exists(run_id).await {
-            Ok(true) => StoreError::LeaseLost {
-                run_id: run_id.clone(),
-            },
-            Ok(false) => StoreError::NotFound {
-                run_id: run_id.clone(),
-            },
-            Err(e) => e,
-        }
-    }
-
     fn summaries(&self, rows: &[PgRow]) -> Result<Vec<RunSummary>, StoreError> {
         let Some(first) = rows.first() else {
             return Ok(Vec::new());
@@ -211,35 +194,20 @@ impl Store for PostgresStore {
             });
         };
         let now = ts_from_micros(&self.url, At(&row, self.url.as_str()).int("server_now")?)?;
-        if let Some((_, current, expires_at)) = At(&row, self.url.as_str()).lease()? {
-            // As in SQLite: only an expired lease, or one whose holder died on this machine, can
-            // be taken — not even by the holding process itself.
-            let free = expires_at <= now || holder_is_dead(&current, &self.local_host);
-            if !free {
-                return Err(StoreError::Locked {
-                    run_id: run_id.clone(),
-                    holder: current.describe(),
-                    expires_at,
-                });
-            }
-        }
+        let current = At(&row, self.url.as_str()).lease()?;
+        check_lease_free(run_id, current, now, &self.local_host)?;
         let token = new_token();
-        sqlx::query(
-            "UPDATE runs SET lease_token = $1, lease_host = $2, lease_pid = $3, \
-             lease_pid_start = $4, lease_expires_at = $5, lease_worker = $7, \
-             lease_renewed_at = $8 WHERE id = $6",
-        )
-        .bind(&token)
-        .bind(&holder.host)
-        .bind(i64::from(holder.pid))
-        .bind(holder.pid_start.map(to_db_int))
-        .bind(ts_to_text(self.expiry(now)))
-        .bind(run_id.as_str())
-        .bind(holder.worker_id.as_deref())
-        .bind(ts_to_text(now))
-        .execute(&mut *tx)
-        .await
-        .map_err(self.db("recording the lease"))?;
+        self.shared()
+            .write_lease(
+                &mut *tx,
+                run_id,
+                holder,
+                &token,
+                self.expiry(now),
+                now,
+                "recording the lease",
+            )
+            .await?;
         tx.commit().await.map_err(self.db("committing a lease"))?;
         Ok(self.lease_for_caller(run_id, token))
     }
@@ -247,35 +215,15 @@ impl Store for PostgresStore {
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         let now = self.server_now().await?;
         let expires_at = self.expiry(now);
-        let done = sqlx::query(
-            "UPDATE runs SET lease_expires_at = $1, lease_renewed_at = $4 \
-             WHERE id = $2 AND lease_token = $3",
-        )
-        .bind(ts_to_text(expires_at))
-        .bind(lease.run_id.as_str())
-        .bind(&lease.token)
-        .bind(ts_to_text(now))
-        .execute(&self.pool)
-        .await
-        .map_err(self.db("renewing a lease"))?;
+        let done = self.shared().renew_lease(lease, expires_at, now).await?;
         if done.rows_affected() == 0 {
-            return Err(self.lease_failure(&lease.run_id).await);
+            return Err(self.shared().lease_failure(&lease.run_id).await);
         }
         Ok(self.lease_for_caller(&lease.run_id, lease.token.clone()))
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE runs SET lease_token = NULL, lease_host = NULL, lease_pid = NULL, \
-             lease_pid_start = NULL, lease_expires_at = NULL, lease_worker = NULL, \
-             lease_renewed_at = NULL WHERE id = $1 AND lease_token = $2",
-        )
-        .bind(lease.run_id.as_str())
-        .bind(&lease.token)
-        .execute(&self.pool)
-        .await
-        .map_err(self.db("releasing a lease"))?;
-        Ok(())
+        self.shared().release_lease(lease).await
     }
 
     async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
@@ -365,22 +313,17 @@ impl Store for PostgresStore {
         let run_id = RunId::from_string(id);
         let now = ts_from_micros(&self.url, now)?;
         let token = new_token();
-        sqlx::query(
-            "UPDATE runs SET lease_token = $1, lease_host = $2, lease_pid = $3, \
-             lease_pid_start = $4, lease_expires_at = $5, lease_worker = $7, \
-             lease_renewed_at = $8 WHERE id = $6",
-        )
-        .bind(&token)
-        .bind(&holder.host)
-        .bind(i64::from(holder.pid))
-        .bind(holder.pid_start.map(to_db_int))
-        .bind(ts_to_text(self.expiry(now)))
-        .bind(run_id.as_str())
-        .bind(holder.worker_id.as_deref())
-        .bind(ts_to_text(now))
-        .execute(&mut *tx)
-        .await
-        .map_err(self.db("recording the claimed lease"))?;
+        self.shared()
+            .write_lease(
+                &mut *tx,
+                &run_id,
+                holder,
+                &token,
+                self.expiry(now),
+                now,
+                "recording the claimed lease",
+            )
+            .await?;
         tx.commit().await.map_err(self.db("committing a claim"))?;
         Ok(Some(self.lease_for_caller(&run_id, token)))
     }

@@ -1,12 +1,13 @@
-//! Pieces both backends share: the on-disk text form of times and counts, lease tokens, why a
-//! fenced append was refused, a store URL without its password. (An append's batch, checked and
+//! Pieces both backends share: the on-disk text form of times and counts, lease tokens, whether
+//! a lease may be taken, why a fenced append was refused, a store URL without its password. (An append's batch, checked and
 //! made into its row, is `commit::prepare_batch`.)
 
 use baton_core::{EventRecord, RunId};
 use jiff::Timestamp;
 use jiff::fmt::temporal::DateTimePrinter;
 
-use crate::{Lease, StoreError};
+use crate::process::holder_is_dead;
+use crate::{Holder, Lease, StoreError};
 
 /// RFC 3339 in UTC with exactly nine fractional digits: fixed width, so that comparing the
 /// strings (as `ORDER BY created_at` does) compares the times.
@@ -26,6 +27,29 @@ pub(crate) fn to_db_int(n: u64) -> i64 {
 /// new holder's token, even if it is the same process acquiring again.
 pub(crate) fn new_token() -> String {
     uuid::Uuid::now_v7().simple().to_string()
+}
+
+/// Whether `run_id`'s lease, as read (`None`: no lease), may be taken at `now` by someone on
+/// `local_host`: only an expired lease, or one whose holder died on this machine (no need to
+/// wait out the TTL then). Not even the holding process may take it again: two engines (or
+/// workers) in one process must not both drive a run.
+pub(crate) fn check_lease_free(
+    run_id: &RunId,
+    current: Option<(String, Holder, Timestamp)>,
+    now: Timestamp,
+    local_host: &str,
+) -> Result<(), StoreError> {
+    if let Some((_, current, expires_at)) = current {
+        let free = expires_at <= now || holder_is_dead(&current, local_host);
+        if !free {
+            return Err(StoreError::Locked {
+                run_id: run_id.clone(),
+                holder: current.describe(),
+                expires_at,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Why a fenced append starting at `first` wrote nothing, from the run's row as read afterwards

@@ -18,9 +18,9 @@ use sqlx::{Sqlite, Transaction};
 use self::appender::Appender;
 use self::open::classify;
 use self::rows::RUN_COLUMNS;
-use crate::process::{holder_is_dead, local_hostname};
+use crate::process::local_hostname;
 use crate::rows::At;
-use crate::shared::{new_token, to_db_int, ts_to_text};
+use crate::shared::{check_lease_free, new_token, ts_to_text};
 use crate::statements::Shared;
 use crate::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
 
@@ -215,39 +215,18 @@ impl SqliteStore {
             token: new_token(),
             expires_at: self.expiry(now),
         };
-        sqlx::query(
-            "UPDATE runs SET lease_token = ?, lease_host = ?, lease_pid = ?, lease_pid_start = ?, \
-             lease_expires_at = ?, lease_worker = ?, lease_renewed_at = ? WHERE id = ?",
-        )
-        .bind(&lease.token)
-        .bind(&holder.host)
-        .bind(i64::from(holder.pid))
-        .bind(holder.pid_start.map(to_db_int))
-        .bind(ts_to_text(lease.expires_at))
-        .bind(holder.worker_id.as_deref())
-        .bind(ts_to_text(now))
-        .bind(run_id.as_str())
-        .execute(&mut **tx)
-        .await
-        .map_err(self.db("recording the lease"))?;
+        self.shared()
+            .write_lease(
+                &mut **tx,
+                run_id,
+                holder,
+                &lease.token,
+                lease.expires_at,
+                now,
+                "recording the lease",
+            )
+            .await?;
         Ok(lease)
-    }
-
-    async fn run_exists(&self, run_id: &RunId) -> Result<bool, StoreError> {
-        self.shared().run_exists(run_id).await
-    }
-
-    /// Why a fenced update matched no row: the run is gone, or its lease changed hands.
-    async fn lease_failure(&self, run_id: &RunId) -> StoreError {
-        match self.run_exists(run_id).await {
-            Ok(true) => StoreError::LeaseLost {
-                run_id: run_id.clone(),
-            },
-            Ok(false) => StoreError::NotFound {
-                run_id: run_id.clone(),
-            },
-            Err(e) => e,
-        }
     }
 
     fn summary(&self, row: &SqliteRow, now: Timestamp) -> Result<RunSummary, StoreError> {
@@ -310,19 +289,8 @@ impl Store for SqliteStore {
             });
         };
         let now = Timestamp::now();
-        if let Some((_, current, expires_at)) = At(&row, self.path.as_path()).lease()? {
-            // Only an expired lease, or one whose holder died on this machine (no need to wait
-            // out the TTL then), can be taken. Not even the holding process may take it again:
-            // two engines (or workers) in one process must not both drive a run.
-            let free = expires_at <= now || holder_is_dead(&current, &self.local_host);
-            if !free {
-                return Err(StoreError::Locked {
-                    run_id: run_id.clone(),
-                    holder: current.describe(),
-                    expires_at,
-                });
-            }
-        }
+        let current = At(&row, self.path.as_path()).lease()?;
+        check_lease_free(run_id, current, now, &self.local_host)?;
         let lease = self.write_lease(&mut tx, run_id, holder, now).await?;
         tx.commit().await.map_err(self.db("committing a lease"))?;
         Ok(lease)
@@ -331,19 +299,9 @@ impl Store for SqliteStore {
     async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
         let now = Timestamp::now();
         let expires_at = self.expiry(now);
-        let done = sqlx::query(
-            "UPDATE runs SET lease_expires_at = ?, lease_renewed_at = ? \
-             WHERE id = ? AND lease_token = ?",
-        )
-        .bind(ts_to_text(expires_at))
-        .bind(ts_to_text(now))
-        .bind(lease.run_id.as_str())
-        .bind(&lease.token)
-        .execute(&self.pool)
-        .await
-        .map_err(self.db("renewing a lease"))?;
+        let done = self.shared().renew_lease(lease, expires_at, now).await?;
         if done.rows_affected() == 0 {
-            return Err(self.lease_failure(&lease.run_id).await);
+            return Err(self.shared().lease_failure(&lease.run_id).await);
         }
         Ok(Lease {
             expires_at,
@@ -352,17 +310,7 @@ impl Store for SqliteStore {
     }
 
     async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE runs SET lease_token = NULL, lease_host = NULL, lease_pid = NULL, \
-             lease_pid_start = NULL, lease_expires_at = NULL, lease_worker = NULL, \
-             lease_renewed_at = NULL WHERE id = ? AND lease_token = ?",
-        )
-        .bind(lease.run_id.as_str())
-        .bind(&lease.token)
-        .execute(&self.pool)
-        .await
-        .map_err(self.db("releasing a lease"))?;
-        Ok(())
+        self.shared().release_lease(lease).await
     }
 
     async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {

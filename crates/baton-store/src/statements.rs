@@ -1,12 +1,16 @@
 //! The statements both backends run alike, once, generic over the sqlx database: state
-//! checkpoints, reading a run's events, whether a run exists, why an append was refused. Only the SQL's placeholder syntax
-//! differs ([`Dialect`]); where an error points is the rows' [`Origin`].
+//! checkpoints, reading a run's events, whether a run exists, why an append was refused, and
+//! the lease's writes (take, renew, release) with why a fenced one matched nothing. Only the
+//! SQL's placeholder syntax differs ([`Dialect`]); where an error points is the rows'
+//! [`Origin`]. What differs between the backends is whose clock a lease's times come from, so
+//! the callers pass the times.
 
 use baton_core::{EventRecord, RunId};
+use jiff::Timestamp;
 
 use crate::rows::{At, Origin};
-use crate::shared::to_db_int;
-use crate::{Checkpoint, Lease, StoreError};
+use crate::shared::{to_db_int, ts_to_text};
+use crate::{Checkpoint, Holder, Lease, StoreError};
 
 /// The shared statements in one database's SQL.
 pub(crate) trait Dialect: sqlx::Database {
@@ -18,6 +22,12 @@ pub(crate) trait Dialect: sqlx::Database {
     const RUN_EXISTS: &'static str;
     /// What an append is fenced by: the run's lease token and event count.
     const FENCE_ROW: &'static str;
+    /// A new lease: token, host, pid, pid start, expiry, worker, renewed at; then the run.
+    const WRITE_LEASE: &'static str;
+    /// A renewal: expiry, renewed at; then the run and the lease token (the fence).
+    const RENEW_LEASE: &'static str;
+    /// A release: the run and the lease token (the fence).
+    const RELEASE_LEASE: &'static str;
 }
 
 impl Dialect for sqlx::Sqlite {
@@ -34,6 +44,14 @@ impl Dialect for sqlx::Sqlite {
          WHERE run_id = ?1 AND first_seq <= ?2), 0) ORDER BY first_seq LIMIT ?3";
     const RUN_EXISTS: &'static str = "SELECT id FROM runs WHERE id = ?";
     const FENCE_ROW: &'static str = "SELECT lease_token, event_count FROM runs WHERE id = ?";
+    const WRITE_LEASE: &'static str = "UPDATE runs SET lease_token = ?, lease_host = ?, \
+         lease_pid = ?, lease_pid_start = ?, lease_expires_at = ?, lease_worker = ?, \
+         lease_renewed_at = ? WHERE id = ?";
+    const RENEW_LEASE: &'static str = "UPDATE runs SET lease_expires_at = ?, \
+         lease_renewed_at = ? WHERE id = ? AND lease_token = ?";
+    const RELEASE_LEASE: &'static str = "UPDATE runs SET lease_token = NULL, lease_host = NULL, \
+         lease_pid = NULL, lease_pid_start = NULL, lease_expires_at = NULL, lease_worker = NULL, \
+         lease_renewed_at = NULL WHERE id = ? AND lease_token = ?";
 }
 
 impl Dialect for sqlx::Postgres {
@@ -48,6 +66,14 @@ impl Dialect for sqlx::Postgres {
          WHERE run_id = $1 AND first_seq <= $2), 0) ORDER BY first_seq LIMIT $3";
     const RUN_EXISTS: &'static str = "SELECT id FROM runs WHERE id = $1";
     const FENCE_ROW: &'static str = "SELECT lease_token, event_count FROM runs WHERE id = $1";
+    const WRITE_LEASE: &'static str = "UPDATE runs SET lease_token = $1, lease_host = $2, \
+         lease_pid = $3, lease_pid_start = $4, lease_expires_at = $5, lease_worker = $6, \
+         lease_renewed_at = $7 WHERE id = $8";
+    const RENEW_LEASE: &'static str = "UPDATE runs SET lease_expires_at = $1, \
+         lease_renewed_at = $2 WHERE id = $3 AND lease_token = $4";
+    const RELEASE_LEASE: &'static str = "UPDATE runs SET lease_token = NULL, lease_host = NULL, \
+         lease_pid = NULL, lease_pid_start = NULL, lease_expires_at = NULL, lease_worker = NULL, \
+         lease_renewed_at = NULL WHERE id = $1 AND lease_token = $2";
 }
 
 /// A backend's pool and what its errors name.
@@ -65,6 +91,8 @@ where
     for<'t> String: sqlx::Encode<'t, DB>,
     for<'t> Vec<u8>: sqlx::Encode<'t, DB>,
     for<'t> i64: sqlx::Encode<'t, DB>,
+    for<'t> Option<String>: sqlx::Encode<'t, DB>,
+    for<'t> Option<i64>: sqlx::Encode<'t, DB>,
     for<'r> (i64, String, Vec<u8>): sqlx::FromRow<'r, DB::Row>,
     for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
     for<'r> (Option<String>, i64): sqlx::FromRow<'r, DB::Row>,
@@ -128,6 +156,76 @@ where
             .await
             .map_err(self.db("looking up a run"))?;
         Ok(found.is_some())
+    }
+
+    /// Writes a fresh lease (`token`, expiring at `expires_at`) for `holder` on `run_id`, in the
+    /// caller's transaction (which has checked that the lease may be taken).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn write_lease(
+        &self,
+        conn: &mut DB::Connection,
+        run_id: &RunId,
+        holder: &Holder,
+        token: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+        context: &'static str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(DB::WRITE_LEASE)
+            .bind(token.to_owned())
+            .bind(holder.host.clone())
+            .bind(i64::from(holder.pid))
+            .bind(holder.pid_start.map(to_db_int))
+            .bind(ts_to_text(expires_at))
+            .bind(holder.worker_id.clone())
+            .bind(ts_to_text(now))
+            .bind(run_id.as_str().to_owned())
+            .execute(conn)
+            .await
+            .map_err(self.db(context))?;
+        Ok(())
+    }
+
+    /// Moves `lease`'s expiry to `expires_at`, fenced by its token; what the statement did, for
+    /// the backend to count the rows it matched.
+    pub(crate) async fn renew_lease(
+        &self,
+        lease: &Lease,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> Result<DB::QueryResult, StoreError> {
+        sqlx::query(DB::RENEW_LEASE)
+            .bind(ts_to_text(expires_at))
+            .bind(ts_to_text(now))
+            .bind(lease.run_id.as_str().to_owned())
+            .bind(lease.token.clone())
+            .execute(self.pool)
+            .await
+            .map_err(self.db("renewing a lease"))
+    }
+
+    /// Ends `lease` if it is still the run's (a lost lease is someone else's now: left alone).
+    pub(crate) async fn release_lease(&self, lease: &Lease) -> Result<(), StoreError> {
+        sqlx::query(DB::RELEASE_LEASE)
+            .bind(lease.run_id.as_str().to_owned())
+            .bind(lease.token.clone())
+            .execute(self.pool)
+            .await
+            .map_err(self.db("releasing a lease"))?;
+        Ok(())
+    }
+
+    /// Why a fenced lease update matched no row: the run is gone, or its lease changed hands.
+    pub(crate) async fn lease_failure(&self, run_id: &RunId) -> StoreError {
+        match self.run_exists(run_id).await {
+            Ok(true) => StoreError::LeaseLost {
+                run_id: run_id.clone(),
+            },
+            Ok(false) => StoreError::NotFound {
+                run_id: run_id.clone(),
+            },
+            Err(e) => e,
+        }
     }
 
     /// Why a fenced append starting at `first` wrote nothing, read from the run's row afterwards
