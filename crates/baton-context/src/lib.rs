@@ -14,10 +14,8 @@ pub mod mask;
 pub mod metrics;
 pub mod profile;
 pub mod tokens;
-mod tools;
 
 pub use assembler::{Assembled, Assembler};
-pub use tools::{memory_tool_specs, submit_plan_spec};
 
 use baton_core::{Message, ModelRequest, RunState};
 

@@ -174,7 +174,7 @@ fn long_run(turns: u32, compact_after: u32) -> Vec<EventRecord> {
             settings,
             system_prompt: "You are a test agent.".into(),
             project_instructions: None,
-            tools: memory_tool_specs()[..1].to_vec(),
+            tools: vec![update_plan_spec()],
         },
     );
     for turn in 1..=turns {
@@ -298,4 +298,35 @@ fn compaction_request_snapshot() {
     let request = compact::compaction_request(&state, cut, 0).unwrap();
     assert_eq!(request.tool_choice, ToolChoice::None);
     insta::assert_json_snapshot!(request);
+}
+
+/// `update_plan`'s spec as the engine offers it (`baton-engine/src/tools/plan.rs`), spelled out:
+/// the snapshots show a run whose tools include it.
+fn update_plan_spec() -> ToolSpec {
+    ToolSpec {
+        name: baton_core::memory::UPDATE_PLAN_TOOL.into(),
+        description: "Replace your plan: the whole todo list with each step's status. The plan \
+                      is shown at the end of every request and survives compaction."
+            .into(),
+        parameters: serde_json::json!({
+            "type": "object",
+            "properties": {
+                "items": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "step": {"type": "string"},
+                            "status": {"type": "string", "enum": ["pending", "in_progress", "done"]}
+                        },
+                        "required": ["step", "status"],
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "required": ["items"],
+            "additionalProperties": false
+        }),
+        effect: ToolEffect::ReadOnly,
+    }
 }

@@ -2,6 +2,7 @@
 //! `remember`, `recall`, `search_memory`) and the planner's `submit_plan` — as ordinary
 //! [`Tool`]s in the run's one registry, after the standard and a program's own tools. They read
 //! the run through [`baton_tools::RunAccess`] and journal what they change through its outbox.
+//! Each carries its own spec (its schema beside the code that executes it).
 
 mod plan;
 mod recall;
@@ -57,19 +58,102 @@ fn run_of<'a>(
         .ok_or_else(|| baton_core::ToolResult::error(format!("`{tool}` works only inside a run")))
 }
 
-/// The spec of a run tool, as the context layer defines it for the model.
-fn spec_named(name: &str) -> baton_core::ToolSpec {
-    baton_context::memory_tool_specs()
-        .into_iter()
-        .chain(std::iter::once(baton_context::submit_plan_spec()))
-        .find(|spec| spec.name == name)
-        .unwrap_or_else(|| unreachable!("the context layer defines every run tool: {name}"))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use baton_core::memory::{MAX_FACTS, REMEMBER_TOOL, UPDATE_PLAN_TOOL};
+    use baton_core::{ToolEffect, ToolSpec};
+    use serde_json::json;
+
+    // The specs as baton-context wrote them by hand before they moved beside their tools,
+    // kept verbatim: the prompt prefix of every run must not change by a byte.
+    /// `update_plan` and `remember`, in the order they are offered.
+    fn memory_tool_specs() -> Vec<ToolSpec> {
+        vec![
+            ToolSpec {
+                name: UPDATE_PLAN_TOOL.into(),
+                description: "Replace your plan: the whole todo list with each step's status. The \
+                              plan is shown at the end of every request and survives compaction."
+                    .into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "items": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "properties": {
+                                    "step": {"type": "string"},
+                                    "status": {"type": "string", "enum": ["pending", "in_progress", "done"]}
+                                },
+                                "required": ["step", "status"],
+                                "additionalProperties": false
+                            }
+                        }
+                    },
+                    "required": ["items"],
+                    "additionalProperties": false
+                }),
+                effect: ToolEffect::ReadOnly,
+            },
+            ToolSpec {
+                name: REMEMBER_TOOL.into(),
+                description: format!(
+                    "Record a durable fact: a decision and its reason, a finding, a constraint or a \
+                     user preference. Facts are never summarised away (at most {MAX_FACTS}; use \
+                     `replaces` with a fact's number to correct or merge one)."
+                ),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "fact": {"type": "string"},
+                        "replaces": {"type": "integer", "minimum": 1}
+                    },
+                    "required": ["fact"],
+                    "additionalProperties": false
+                }),
+                effect: ToolEffect::ReadOnly,
+            },
+        ]
+    }
+
+    /// The planner's tool, offered only to runs that plan (`--plan-only`, `--plan auto`).
+    fn submit_plan_spec() -> ToolSpec {
+        ToolSpec {
+            name: baton_core::SUBMIT_PLAN_TOOL.into(),
+            description: "Submit the plan: the goal split into small tasks, each with a shell \
+                          command that checks it (exit code 0 = done). Tasks run in dependency \
+                          order, each in a fresh context; an invalid plan is returned with the \
+                          problem named."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "tasks": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": {"type": "string", "description": "short unique id: letters, digits, - _ ."},
+                                "title": {"type": "string"},
+                                "instructions": {"type": "string", "description": "what to do, for an engineer who has not seen the other tasks"},
+                                "deps": {"type": "array", "items": {"type": "string"}, "description": "ids of tasks that must be done first"},
+                                "check": {"type": "string", "description": "shell command run in the workspace; exit 0 means the task is done"},
+                                "risky": {"type": "boolean"}
+                            },
+                            "required": ["id", "title", "instructions", "deps", "check"],
+                            "additionalProperties": false
+                        }
+                    },
+                    "check": {"type": "string", "description": "optional: a command that checks the whole goal at the end (e.g. the test suite)"}
+                },
+                "required": ["tasks"],
+                "additionalProperties": false
+            }),
+            effect: ToolEffect::ReadOnly,
+        }
+    }
 
     #[test]
     fn the_run_tools_follow_the_parts_tools_with_the_context_layers_specs() {
@@ -94,8 +178,8 @@ mod tests {
         // The specs the model was offered when they were hand-written, byte for byte: the
         // prompt prefix of every run is unchanged.
         let specs = registry.specs();
-        let mut hand_written = baton_context::memory_tool_specs();
-        hand_written.push(baton_context::submit_plan_spec());
+        let mut hand_written = memory_tool_specs();
+        hand_written.push(submit_plan_spec());
         assert_eq!(specs[7..9], hand_written[..2]);
         assert_eq!(specs[11], hand_written[2]);
         let recall = serde_json::json!({
