@@ -15,6 +15,7 @@ pub mod responses;
 mod retry;
 mod retry_after;
 mod scripted;
+mod tool_choice;
 
 /// Live stream pieces are a core type (run observers see them); re-exported for providers.
 pub use baton_core::StreamDelta;

@@ -5,12 +5,13 @@
 
 use baton_core::{
     AssistantMessage, ErrorClass, Message, ModelRequest, Reasoning, ReasoningField,
-    ReasoningHistory, ResponseMode, Thinking, ToolChoice, ToolSpec,
+    ReasoningHistory, ResponseMode, Thinking, ToolSpec,
 };
 use serde::Serialize;
 
 use crate::ModelError;
 use crate::canonical::Canonical;
+use crate::tool_choice::{OpenAiToolChoice, openai_tool_choice};
 
 #[derive(Serialize)]
 struct ChatRequest<'a> {
@@ -19,7 +20,7 @@ struct ChatRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<WireToolChoice<'a>>,
+    tool_choice: Option<OpenAiToolChoice<ChatNamedTool<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'a str>,
     /// DeepSeek's and GLM's switch: `{"type": "enabled" | "disabled"}`.
@@ -30,35 +31,15 @@ struct ChatRequest<'a> {
     stream_options: Option<StreamOptions>,
 }
 
+/// A named function in Chat's `tool_choice`: `{"function": {"name": …}}`.
 #[derive(Serialize)]
-#[serde(untagged)]
-enum WireToolChoice<'a> {
-    Mode(&'static str),
-    Function {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        function: WireToolName<'a>,
-    },
+struct ChatNamedTool<'a> {
+    function: WireToolName<'a>,
 }
 
 #[derive(Serialize)]
 struct WireToolName<'a> {
     name: &'a str,
-}
-
-fn wire_tool_choice(request: &ModelRequest) -> Option<WireToolChoice<'_>> {
-    if request.tools.is_empty() {
-        return None;
-    }
-    match &request.tool_choice {
-        ToolChoice::Auto => None,
-        ToolChoice::Required => Some(WireToolChoice::Mode("required")),
-        ToolChoice::None => Some(WireToolChoice::Mode("none")),
-        ToolChoice::Function(name) => Some(WireToolChoice::Function {
-            kind: "function",
-            function: WireToolName { name },
-        }),
-    }
 }
 
 #[derive(Serialize)]
@@ -230,7 +211,9 @@ pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
             .map(|m| wire_message(m, history))
             .collect(),
         tools: request.tools.iter().map(wire_tool).collect(),
-        tool_choice: wire_tool_choice(request),
+        tool_choice: openai_tool_choice(request, |name| ChatNamedTool {
+            function: WireToolName { name },
+        }),
         reasoning_effort: request.reasoning.effort.as_deref(),
         thinking: request.reasoning.thinking.map(|t| WireThinking {
             kind: match t {
@@ -257,7 +240,7 @@ pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
-    use baton_core::{AssistantMessage, ToolCall, ToolEffect};
+    use baton_core::{AssistantMessage, ToolCall, ToolChoice, ToolEffect};
 
     fn sample(mode: ResponseMode) -> ModelRequest {
         ModelRequest {

@@ -3,9 +3,7 @@
 //! their encrypted content (`include: ["reasoning.encrypted_content"]`), so no state lives on
 //! the server and a resumed run rebuilds the same bytes.
 
-use baton_core::{
-    AssistantMessage, ErrorClass, Message, ModelRequest, Reasoning, ResponseMode, ToolChoice,
-};
+use baton_core::{AssistantMessage, ErrorClass, Message, ModelRequest, Reasoning, ResponseMode};
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -13,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::ModelError;
 use crate::canonical::Canonical;
+use crate::tool_choice::{OpenAiToolChoice, openai_tool_choice};
 
 #[derive(Serialize)]
 struct ResponsesRequest<'a> {
@@ -21,7 +20,7 @@ struct ResponsesRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<WireToolChoice<'a>>,
+    tool_choice: Option<OpenAiToolChoice<ResponsesNamedTool<'a>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     parallel_tool_calls: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -99,30 +98,10 @@ struct WireTool<'a> {
     strict: bool,
 }
 
+/// A named function in the Responses `tool_choice`: `{"name": …}` beside its `type`.
 #[derive(Serialize)]
-#[serde(untagged)]
-enum WireToolChoice<'a> {
-    Mode(&'static str),
-    Function {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        name: &'a str,
-    },
-}
-
-fn wire_tool_choice(request: &ModelRequest) -> Option<WireToolChoice<'_>> {
-    if request.tools.is_empty() {
-        return None;
-    }
-    match &request.tool_choice {
-        ToolChoice::Auto => None,
-        ToolChoice::Required => Some(WireToolChoice::Mode("required")),
-        ToolChoice::None => Some(WireToolChoice::Mode("none")),
-        ToolChoice::Function(name) => Some(WireToolChoice::Function {
-            kind: "function",
-            name,
-        }),
-    }
+struct ResponsesNamedTool<'a> {
+    name: &'a str,
 }
 
 /// An earlier output item as input: the server's JSON with the fields that only describe the
@@ -257,7 +236,7 @@ pub fn request_body(request: &ModelRequest) -> Result<Vec<u8>, ModelError> {
         parallel_tool_calls: (!tools.is_empty()).then_some(true),
         input,
         tools,
-        tool_choice: wire_tool_choice(request),
+        tool_choice: openai_tool_choice(request, |name| ResponsesNamedTool { name }),
         // Asked for unless thinking is off: the models this wire exists for all reason.
         reasoning: (request.reasoning.thinking != Some(baton_core::Thinking::Off)).then_some(
             WireReasoning {
