@@ -5,7 +5,7 @@ use axum::extract::Path;
 use axum::http::{HeaderName, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::server::ApiError;
+use crate::error::ApiError;
 
 const INDEX: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");

@@ -10,16 +10,16 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::server::{ApiError, AppState};
+use crate::error::ApiError;
 
 pub(crate) const COOKIE: &str = "baton_token";
 
 pub(crate) async fn require_token(
-    State(state): State<AppState>,
+    State(token): State<Option<String>>,
     request: Request,
     next: Next,
 ) -> Response {
-    let Some(token) = state.options.token.as_deref() else {
+    let Some(token) = token.as_deref() else {
         return next.run(request).await;
     };
     let headers = request.headers();

@@ -13,7 +13,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::server::{ApiError, AppState};
+use crate::error::ApiError;
 
 /// The names and port a request may address this server by.
 #[derive(Clone, Debug)]
@@ -65,11 +65,11 @@ fn normalize(host: &str) -> String {
 /// Refuses (403) a request whose `Host` is not one of this server's names, or whose `Origin`
 /// (sent by browsers on cross-origin requests) is not `http(s)://` + that `Host`.
 pub(crate) async fn require_own_host(
-    State(state): State<AppState>,
+    State(check): State<HostCheck>,
     request: Request,
     next: Next,
 ) -> Response {
-    let check = &state.hosts;
+    let check = &check;
     let host = request
         .headers()
         .get(header::HOST)

@@ -8,6 +8,7 @@
 pub use baton_summary::{aggregate, tasks, view};
 mod assets;
 mod auth;
+mod error;
 mod hosts;
 pub mod metrics;
 mod server;

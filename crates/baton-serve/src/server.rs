@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{Mutex, watch};
 
 use crate::aggregate::RunAggregate;
+use crate::error::ApiError;
 use crate::hosts::HostCheck;
 use crate::view::{RunDetail, RunView, status_word};
 use crate::{assets, auth, hosts, metrics};
@@ -56,8 +57,7 @@ impl Default for ServeOptions {
 #[derive(Clone)]
 pub(crate) struct AppState {
     store: Arc<dyn Store>,
-    pub(crate) options: ServeOptions,
-    pub(crate) hosts: HostCheck,
+    options: ServeOptions,
     cache: Arc<Mutex<HashMap<RunId, Arc<RunAggregate>>>>,
     closing: watch::Receiver<bool>,
 }
@@ -71,9 +71,11 @@ pub fn router(
     bound: std::net::SocketAddr,
     closing: watch::Receiver<bool>,
 ) -> Router {
+    // The two checks get only what they read, not the whole state.
+    let hosts = HostCheck::new(bound, &options.allowed_hosts);
+    let token = options.token.clone();
     let state = AppState {
         store,
-        hosts: HostCheck::new(bound, &options.allowed_hosts),
         options,
         cache: Arc::default(),
         closing,
@@ -88,12 +90,12 @@ pub fn router(
         .route("/metrics", get(metrics_text))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            token,
             auth::require_token,
         ))
         // Outermost: a request addressed by another name is refused before anything else.
         .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
+            hosts,
             hosts::require_own_host,
         ))
         .with_state(state)
@@ -114,42 +116,6 @@ pub async fn serve(
             let _ = closing_tx.send(true);
         })
         .await
-}
-
-/// An API error: a status and a JSON body `{"error": "..."}`.
-#[derive(Debug)]
-pub(crate) struct ApiError {
-    status: StatusCode,
-    message: String,
-}
-
-impl ApiError {
-    pub(crate) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            status,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<StoreError> for ApiError {
-    fn from(e: StoreError) -> Self {
-        tracing::warn!("store error: {e}");
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("store error: {e}"),
-        )
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(serde_json::json!({ "error": self.message })),
-        )
-            .into_response()
-    }
 }
 
 async fn not_found() -> ApiError {
