@@ -101,16 +101,20 @@ struct WholeMessage {
     #[serde(rename = "type")]
     kind: Option<String>,
     model: Option<String>,
-    content: Option<Vec<ResponseBlock>>,
+    content: Option<Vec<ContentBlock>>,
     stop_reason: Option<String>,
     usage: Option<WireUsage>,
     error: Option<Value>,
 }
 
+/// A content block as the Messages API sends it: whole in a response's `content`, or as a
+/// streamed block's `content_block_start` (where text and thinking start empty and grow by
+/// deltas, `stream.rs`). One parser for both, so the two modes read a block alike.
 #[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
-enum ResponseBlock {
+pub(crate) enum ContentBlock {
     Text {
+        #[serde(default)]
         text: String,
     },
     ToolUse {
@@ -121,6 +125,7 @@ enum ResponseBlock {
     },
     /// Kept with its signature: the API checks it when the block comes back in a tool loop.
     Thinking {
+        #[serde(default)]
         thinking: String,
         #[serde(default)]
         signature: String,
@@ -128,16 +133,57 @@ enum ResponseBlock {
     RedactedThinking {
         data: String,
     },
-    /// Server-side compaction's summary (`compact_20260112`).
+    /// Server-side compaction's summary (`compact_20260112`); streamed, it starts empty and its
+    /// content arrives in one `compaction_delta`.
     Compaction {
         #[serde(default)]
         content: Option<String>,
         #[serde(default)]
         encrypted_content: Option<String>,
     },
-    /// Block types added later: not part of the neutral reply.
+    /// Block types added later: read past, not part of the neutral reply.
     #[serde(other)]
     Other,
+}
+
+/// What a content block is in the neutral reply.
+pub(crate) enum BlockPart {
+    Text(String),
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    /// Thinking (with its signature), redacted thinking and compaction, kept verbatim.
+    Reasoning(Reasoning),
+    Other,
+}
+
+impl ContentBlock {
+    pub(crate) fn part(self) -> BlockPart {
+        match self {
+            ContentBlock::Text { text } => BlockPart::Text(text),
+            ContentBlock::ToolUse { id, name, input } => BlockPart::ToolUse { id, name, input },
+            ContentBlock::Thinking {
+                thinking,
+                signature,
+            } => BlockPart::Reasoning(Reasoning::Thinking {
+                thinking,
+                signature,
+            }),
+            ContentBlock::RedactedThinking { data } => {
+                BlockPart::Reasoning(Reasoning::RedactedThinking { data })
+            }
+            ContentBlock::Compaction {
+                content,
+                encrypted_content,
+            } => BlockPart::Reasoning(Reasoning::Compaction {
+                content,
+                encrypted_content,
+            }),
+            ContentBlock::Other => BlockPart::Other,
+        }
+    }
 }
 
 /// Tool input as the raw arguments text the neutral reply carries.
@@ -171,36 +217,20 @@ pub(crate) fn parse_whole(body: &[u8]) -> Result<ModelReply, ModelError> {
     let mut tool_calls = Vec::new();
     let mut reasoning = Vec::new();
     for block in blocks {
-        match block {
-            ResponseBlock::Text { text } if !text.is_empty() => {
+        match block.part() {
+            BlockPart::Text(text) if !text.is_empty() => {
                 if !content.is_empty() {
                     content.push_str(TEXT_BLOCK_SEPARATOR);
                 }
                 content.push_str(&text);
             }
-            ResponseBlock::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+            BlockPart::ToolUse { id, name, input } => tool_calls.push(ToolCall {
                 id,
                 name,
                 arguments: input_text(&input),
             }),
-            ResponseBlock::Thinking {
-                thinking,
-                signature,
-            } => reasoning.push(Reasoning::Thinking {
-                thinking,
-                signature,
-            }),
-            ResponseBlock::RedactedThinking { data } => {
-                reasoning.push(Reasoning::RedactedThinking { data });
-            }
-            ResponseBlock::Compaction {
-                content,
-                encrypted_content,
-            } => reasoning.push(Reasoning::Compaction {
-                content,
-                encrypted_content,
-            }),
-            ResponseBlock::Text { .. } | ResponseBlock::Other => {}
+            BlockPart::Reasoning(part) => reasoning.push(part),
+            BlockPart::Text(_) | BlockPart::Other => {}
         }
     }
     if message.usage.is_none() {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::errors::classify_error_event;
-use super::response::{TEXT_BLOCK_SEPARATOR, WireUsage, input_text};
+use super::response::{BlockPart, ContentBlock, TEXT_BLOCK_SEPARATOR, WireUsage, input_text};
 use crate::error::excerpt;
 use crate::provider::StreamFold;
 use crate::{ModelError, StreamDelta, StreamObserver};
@@ -24,7 +24,7 @@ enum StreamEvent {
     },
     ContentBlockStart {
         index: u32,
-        content_block: StartBlock,
+        content_block: ContentBlock,
     },
     ContentBlockDelta {
         index: u32,
@@ -49,40 +49,6 @@ enum StreamEvent {
 struct StartMessage {
     model: Option<String>,
     usage: Option<WireUsage>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum StartBlock {
-    Text {
-        #[serde(default)]
-        text: String,
-    },
-    ToolUse {
-        id: String,
-        name: String,
-        #[serde(default)]
-        input: Value,
-    },
-    Thinking {
-        #[serde(default)]
-        thinking: String,
-        #[serde(default)]
-        signature: String,
-    },
-    RedactedThinking {
-        data: String,
-    },
-    /// Server-side compaction: starts empty, its content arrives in one `compaction_delta`.
-    Compaction {
-        #[serde(default)]
-        content: Option<String>,
-        #[serde(default)]
-        encrypted_content: Option<String>,
-    },
-    /// Block types added later: read past, not part of the neutral reply.
-    #[serde(other)]
-    Other,
 }
 
 #[derive(Deserialize)]
@@ -127,18 +93,9 @@ enum PartialBlock {
         start_input: Value,
         json: String,
     },
-    /// Kept whole with its signature, which the API checks when the block comes back.
-    Thinking {
-        thinking: String,
-        signature: String,
-    },
-    RedactedThinking {
-        data: String,
-    },
-    Compaction {
-        content: Option<String>,
-        encrypted_content: Option<String>,
-    },
+    /// Thinking (whole with its signature, which the API checks when the block comes back),
+    /// redacted thinking or compaction, its deltas appended in place.
+    Reasoning(Reasoning),
     Ignored,
 }
 
@@ -167,19 +124,19 @@ impl StreamAccumulator {
     fn start_block(
         &mut self,
         index: u32,
-        block: StartBlock,
+        block: ContentBlock,
         observer: &mut dyn StreamObserver,
     ) -> Result<(), ModelError> {
         if self.blocks.contains_key(&index) {
             return Err(bad(format!("content block {index} started twice")));
         }
-        let partial = match block {
-            StartBlock::Text { text } => {
+        let partial = match block.part() {
+            BlockPart::Text(text) => {
                 self.block_has_text = false;
                 self.push_text(&text, observer);
                 PartialBlock::Text
             }
-            StartBlock::ToolUse { id, name, input } => {
+            BlockPart::ToolUse { id, name, input } => {
                 let call = self.calls;
                 self.calls += 1;
                 observer.on_delta(&StreamDelta::ToolCall {
@@ -195,27 +152,15 @@ impl StreamAccumulator {
                     json: String::new(),
                 }
             }
-            StartBlock::Thinking {
-                thinking,
-                signature,
-            } => {
-                if !thinking.is_empty() {
+            BlockPart::Reasoning(reasoning) => {
+                if let Reasoning::Thinking { thinking, .. } = &reasoning
+                    && !thinking.is_empty()
+                {
                     observer.on_delta(&StreamDelta::Reasoning(thinking.clone()));
                 }
-                PartialBlock::Thinking {
-                    thinking,
-                    signature,
-                }
+                PartialBlock::Reasoning(reasoning)
             }
-            StartBlock::RedactedThinking { data } => PartialBlock::RedactedThinking { data },
-            StartBlock::Compaction {
-                content,
-                encrypted_content,
-            } => PartialBlock::Compaction {
-                content,
-                encrypted_content,
-            },
-            StartBlock::Other => PartialBlock::Ignored,
+            BlockPart::Other => PartialBlock::Ignored,
         };
         self.blocks.insert(index, partial);
         Ok(())
@@ -250,7 +195,7 @@ impl StreamAccumulator {
                 }
             }
             (
-                PartialBlock::Thinking { thinking, .. },
+                PartialBlock::Reasoning(Reasoning::Thinking { thinking, .. }),
                 BlockDelta::ThinkingDelta { thinking: piece },
             ) => {
                 thinking.push_str(&piece);
@@ -259,14 +204,14 @@ impl StreamAccumulator {
                 }
             }
             (
-                PartialBlock::Thinking { signature, .. },
+                PartialBlock::Reasoning(Reasoning::Thinking { signature, .. }),
                 BlockDelta::SignatureDelta { signature: piece },
             ) => signature.push_str(&piece),
             (
-                PartialBlock::Compaction {
+                PartialBlock::Reasoning(Reasoning::Compaction {
                     content,
                     encrypted_content,
-                },
+                }),
                 BlockDelta::CompactionDelta {
                     content: new_content,
                     encrypted_content: new_encrypted,
@@ -390,23 +335,7 @@ impl StreamFold for StreamAccumulator {
             .blocks
             .values()
             .filter_map(|block| match block {
-                PartialBlock::Thinking {
-                    thinking,
-                    signature,
-                } => Some(Reasoning::Thinking {
-                    thinking: thinking.clone(),
-                    signature: signature.clone(),
-                }),
-                PartialBlock::RedactedThinking { data } => {
-                    Some(Reasoning::RedactedThinking { data: data.clone() })
-                }
-                PartialBlock::Compaction {
-                    content,
-                    encrypted_content,
-                } => Some(Reasoning::Compaction {
-                    content: content.clone(),
-                    encrypted_content: encrypted_content.clone(),
-                }),
+                PartialBlock::Reasoning(reasoning) => Some(reasoning.clone()),
                 _ => None,
             })
             .collect();
