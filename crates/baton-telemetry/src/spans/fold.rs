@@ -72,11 +72,7 @@ impl SpanBuilder {
                 ..
             } => {
                 if let Some(old) = self.model_call.take() {
-                    out.push(old.end(
-                        at,
-                        Status::Error("interrupted".into()),
-                        vec![("error.type", "interrupted".into())],
-                    ));
+                    out.push(interrupted(old, at));
                 }
                 let parent = self.turn_or_up();
                 let mut open = Open::new(
@@ -119,29 +115,43 @@ impl SpanBuilder {
                 served_model,
                 ..
             } => {
-                if let Some(usage) = usage {
-                    self.add_usage(usage);
-                }
-                self.cost_usd += cost_usd.unwrap_or(0.0);
+                let extra = self.reply(usage, *cost_usd, served_model, finish_reason.as_ref());
                 if let Some(open) = self.model_call.take() {
-                    let mut extra = usage.as_ref().map(usage_attrs).unwrap_or_default();
-                    if let Some(model) = served_model {
-                        extra.push(("gen_ai.response.model", model.as_str().into()));
-                    }
-                    if let Some(reason) = finish_reason {
-                        extra.push((
-                            "gen_ai.response.finish_reasons",
-                            Value::StrList(vec![reason.clone()]),
-                        ));
-                    }
-                    if let Some(cost) = cost_usd {
-                        extra.push(("baton.cost_usd", (*cost).into()));
-                    }
                     out.push(open.end(at, Status::Unset, extra));
                 }
             }
             _ => {}
         }
+    }
+
+    /// A model's reply (a call's or a compaction's) counted into the run's totals, and the
+    /// attributes that end its span: usage, the model that served it, why it stopped (calls
+    /// only), its cost.
+    fn reply(
+        &mut self,
+        usage: &Option<Usage>,
+        cost_usd: Option<f64>,
+        served_model: &Option<String>,
+        finish_reason: Option<&String>,
+    ) -> Attrs {
+        if let Some(usage) = usage {
+            self.add_usage(usage);
+        }
+        self.cost_usd += cost_usd.unwrap_or(0.0);
+        let mut extra = usage.as_ref().map(usage_attrs).unwrap_or_default();
+        if let Some(model) = served_model {
+            extra.push(("gen_ai.response.model", model.as_str().into()));
+        }
+        if let Some(reason) = finish_reason {
+            extra.push((
+                "gen_ai.response.finish_reasons",
+                Value::StrList(vec![reason.clone()]),
+            ));
+        }
+        if let Some(cost) = cost_usd {
+            extra.push(("baton.cost_usd", cost.into()));
+        }
+        extra
     }
 
     /// Tool-call spans.
@@ -157,11 +167,7 @@ impl SpanBuilder {
                 ..
             } => {
                 if let Some(old) = self.tools.remove(call_id) {
-                    out.push(old.end(
-                        at,
-                        Status::Error("interrupted".into()),
-                        vec![("error.type", "interrupted".into())],
-                    ));
+                    out.push(interrupted(old, at));
                 }
                 let parent = self.turn_or_up();
                 let open = Open::new(
@@ -263,18 +269,8 @@ impl SpanBuilder {
                 left_out,
                 ..
             } => {
-                if let Some(usage) = usage {
-                    self.add_usage(usage);
-                }
-                self.cost_usd += cost_usd.unwrap_or(0.0);
+                let mut extra = self.reply(usage, *cost_usd, served_model, None);
                 if let Some(open) = self.compaction.take() {
-                    let mut extra = usage.as_ref().map(usage_attrs).unwrap_or_default();
-                    if let Some(model) = served_model {
-                        extra.push(("gen_ai.response.model", model.as_str().into()));
-                    }
-                    if let Some(cost) = cost_usd {
-                        extra.push(("baton.cost_usd", (*cost).into()));
-                    }
                     extra.push(("baton.compaction.left_out", (*left_out).into()));
                     out.push(open.end(at, Status::Unset, extra));
                 }
@@ -396,4 +392,14 @@ impl SpanBuilder {
             _ => {}
         }
     }
+}
+
+/// The span of a call that was still open when the next one of its kind started: the process
+/// doing it was interrupted.
+fn interrupted(open: Open, at: Timestamp) -> SpanRecord {
+    open.end(
+        at,
+        Status::Error("interrupted".into()),
+        vec![("error.type", "interrupted".into())],
+    )
 }
