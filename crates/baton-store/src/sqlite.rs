@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use baton_core::{EventRecord, RunId, RunStatus};
+use baton_core::{RunId, RunStatus};
 use jiff::Timestamp;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Sqlite, Transaction};
@@ -21,8 +20,8 @@ use self::rows::RUN_COLUMNS;
 use crate::process::local_hostname;
 use crate::rows::At;
 use crate::shared::{check_lease_free, new_token, ts_to_text};
-use crate::statements::Shared;
-use crate::{Checkpoint, Holder, Lease, NewRun, RunSummary, Store, StoreError};
+use crate::statements::{Shared, impl_store};
+use crate::{Holder, Lease, NewRun, RunSummary, StoreError};
 
 /// Settings of a [`SqliteStore`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -234,134 +233,104 @@ impl SqliteStore {
     }
 }
 
-#[async_trait]
-impl Store for SqliteStore {
-    fn needs_postgres(&self, what: &str) -> StoreError {
-        StoreError::NeedsPostgres {
-            what: what.to_owned(),
-            store: self.path.display().to_string(),
-        }
-    }
-
-    async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
-        let now = Timestamp::now();
-        let mut tx = self.begin_write("creating a run").await?;
-        let created = ts_to_text(now);
-        let inserted = sqlx::query(
-            "INSERT INTO runs (id, goal, workspace, status, created_at, updated_at, event_count) \
-             VALUES (?, ?, ?, ?, ?, ?, 0)",
-        )
-        .bind(run.id.as_str())
-        .bind(&run.goal)
-        .bind(&run.workspace)
-        .bind(RunStatus::Created.as_str())
-        .bind(&created)
-        .bind(&created)
-        .execute(&mut *tx)
-        .await;
-        match inserted {
-            Ok(_) => {}
-            Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
-                return Err(StoreError::AlreadyExists {
-                    run_id: run.id.clone(),
-                });
+// The methods both backends answer alike are written once, in `impl_store!`.
+impl_store! {
+    impl Store for SqliteStore {
+        fn needs_postgres(&self, what: &str) -> StoreError {
+            StoreError::NeedsPostgres {
+                what: what.to_owned(),
+                store: self.path.display().to_string(),
             }
-            Err(e) => return Err(self.db("creating a run")(e)),
         }
-        let lease = self.write_lease(&mut tx, &run.id, holder, now).await?;
-        tx.commit().await.map_err(self.db("committing a new run"))?;
-        Ok(lease)
-    }
 
-    async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
-        let mut tx = self.begin_write("taking a lease").await?;
-        let row = sqlx::query(
-            "SELECT lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, \
-             lease_worker FROM runs WHERE id = ?",
-        )
-        .bind(run_id.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(self.db("reading a lease"))?;
-        let Some(row) = row else {
-            return Err(StoreError::NotFound {
-                run_id: run_id.clone(),
-            });
-        };
-        let now = Timestamp::now();
-        let current = At(&row, self.path.as_path()).lease()?;
-        check_lease_free(run_id, current, now, &self.local_host)?;
-        let lease = self.write_lease(&mut tx, run_id, holder, now).await?;
-        tx.commit().await.map_err(self.db("committing a lease"))?;
-        Ok(lease)
-    }
-
-    async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
-        let now = Timestamp::now();
-        let expires_at = self.expiry(now);
-        let done = self.shared().renew_lease(lease, expires_at, now).await?;
-        if done.rows_affected() == 0 {
-            return Err(self.shared().lease_failure(&lease.run_id).await);
+        async fn create_run(&self, run: &NewRun, holder: &Holder) -> Result<Lease, StoreError> {
+            let now = Timestamp::now();
+            let mut tx = self.begin_write("creating a run").await?;
+            let created = ts_to_text(now);
+            let inserted = sqlx::query(
+                "INSERT INTO runs (id, goal, workspace, status, created_at, updated_at, \
+                 event_count) \
+                 VALUES (?, ?, ?, ?, ?, ?, 0)",
+            )
+            .bind(run.id.as_str())
+            .bind(&run.goal)
+            .bind(&run.workspace)
+            .bind(RunStatus::Created.as_str())
+            .bind(&created)
+            .bind(&created)
+            .execute(&mut *tx)
+            .await;
+            match inserted {
+                Ok(_) => {}
+                Err(sqlx::Error::Database(db)) if db.is_unique_violation() => {
+                    return Err(StoreError::AlreadyExists {
+                        run_id: run.id.clone(),
+                    });
+                }
+                Err(e) => return Err(self.db("creating a run")(e)),
+            }
+            let lease = self.write_lease(&mut tx, &run.id, holder, now).await?;
+            tx.commit().await.map_err(self.db("committing a new run"))?;
+            Ok(lease)
         }
-        Ok(Lease {
-            expires_at,
-            ..lease.clone()
-        })
-    }
 
-    async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.shared().release_lease(lease).await
-    }
+        async fn acquire(&self, run_id: &RunId, holder: &Holder) -> Result<Lease, StoreError> {
+            let mut tx = self.begin_write("taking a lease").await?;
+            let row = sqlx::query(
+                "SELECT lease_token, lease_host, lease_pid, lease_pid_start, lease_expires_at, \
+                 lease_worker FROM runs WHERE id = ?",
+            )
+            .bind(run_id.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(self.db("reading a lease"))?;
+            let Some(row) = row else {
+                return Err(StoreError::NotFound {
+                    run_id: run_id.clone(),
+                });
+            };
+            let now = Timestamp::now();
+            let current = At(&row, self.path.as_path()).lease()?;
+            check_lease_free(run_id, current, now, &self.local_host)?;
+            let lease = self.write_lease(&mut tx, run_id, holder, now).await?;
+            tx.commit().await.map_err(self.db("committing a lease"))?;
+            Ok(lease)
+        }
 
-    async fn append(&self, lease: &Lease, records: &[EventRecord]) -> Result<(), StoreError> {
-        self.append_batch(lease, records).await
-    }
+        async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
+            let now = Timestamp::now();
+            let expires_at = self.expiry(now);
+            let done = self.shared().renew_lease(lease, expires_at, now).await?;
+            if done.rows_affected() == 0 {
+                return Err(self.shared().lease_failure(&lease.run_id).await);
+            }
+            Ok(Lease {
+                expires_at,
+                ..lease.clone()
+            })
+        }
 
-    async fn read_events(
-        &self,
-        run_id: &RunId,
-        from_seq: u64,
-        limit: u64,
-    ) -> Result<Vec<EventRecord>, StoreError> {
-        self.shared().read_events(run_id, from_seq, limit).await
-    }
+        async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
+            let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"
+            )))
+            .bind(run_id.as_str())
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(self.db("reading a run"))?;
+            let now = Timestamp::now();
+            row.map(|row| self.summary(&row, now)).transpose()
+        }
 
-    async fn save_checkpoint(
-        &self,
-        lease: &Lease,
-        checkpoint: &Checkpoint,
-    ) -> Result<(), StoreError> {
-        self.shared().save_checkpoint(lease, checkpoint).await
-    }
-
-    async fn load_checkpoint(&self, run_id: &RunId) -> Result<Option<Checkpoint>, StoreError> {
-        self.shared().load_checkpoint(run_id).await
-    }
-
-    async fn get_run(&self, run_id: &RunId) -> Result<Option<RunSummary>, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {RUN_COLUMNS} FROM runs WHERE id = ?"
-        )))
-        .bind(run_id.as_str())
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(self.db("reading a run"))?;
-        let now = Timestamp::now();
-        row.map(|row| self.summary(&row, now)).transpose()
-    }
-
-    async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC, id DESC"
-        )))
-        .fetch_all(&self.pool)
-        .await
-        .map_err(self.db("listing runs"))?;
-        let now = Timestamp::now();
-        rows.iter().map(|row| self.summary(row, now)).collect()
-    }
-
-    async fn close(&self) {
-        SqliteStore::close(self).await;
+        async fn list_runs(&self) -> Result<Vec<RunSummary>, StoreError> {
+            let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at DESC, id DESC"
+            )))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(self.db("listing runs"))?;
+            let now = Timestamp::now();
+            rows.iter().map(|row| self.summary(row, now)).collect()
+        }
     }
 }

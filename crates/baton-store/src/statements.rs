@@ -289,3 +289,58 @@ where
         Ok(records)
     }
 }
+
+/// `impl_store! { impl Store for $store { … } }`: the impl, with the methods both backends
+/// answer alike written once here (releasing a lease, appending through the backend's own
+/// `append_batch`, reading events, state checkpoints, closing through its inherent `close`), so
+/// each backend writes only the methods that differ. The backend provides `shared()` (its
+/// [`Shared`]), `append_batch` and `close`.
+macro_rules! impl_store {
+    (impl Store for $store:ident { $($methods:tt)* }) => {
+        #[async_trait::async_trait]
+        impl crate::Store for $store {
+            async fn release(&self, lease: &crate::Lease) -> Result<(), crate::StoreError> {
+                self.shared().release_lease(lease).await
+            }
+
+            async fn append(
+                &self,
+                lease: &crate::Lease,
+                records: &[baton_core::EventRecord],
+            ) -> Result<(), crate::StoreError> {
+                self.append_batch(lease, records).await
+            }
+
+            async fn read_events(
+                &self,
+                run_id: &baton_core::RunId,
+                from_seq: u64,
+                limit: u64,
+            ) -> Result<Vec<baton_core::EventRecord>, crate::StoreError> {
+                self.shared().read_events(run_id, from_seq, limit).await
+            }
+
+            async fn save_checkpoint(
+                &self,
+                lease: &crate::Lease,
+                checkpoint: &crate::Checkpoint,
+            ) -> Result<(), crate::StoreError> {
+                self.shared().save_checkpoint(lease, checkpoint).await
+            }
+
+            async fn load_checkpoint(
+                &self,
+                run_id: &baton_core::RunId,
+            ) -> Result<Option<crate::Checkpoint>, crate::StoreError> {
+                self.shared().load_checkpoint(run_id).await
+            }
+
+            async fn close(&self) {
+                $store::close(self).await;
+            }
+
+            $($methods)*
+        }
+    };
+}
+pub(crate) use impl_store;
