@@ -8,10 +8,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use baton::settings::check_budget_is_priced;
 use baton_core::{RunSettings, replay};
-use baton_engine::{
-    Engine, RunObserver, RunOutcome, SettingsChange, SettingsOverride, Snapshots, StopSignal,
-};
-use baton_store::Store;
+use baton_engine::{RunObserver, RunOutcome, SettingsChange, SettingsOverride, Snapshots};
 use baton_summary::{RunAggregate, RunView};
 
 use crate::config::ConfigLayer;
@@ -81,43 +78,20 @@ async fn runtime(
         .stop_signal(baton::signals::stop_on_signals(
             "stopping: pausing the run cleanly (send the signal again to quit at once)",
         ))
-        .exec(exec);
+        .exec(exec)
+        // The secrets (the servers' own among them) reach the redactor before anything that
+        // may echo one is logged: a server's stderr in its failure, say.
+        .on_secrets(Arc::new(|secrets: &[String]| {
+            crate::logging::redact_also(secrets)
+        }));
     if no_snapshots {
         builder = builder.snapshots(Snapshots::Off);
     }
     let runtime = builder.build().await?;
-    crate::logging::redact_also(runtime.secrets());
-    // After the build: its secrets (the servers' own among them) are known to the redactor,
-    // and a server's stderr in its failure may echo one.
     for line in runtime.notices() {
         eprintln!("baton: {}", crate::logging::redacted(line));
     }
     Ok(runtime)
-}
-
-/// An engine for `settings` with `tools`, reporting to `observer` and pausing on `stop` (a
-/// worker has one stop signal and its own observers for all its runs); its secrets also redact
-/// the logs.
-pub(crate) fn build_engine_with(
-    settings: &RunSettings,
-    layer: &ConfigLayer,
-    store: Arc<dyn Store>,
-    exec: baton_tools::ExecEnv,
-    observer: Arc<dyn RunObserver>,
-    stop: StopSignal,
-    tools: baton_tools::ToolRegistry,
-) -> Result<Engine, CliError> {
-    let parts = baton::Parts {
-        settings,
-        layer,
-        provider: None,
-        tools,
-        observer,
-        stop,
-    };
-    let (engine, secrets) = baton::engine(parts, store, exec)?;
-    crate::logging::redact_also(&secrets);
-    Ok(engine)
 }
 
 /// The output stream (JSONL or human) and, when the environment asks for it, the trace.
@@ -259,9 +233,7 @@ pub async fn plan(
     run: Option<&str>,
     json: bool,
 ) -> CliResult {
-    let workspace = workspace_dir(workspace)?;
-    let opened = open_existing_store(&workspace, store).await?;
-    let (summary, events) = run_journal(&opened, run).await?;
+    let (_, summary, events) = read_run(workspace, store, run).await?;
     if json {
         // The task graph as the API's run detail has it (`tasks`).
         let detail = baton_summary::RunDetail::new(&summary, &RunAggregate::from_events(&events));
@@ -281,9 +253,7 @@ pub async fn cost(
     run: Option<&str>,
     json: bool,
 ) -> CliResult {
-    let workspace = workspace_dir(workspace)?;
-    let opened = open_existing_store(&workspace, store).await?;
-    let (summary, events) = run_journal(&opened, run).await?;
+    let (_, summary, events) = read_run(workspace, store, run).await?;
     if json {
         let agg = RunAggregate::from_events(&events);
         let view = RunView::new(&summary, &agg);
@@ -462,9 +432,7 @@ pub async fn status(
     run: Option<&str>,
     json: bool,
 ) -> CliResult {
-    let workspace = workspace_dir(workspace)?;
-    let opened = open_existing_store(&workspace, store).await?;
-    let (summary, events) = run_journal(&opened, run).await?;
+    let (opened, summary, events) = read_run(workspace, store, run).await?;
     // The numbers come from the aggregation the dashboard and `baton cost` use too.
     let agg = RunAggregate::from_events(&events);
     if json {
@@ -521,9 +489,7 @@ pub async fn logs(
     full: bool,
     json: bool,
 ) -> CliResult {
-    let workspace = workspace_dir(workspace)?;
-    let opened = open_existing_store(&workspace, store).await?;
-    let (_, events) = run_journal(&opened, run).await?;
+    let (_, _, events) = read_run(workspace, store, run).await?;
     if json {
         for record in &events {
             outln!("{}", output::json_line(record));
@@ -534,6 +500,27 @@ pub async fn logs(
         out!("{}", transcript::render(&events));
     }
     Ok(exit::FINISHED)
+}
+
+/// What the commands that read one run (`status`, `cost`, `plan`, `logs`) start from: the
+/// workspace's store (or `--store`'s), the run a prefix names (the latest without one) and its
+/// journal.
+async fn read_run(
+    workspace: &Path,
+    store: Option<&str>,
+    run: Option<&str>,
+) -> Result<
+    (
+        baton::store::Opened,
+        baton_store::RunSummary,
+        Vec<baton_core::EventRecord>,
+    ),
+    CliError,
+> {
+    let workspace = workspace_dir(workspace)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let (summary, events) = run_journal(&opened, run).await?;
+    Ok((opened, summary, events))
 }
 
 /// One JSON document on stdout (`--json` of the reading commands).

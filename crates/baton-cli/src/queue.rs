@@ -5,21 +5,13 @@ use std::io::Write;
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use baton_core::{EventRecord, RunState};
-use baton_engine::{RunObserver, StartRun, StopSignal};
+use baton::{CodeIndexing, Snapshots};
 use baton_store::{StoreError, StoreLocation, open_store};
 
-use crate::commands::{build_engine_with, resolve_settings, workspace_dir};
+use crate::commands::{resolve_settings, workspace_dir};
 use crate::store_error;
 use crate::{CliError, SubmitArgs, exit, output};
 use baton_worker::Artifacts;
-
-/// Submitting takes no step, so nothing is reported while it journals the start.
-struct Silent;
-
-impl RunObserver for Silent {
-    fn on_event(&self, _record: &EventRecord, _state: &RunState) {}
-}
 
 /// Journals the run's start (settings, AGENTS.md and tool specs from the source directory, as
 /// `baton run` would), stores the source directory as the run's first workspace snapshot, and
@@ -41,42 +33,32 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
     let (settings, layer) = resolve_settings(&source, &args.model)?;
     let artifacts = Artifacts::open(&args.artifacts).map_err(CliError::usage)?;
     let store = open_store(&location).await.map_err(store_error)?;
-    // Submitting runs no command, but the engine is built the one way every engine is. The
-    // configured MCP servers are started once here, so that their tools are journaled with the
-    // run's start; the worker that claims the run starts its own to call them.
-    let exec = crate::sandbox_cmd::exec_env(&source, &layer, &Default::default())?;
-    let mcp = baton::mcp::start(&source, &layer, &exec).await?;
-    // The code tools' specs are journaled with the run; the claiming worker indexes its copy.
     let store_url = match &location {
-        StoreLocation::Postgres(url) => Some(url.as_str()),
+        StoreLocation::Postgres(url) => Some(url.clone()),
         StoreLocation::Sqlite(_) => None,
     };
-    let code = baton::code::CodeIntel::open(&source, &layer, store_url).await?;
-    let code = Some(code);
-    let tools = baton::code::run_tools(code.as_ref(), mcp.as_deref());
-    let engine = build_engine_with(
-        &settings,
-        &layer,
-        store.clone(),
-        exec,
-        Arc::new(Silent),
-        StopSignal::never(),
-        tools,
-    )?;
-    if let Some(mcp) = &mcp {
-        // The engine's secrets (the servers' among them) are the log redactor's now.
-        for line in baton::mcp::describe(mcp) {
-            eprintln!("baton: {}", crate::logging::redacted(&line));
-        }
-        mcp.shutdown().await;
+    // Submitting runs no command, but the engine is built the one way every engine is. The
+    // configured MCP servers are started once here, so that their tools are journaled with the
+    // run's start; the worker that claims the run starts its own to call them. The code tools'
+    // specs are journaled with the run too; the claiming worker indexes its copy.
+    let runtime = baton::Runtime::builder()
+        .workspace(&source)
+        .resolved(settings, layer)
+        .postgres_store(store.clone(), store_url)
+        .snapshots(Snapshots::Off)
+        .code_index(CodeIndexing::ToolsOnly)
+        .on_secrets(Arc::new(|secrets: &[String]| {
+            crate::logging::redact_also(secrets)
+        }))
+        .build()
+        .await?;
+    // The engine's secrets (the servers' among them) are the log redactor's now.
+    for line in runtime.notices() {
+        eprintln!("baton: {}", crate::logging::redacted(line));
     }
-    let run_id = engine
-        .submit(StartRun {
-            plan: None,
-            goal: args.goal,
-            workspace: source.clone(),
-            settings,
-        })
+    runtime.shutdown().await;
+    let run_id = runtime
+        .submit(args.goal)
         .await
         .map_err(|e| anyhow!("{e}"))?;
     artifacts.save(&run_id, 0, &source).await?;

@@ -80,6 +80,29 @@ fn start_or_resume(
         .unwrap()
 }
 
+/// Rounds before the torture gives up: far more than a run of `TURNS` turns needs once the
+/// windows have stretched to the machine's speed.
+const MAX_ROUNDS: usize = 200;
+
+/// The longest stretch of a round's window (×, so at most about 37 s).
+const MAX_STRETCH: u64 = 64;
+
+/// How far the run has got, as the outside world sees it: requests the server received and
+/// shell effects (log lines) in the workspace.
+fn progress_of(
+    ws: &std::path::Path,
+    received: &std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+) -> (usize, usize) {
+    let requests = received.lock().unwrap().len();
+    let lines = (0..TURNS)
+        .map(|t| {
+            std::fs::read_to_string(ws.join(format!("log_{t}.txt")))
+                .map_or(0, |s| s.lines().count())
+        })
+        .sum();
+    (requests, lines)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_sigkills_never_repeat_finished_work() {
     let server = ScriptedServer::start(script()).await;
@@ -87,12 +110,21 @@ async fn random_sigkills_never_repeat_finished_work() {
     let home = tempfile::tempdir().unwrap();
     let base = server.base_url();
     let (w, h) = (ws.path().to_path_buf(), home.path().to_path_buf());
+    let received = server.received_handle();
     let kills = tokio::task::spawn_blocking(move || {
         let mut rng = Lcg(0x5eed);
         let mut kills = 0;
-        for round in 0..60 {
+        // On a loaded machine a resume's start-up alone (sandbox detection, the store, the
+        // snapshot) can outlast a short window, and a schedule of short windows then never gets
+        // anywhere. A round that got nowhere (no new request, no new shell effect) doubles the
+        // windows that follow; one that progressed halves them again: the kills stay random,
+        // only their scale follows the machine.
+        let mut stretch = 1u64;
+        let mut progress = progress_of(&w, &received);
+        for round in 0..MAX_ROUNDS {
             let mut child = start_or_resume(round, &w, &h, &base);
-            let deadline = Instant::now() + Duration::from_millis(80 + rng.next_ms(500));
+            let window = (80 + rng.next_ms(500)) * stretch;
+            let deadline = Instant::now() + Duration::from_millis(window);
             loop {
                 if let Some(status) = child.try_wait().unwrap() {
                     if status.code() == Some(0) {
@@ -104,12 +136,19 @@ async fn random_sigkills_never_repeat_finished_work() {
                     child.kill().unwrap();
                     child.wait().unwrap();
                     kills += 1;
+                    let now = progress_of(&w, &received);
+                    stretch = if now == progress {
+                        (stretch * 2).min(MAX_STRETCH)
+                    } else {
+                        (stretch / 2).max(1)
+                    };
+                    progress = now;
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(5));
             }
         }
-        panic!("the run did not finish within 60 rounds");
+        panic!("the run did not finish within {MAX_ROUNDS} rounds");
     })
     .await
     .unwrap();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use baton::config::ConfigLayer;
 use baton_core::{EventRecord, RunId, RunSettings, replay};
 use baton_engine::{
-    Engine, EngineError, Fanout, RunObserver, RunOutcome, SettingsOverride, StopSignal,
+    EngineError, Fanout, RunObserver, RunOutcome, SettingsOverride, Snapshots, StopSignal,
     WorkspacePersistence,
 };
 use baton_store::{Holder, Lease, Store, StoreError};
@@ -183,7 +183,7 @@ async fn drive(shared: &Shared, lease: Lease) {
         Some(telemetry) => Arc::new(telemetry.observer(&run_id, &events)),
         None => Arc::new(Fanout(Vec::new())),
     };
-    let (engine, servers) = match build_engine(shared, &run_id, &dir, &settings, observer).await {
+    let runtime = match build_runtime(shared, &run_id, &dir, &settings, observer).await {
         Ok(built) => built,
         Err(e) => {
             // A configuration problem of this worker (no API key here): another worker may be
@@ -196,12 +196,11 @@ async fn drive(shared: &Shared, lease: Lease) {
             return;
         }
     };
-    let outcome = engine
+    let outcome = runtime
+        .engine()
         .resume_claimed(lease, &dir, &SettingsOverride::default())
         .await;
-    if let Some(servers) = &servers {
-        servers.shutdown().await;
-    }
+    runtime.shutdown().await;
     if let Some(telemetry) = &shared.telemetry {
         telemetry.flush(TRACE_FLUSH).await;
     }
@@ -215,31 +214,33 @@ async fn drive(shared: &Shared, lease: Lease) {
     }
 }
 
-/// The engine for a claimed run in its workspace copy `dir`: its commands confined to the copy,
-/// the MCP servers this worker's configuration names started for it (returned, to be shut down
-/// after the run), its own code index.
-async fn build_engine(
+/// The runtime for a claimed run in its workspace copy `dir`, built the one way every engine
+/// is ([`baton::RuntimeBuilder`]): its commands confined to the copy, the MCP servers this
+/// worker's configuration names started for it (they end with the runtime), its own code index
+/// (with a shared cache, chunks another worker embedded are not embedded again), the copy saved
+/// to the artifact store as it changes. No shadow-git snapshots: the artifact store keeps them.
+async fn build_runtime(
     shared: &Shared,
     run_id: &RunId,
     dir: &Path,
     settings: &RunSettings,
     observer: Arc<dyn RunObserver>,
-) -> Result<(Engine, Option<Arc<baton::mcp::McpTools>>), baton::Error> {
-    // Every command of the run is confined to this worker's copy of its workspace; so are the
-    // MCP servers this worker's configuration names, started for this run.
-    // What the servers are given must be scrubbed from what is reported about them (a failed
-    // server's stderr, say) before any of it is.
-    shared
-        .hooks
-        .secrets(&baton::mcp::secret_values(&shared.layer));
-    let exec = baton::exec::exec_env(dir, &shared.layer)?;
-    let servers = baton::mcp::start(dir, &shared.layer, &exec).await?;
-    // Each run's copy has its own code index; with a shared cache, chunks another worker
-    // embedded are not embedded again.
-    let code_intel =
-        baton::code::CodeIntel::for_run(dir, &shared.layer, shared.store_url.as_deref()).await?;
-    for (ready, line) in servers
-        .as_deref()
+) -> Result<baton::Runtime, baton::Error> {
+    let hooks = shared.hooks.clone();
+    let on_secrets: baton::SecretsHook = Arc::new(move |secrets: &[String]| hooks.secrets(secrets));
+    let runtime = baton::Runtime::builder()
+        .workspace(dir)
+        .resolved(settings.clone(), shared.layer.clone())
+        .postgres_store(shared.store.clone(), shared.store_url.clone())
+        .observer(observer)
+        .stop_signal(shared.stop.clone())
+        .snapshots(Snapshots::Off)
+        .persistence(Arc::new(Archive(shared.artifacts.clone())))
+        .on_secrets(on_secrets)
+        .build()
+        .await?;
+    for (ready, line) in runtime
+        .mcp()
         .map(baton::mcp::describe_each)
         .unwrap_or_default()
     {
@@ -250,29 +251,7 @@ async fn build_engine(
         };
         shared.hooks.report(run_id, news);
     }
-    let parts = baton::Parts {
-        settings,
-        layer: &shared.layer,
-        provider: None,
-        tools: baton::code::run_tools(code_intel.as_ref(), servers.as_deref()),
-        observer: baton::code::observing(observer, code_intel.as_ref()),
-        stop: shared.stop.clone(),
-    };
-    let (engine, secrets) = baton::engine(parts, shared.store.clone(), exec)?;
-    shared.hooks.secrets(&secrets);
-    let failures = servers
-        .as_deref()
-        .map(baton::mcp::failures)
-        .unwrap_or_default();
-    let started = servers
-        .as_deref()
-        .map(baton::mcp::started)
-        .unwrap_or_default();
-    let engine = baton::code::with_code(engine, code_intel.as_ref())
-        .with_persistence(Arc::new(Archive(shared.artifacts.clone())))
-        .with_mcp_started(started)
-        .with_mcp_failures(failures);
-    Ok((engine, servers))
+    Ok(runtime)
 }
 
 /// Reports how the run ended and saves the workspace of a finished one; whether the run stays

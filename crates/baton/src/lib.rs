@@ -60,7 +60,7 @@ pub mod supervisor;
 pub mod trust;
 
 pub use error::{Error, Result};
-pub use runtime::{IN_PROCESS, Parts, Runtime, RuntimeBuilder, engine};
+pub use runtime::{CodeIndexing, IN_PROCESS, Runtime, RuntimeBuilder, SecretsHook};
 
 pub use baton_core::{self as core, Event, EventRecord, RunId, RunSettings, RunState, RunStatus};
 pub use baton_engine::{

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use baton_core::{RunId, RunSettings};
 use baton_engine::{
-    Engine, EngineParts, Fanout, RunObserver, RunOutcome, SettingsOverride, Snapshots, StartRun,
-    StopSignal,
+    Engine, EngineParts, Extensions, Fanout, RunObserver, RunOutcome, SettingsOverride, Snapshots,
+    StartRun, StopSignal, WorkspacePersistence,
 };
 use baton_model::ModelProvider;
 use baton_store::Store;
@@ -150,7 +150,29 @@ impl Runtime {
     }
 }
 
+/// How a runtime's code index serves its runs (see [`RuntimeBuilder::code_index`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CodeIndexing {
+    /// Opened for the runs, refreshed in the background as they change files, its repo map in
+    /// task briefs and its embedding usage journaled. An index that cannot be opened (a
+    /// read-only workspace) leaves the code tools out; a misconfigured embedder is an error.
+    #[default]
+    Live,
+    /// Opened only so that the code tools are among a submitted run's journaled tools: nothing
+    /// is indexed here (the worker that claims the run indexes its own copy). An index that
+    /// cannot be opened is an error.
+    ToolsOnly,
+}
+
+/// Told the secret values as soon as they are known, before anything that may echo one (an
+/// MCP server's stderr) is logged or reported: a program adds them to its own log redaction.
+pub type SecretsHook = Arc<dyn Fn(&[String]) + Send + Sync>;
+
 /// Assembles a [`Runtime`]; see [`Runtime::builder`]. Only the workspace is required.
+///
+/// This is the one place settings become a running engine: the CLI's `run`, `resume` and
+/// `submit`, the supervisor's children (which are `baton run`/`resume` processes) and the
+/// worker's claimed runs all build one here.
 #[derive(Default)]
 pub struct RuntimeBuilder {
     workspace: Option<PathBuf>,
@@ -165,6 +187,9 @@ pub struct RuntimeBuilder {
     stop: Option<StopSignal>,
     exec: Option<ExecEnv>,
     snapshots: Option<Snapshots>,
+    persistence: Option<Arc<dyn WorkspacePersistence>>,
+    code_index: CodeIndexing,
+    secrets_hook: Option<SecretsHook>,
 }
 
 impl RuntimeBuilder {
@@ -210,6 +235,13 @@ impl RuntimeBuilder {
         self
     }
 
+    /// A PostgreSQL store already open, with its URL (where `[embeddings] cache = "postgres"`
+    /// shares vectors): a worker's one connection pool for all its runs.
+    pub fn postgres_store(mut self, store: Arc<dyn Store>, url: Option<String>) -> Self {
+        self.store = Some((store, url));
+        self
+    }
+
     /// The model. Default: the HTTP provider the settings name (Chat Completions, Responses or
     /// Anthropic Messages), its key from the environment.
     pub fn provider(mut self, provider: Arc<dyn ModelProvider>) -> Self {
@@ -247,6 +279,27 @@ impl RuntimeBuilder {
     /// `[snapshots] enabled`, on if unset.
     pub fn snapshots(mut self, snapshots: Snapshots) -> Self {
         self.snapshots = Some(snapshots);
+        self
+    }
+
+    /// Where a run's workspace is saved as it changes (a worker's artifact store), so that a
+    /// run claimed elsewhere continues from it. Default: nowhere.
+    pub fn persistence(mut self, persistence: Arc<dyn WorkspacePersistence>) -> Self {
+        self.persistence = Some(persistence);
+        self
+    }
+
+    /// How the code index serves the runs. Default: [`CodeIndexing::Live`]. Ignored when the
+    /// program gives its own [`Self::tools`] (it gets exactly those, and the MCP servers').
+    pub fn code_index(mut self, indexing: CodeIndexing) -> Self {
+        self.code_index = indexing;
+        self
+    }
+
+    /// Called with the secret values as soon as they are known, before anything that may echo
+    /// one is logged (the CLI's and the worker's log redaction). Default: nobody.
+    pub fn on_secrets(mut self, hook: SecretsHook) -> Self {
+        self.secrets_hook = Some(hook);
         self
     }
 
@@ -301,16 +354,26 @@ impl RuntimeBuilder {
                     Some(false) => Snapshots::Off,
                     _ => Snapshots::On,
                 });
+        // A plain function, not a closure: a closure over `&[String]` held across the awaits
+        // below makes the build's future not `Send` for every lifetime (a compiler limit).
+        let hook = self.secrets_hook;
+        // What the servers are given must be scrubbed from what is said about them (a failed
+        // server's stderr) before any of it is.
+        tell_secrets(hook.as_ref(), &crate::mcp::secret_values(&layer));
         let mcp = crate::mcp::start(&workspace, &layer, &exec).await?;
         let mut notices = mcp.as_deref().map(crate::mcp::describe).unwrap_or_default();
         // A program that brings its own tools gets exactly those (and the MCP servers').
         let code = match &self.tools {
             Some(_) => None,
-            None => {
-                crate::code::CodeIntel::for_run(&workspace, &layer, store_url.as_deref()).await?
-            }
+            None => open_code(self.code_index, &workspace, &layer, store_url.as_deref()).await?,
         };
-        if code.as_ref().is_some_and(|c| c.embeddings().is_none()) {
+        // Only a live index refreshes on changes and renders briefs; a tools-only one is there
+        // for its tools' specs.
+        let live_code = match self.code_index {
+            CodeIndexing::Live => code.as_ref(),
+            CodeIndexing::ToolsOnly => None,
+        };
+        if live_code.is_some_and(|c| c.embeddings().is_none()) {
             notices.push(crate::embeddings::NO_EMBEDDER.to_string());
         }
         for line in &notices {
@@ -320,23 +383,30 @@ impl RuntimeBuilder {
             Some(tools) => crate::mcp::registry(tools, mcp.as_deref()),
             None => crate::code::run_tools(code.as_ref(), mcp.as_deref()),
         };
+        // The optional parts reach the engine as one value; how each MCP server started is
+        // journaled by the engine when a run starts or resumes.
+        let extensions = crate::code::with_code(
+            Extensions {
+                snapshots,
+                persistence: self.persistence,
+                mcp_servers: mcp.as_deref().map(crate::mcp::starts).unwrap_or_default(),
+                ..Extensions::default()
+            },
+            live_code,
+        );
         let parts = Parts {
             settings: &run_settings,
             layer: &layer,
             provider: self.provider,
             tools,
-            observer: crate::code::observing(observer_of(self.observers), code.as_ref()),
+            observer: crate::code::observing(observer_of(self.observers), live_code),
             stop: self.stop.unwrap_or_else(StopSignal::never),
+            extensions,
         };
         let (engine, secrets) = engine(parts, store.clone(), exec)?;
-        let engine = crate::code::with_code(engine, code.as_ref());
-        let failures = mcp.as_deref().map(crate::mcp::failures).unwrap_or_default();
-        let started = mcp.as_deref().map(crate::mcp::started).unwrap_or_default();
+        tell_secrets(hook.as_ref(), &secrets);
         Ok(Runtime {
-            engine: engine
-                .with_snapshots(snapshots)
-                .with_mcp_started(started)
-                .with_mcp_failures(failures),
+            engine,
             workspace,
             settings: run_settings,
             store,
@@ -348,24 +418,25 @@ impl RuntimeBuilder {
 }
 
 /// What [`engine`] needs beside the store and the execution environment.
-pub struct Parts<'a> {
+struct Parts<'a> {
     /// The run's settings (the provider is built for their model unless one is given).
-    pub settings: &'a RunSettings,
+    settings: &'a RunSettings,
     /// The merged configuration: timeouts, retries, prices, rate limit, breaker.
-    pub layer: &'a ConfigLayer,
+    layer: &'a ConfigLayer,
     /// A provider to use instead of the one the settings name.
-    pub provider: Option<Arc<dyn ModelProvider>>,
+    provider: Option<Arc<dyn ModelProvider>>,
     /// The agent's tools.
-    pub tools: ToolRegistry,
+    tools: ToolRegistry,
     /// Who sees each journaled event.
-    pub observer: Arc<dyn RunObserver>,
+    observer: Arc<dyn RunObserver>,
     /// What pauses the run.
-    pub stop: StopSignal,
+    stop: StopSignal,
+    /// The optional parts: snapshots, persistence, the code index, the MCP servers' starts.
+    extensions: Extensions,
 }
 
-/// An engine from its parts, and the secrets it scrubs. The one place configuration becomes a
-/// running engine: the CLI, the worker and [`RuntimeBuilder::build`] all come through here.
-pub fn engine(
+/// An engine from its parts, and the secrets it scrubs: [`RuntimeBuilder::build`]'s last step.
+fn engine(
     parts: Parts<'_>,
     store: Arc<dyn Store>,
     exec: ExecEnv,
@@ -401,13 +472,48 @@ pub fn engine(
         breaker_failures: layer.circuit_breaker_failures.unwrap_or(10).max(1),
         rate_limiter,
         prices: Arc::new(settings::price_table(layer)),
+        extensions: parts.extensions,
     });
     Ok((engine, secrets))
+}
+
+/// The code index as `indexing` says (see [`CodeIndexing`]).
+async fn open_code(
+    indexing: CodeIndexing,
+    workspace: &Path,
+    layer: &ConfigLayer,
+    store_url: Option<&str>,
+) -> Result<Option<Arc<crate::code::CodeIntel>>, Error> {
+    match indexing {
+        CodeIndexing::Live => crate::code::CodeIntel::for_run(workspace, layer, store_url).await,
+        CodeIndexing::ToolsOnly => crate::code::CodeIntel::open(workspace, layer, store_url)
+            .await
+            .map(Some),
+    }
+}
+
+fn tell_secrets(hook: Option<&SecretsHook>, secrets: &[String]) {
+    if let Some(hook) = hook {
+        hook(secrets);
+    }
 }
 
 fn observer_of(mut observers: Vec<Arc<dyn RunObserver>>) -> Arc<dyn RunObserver> {
     match observers.len() {
         1 => observers.remove(0),
         _ => Arc::new(Fanout(observers)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A worker builds its runtimes inside `tokio::spawn`: the build must be a `Send` future
+    /// for every lifetime (a store's opening once was not).
+    #[test]
+    fn the_build_is_a_send_future() {
+        fn is_send<T: Send>(_: T) {}
+        is_send(RuntimeBuilder::default().build());
     }
 }
