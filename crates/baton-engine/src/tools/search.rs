@@ -49,8 +49,20 @@ struct Indexes {
 /// if baton has made it, else a private temporary one (see the module's doc).
 async fn open_workspace_index(root: &Path) -> Result<CodeIndex, IndexError> {
     let lasting = baton_state::StateDir::for_workspace(root).code_index();
+    open_workspace_index_at(root, &lasting, &std::env::temp_dir()).await
+}
+
+/// [`open_workspace_index`] with the lasting index's path and the temporary one's parent given.
+async fn open_workspace_index_at(
+    root: &Path,
+    lasting: &Path,
+    temp: &Path,
+) -> Result<CodeIndex, IndexError> {
+    // Only an existing index is shared: creating one here would make the state directory
+    // without the care (modes, marker) a run's start takes. A worktree's state-directory path
+    // is its parent's, whose index is of another tree.
     if !baton_state::is_worktree(root) && lasting.is_file() {
-        match CodeIndex::open_at(root, &lasting).await {
+        match CodeIndex::open_at(root, lasting).await {
             Ok(index) => return Ok(index),
             Err(e) => tracing::warn!(
                 "search_memory cannot open the workspace's code index ({e}); it searches a \
@@ -58,7 +70,7 @@ async fn open_workspace_index(root: &Path) -> Result<CodeIndex, IndexError> {
             ),
         }
     }
-    CodeIndex::open_temporary(root, &std::env::temp_dir()).await
+    CodeIndex::open_temporary(root, temp).await
 }
 
 /// The arguments the model sends.
@@ -180,5 +192,90 @@ impl TypedTool for SearchMemory {
         }
         out.push_str(&notes);
         ToolResult::success(out)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A workspace at `root` with one file.
+    fn setup(root: &Path) {
+        std::fs::create_dir_all(root).unwrap();
+        std::fs::write(root.join("notes.md"), "the quokka config\n").unwrap();
+    }
+
+    async fn chunks_at(root: &Path, db: &Path) -> u64 {
+        let index = CodeIndex::open_at(root, db).await.unwrap();
+        index.stats(None).await.unwrap().chunks
+    }
+
+    #[tokio::test]
+    async fn the_workspaces_lasting_index_is_shared_when_baton_made_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, temp) = (dir.path().join("ws"), dir.path().join("tmp"));
+        setup(&root);
+        std::fs::create_dir(&temp).unwrap();
+        let lasting = dir.path().join("state/index/index.db");
+        // As a run's code index leaves it: made, not yet brought up to date.
+        drop(CodeIndex::open_at(&root, &lasting).await.unwrap());
+        let root = root.canonicalize().unwrap();
+        let index = open_workspace_index_at(&root, &lasting, &temp)
+            .await
+            .unwrap();
+        index.update().await.unwrap();
+        assert_eq!(index.search_text("quokka", 5).await.unwrap().len(), 1);
+        // The update went to the lasting database, and no private index was made.
+        assert_eq!(chunks_at(&root, &lasting).await, 1);
+        assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn without_a_lasting_index_a_private_one_searches_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let (root, temp) = (dir.path().join("ws"), dir.path().join("tmp"));
+        setup(&root);
+        std::fs::create_dir(&temp).unwrap();
+        let lasting = dir.path().join("state/index/index.db");
+        let root = root.canonicalize().unwrap();
+        let index = open_workspace_index_at(&root, &lasting, &temp)
+            .await
+            .unwrap();
+        index.update().await.unwrap();
+        assert_eq!(index.search_text("quokka", 5).await.unwrap().len(), 1);
+        assert!(!lasting.exists(), "no state directory is made");
+        assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 1);
+        drop(index);
+        assert_eq!(
+            std::fs::read_dir(&temp).unwrap().count(),
+            0,
+            "the private index goes with the process's tool"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_worktree_never_shares_its_parents_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("workspaces/ws-0123");
+        let parent = dir.path().join("ws");
+        setup(&parent);
+        let lasting = state.join("index/index.db");
+        drop(CodeIndex::open_at(&parent, &lasting).await.unwrap());
+        let worktree = state.join("worktrees/child");
+        setup(&worktree);
+        let temp = dir.path().join("tmp");
+        std::fs::create_dir(&temp).unwrap();
+        let worktree = worktree.canonicalize().unwrap();
+        let index = open_workspace_index_at(&worktree, &lasting, &temp)
+            .await
+            .unwrap();
+        index.update().await.unwrap();
+        assert_eq!(
+            chunks_at(&parent, &lasting).await,
+            0,
+            "the parent's index is untouched"
+        );
+        assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 1);
     }
 }
