@@ -29,6 +29,7 @@
 //! pinned on the command line that start no program, a fixed identity and the dates the caller
 //! gives, so a snapshot's commit depends only on the workspace and the caller. The caller must be the only process working on a run (it holds the run's lease).
 
+mod commit;
 mod config;
 mod error;
 mod git;
@@ -210,21 +211,8 @@ impl ShadowRepo {
                 warnings,
             });
         }
-        let mut args = vec!["commit-tree", tree.as_str()];
-        if let Some((parent, _)) = &previous {
-            args.extend(["-p", parent.as_str()]);
-        }
-        args.extend(["-F", "-"]);
-        let id = self
-            .git
-            .call(&args)
-            .date(at)
-            .stdin(message.as_bytes())
-            .text()?;
-        let id = SnapshotId::parse(&id).map_err(|_| SnapshotError::Unexpected {
-            command: "commit-tree".into(),
-            detail: format!("not a commit id: {id:?}"),
-        })?;
+        let parents: Vec<&str> = previous.iter().map(|(parent, _)| parent.as_str()).collect();
+        let id = self.commit_tree(&tree, &parents, message, at)?;
         self.clear_stale_ref_lock(&run_ref);
         let old = previous
             .as_ref()

@@ -151,25 +151,7 @@ impl ShadowRepo {
             paths.dedup();
             return Ok(MergeOutcome::Conflict(paths));
         }
-        let id = self
-            .git
-            .call(&[
-                "commit-tree",
-                tree.as_str(),
-                "-p",
-                ours.as_str(),
-                "-p",
-                theirs.as_str(),
-                "-F",
-                "-",
-            ])
-            .date(at)
-            .stdin(message.as_bytes())
-            .text()?;
-        let id = SnapshotId::parse(&id).map_err(|_| SnapshotError::Unexpected {
-            command: "commit-tree".into(),
-            detail: format!("not a commit id: {id:?}"),
-        })?;
+        let id = self.commit_tree(&tree, &[ours.as_str(), theirs.as_str()], message, at)?;
         self.clear_stale_ref_lock(&run_ref);
         // No old-value check: a merge computed before a crash and never journaled is simply
         // replaced (the caller holds the run's lease).
