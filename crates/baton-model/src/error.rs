@@ -83,15 +83,29 @@ pub fn classify_http_error_at(
 ) -> ModelError {
     let info = ErrorInfo::from_body(body);
     let class = class_for_status(status, &info);
+    http_error(status, class, body, hint_for(status, class), || {
+        retry_after_from_headers(headers, status, now)
+    })
+}
+
+/// A non-2xx response's error once a dialect has classified it: the body's excerpt with the
+/// dialect's hint, and when to retry — asked only for a retryable class: a wait asked for on a
+/// permanent failure means nothing, retrying will not help.
+pub(crate) fn http_error(
+    status: u16,
+    class: ErrorClass,
+    body: &str,
+    hint: Option<&str>,
+    retry_after: impl FnOnce() -> Option<std::time::Duration>,
+) -> ModelError {
     let mut message = excerpt(body);
-    if let Some(hint) = hint_for(status, class) {
+    if let Some(hint) = hint {
         message.push_str(" (hint: ");
         message.push_str(hint);
         message.push(')');
     }
-    // A wait asked for on a permanent failure means nothing: retrying will not help.
     let retry_after = if class.is_retryable() {
-        retry_after_from_headers(headers, status, now)
+        retry_after()
     } else {
         None
     };

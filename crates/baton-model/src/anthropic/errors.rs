@@ -11,7 +11,9 @@ use baton_core::ErrorClass;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::error::{classify_error_payload, classify_http_error_at as classify_by_status, excerpt};
+use crate::error::{
+    classify_error_payload, classify_http_error_at as classify_by_status, excerpt, http_error,
+};
 use crate::{MAX_HEADER_WAIT, ModelError, retry_after_from_headers};
 
 /// The limits Anthropic reports on every response, each with `-remaining` and `-reset` headers.
@@ -29,25 +31,11 @@ pub fn classify_http_error_at(
     let class = anthropic_error(body)
         .and_then(|error| class_for_type(&error, body))
         .unwrap_or(by_status);
-    let mut message = excerpt(body);
-    if let Some(hint) = hint_for(status, class) {
-        message.push_str(" (hint: ");
-        message.push_str(hint);
-        message.push(')');
-    }
-    // A wait asked for on a permanent failure means nothing: retrying will not help.
-    let retry_after = if class.is_retryable() {
+    // Anthropic also says when its rate limits reset, which serves as a wait.
+    http_error(status, class, body, hint_for(status, class), || {
         retry_after_from_headers(headers, status, now)
             .or_else(|| rate_limit_reset_wait(headers, status, now))
-    } else {
-        None
-    };
-    ModelError {
-        class,
-        message,
-        status: Some(status),
-        retry_after,
-    }
+    })
 }
 
 /// Classifies the `error` object of an `error` stream event (or of an error body that arrived
