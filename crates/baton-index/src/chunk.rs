@@ -153,7 +153,10 @@ mod tests {
         assert!(chunk_source(None, "").is_empty());
         // A window of blank lines only is left out.
         let gap = format!("a\n{}b\n", "\n".repeat(2 * w as usize));
-        let starts: Vec<u32> = chunk_source(None, &gap).iter().map(|c| c.start_line).collect();
+        let starts: Vec<u32> = chunk_source(None, &gap)
+            .iter()
+            .map(|c| c.start_line)
+            .collect();
         assert_eq!(starts, [1, 2 * w + 2]);
     }
 
