@@ -5,6 +5,8 @@
 use baton_core::{EventRecord, RunId};
 use jiff::Timestamp;
 use jiff::fmt::temporal::DateTimePrinter;
+use sqlx::SqlSafeStr;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
 
 use crate::process::holder_is_dead;
 use crate::{Holder, Lease, StoreError};
@@ -75,6 +77,26 @@ pub(crate) fn refusal(
         }),
         Some(_) => None,
     }
+}
+
+/// sqlx's migrator over a backend's migrations, listed as (version, description, SQL) in the
+/// order of `migrations/BACKEND/`: the SQL is compiled in, so no migration file is read at run
+/// time.
+pub(crate) fn migrator(migrations: &'static [(i64, &str, &str)]) -> Migrator {
+    Migrator::with_migrations(
+        migrations
+            .iter()
+            .map(|(version, description, sql)| {
+                Migration::new(
+                    *version,
+                    (*description).into(),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
 }
 
 /// `url` with the password (in the user info, or a `password=` query parameter) replaced by

@@ -4,11 +4,12 @@
 
 use std::time::Duration;
 
-use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
+use sqlx::Connection;
+use sqlx::migrate::MigrateError;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
-use sqlx::{Connection, SqlSafeStr};
 
 use crate::StoreError;
+use crate::shared::migrator;
 
 /// Settings of a [`crate::PostgresStore`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -196,29 +197,21 @@ async fn check_version(conn: &mut PgConnection, url: &str) -> Result<(), StoreEr
 /// Brings the schema up to date. sqlx's Postgres migrator holds an advisory lock while it
 /// works, so processes starting at once migrate one after the other.
 async fn migrate(conn: &mut PgConnection, url: &str) -> Result<(), StoreError> {
-    let migrator = Migrator::with_migrations(
-        MIGRATIONS
-            .iter()
-            .map(|(version, description, sql)| {
-                Migration::new(
-                    *version,
-                    (*description).into(),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    );
-    migrator.run(conn).await.map_err(|e| match e {
-        MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _) => {
-            classify(url, "migrating the schema", source)
-        }
-        other => StoreError::Database {
-            context: format!("migrating the schema of {url}"),
-            source: sqlx::Error::Migrate(Box::new(other)),
-        },
-    })
+    let migrator = migrator(MIGRATIONS);
+    // `run_direct`, not `run`: `run` (generic over `Acquire`) makes the opening future `Send`
+    // only for some lifetimes, so a store could not be opened inside `tokio::spawn`.
+    migrator
+        .run_direct(None, conn, false)
+        .await
+        .map_err(|e| match e {
+            MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _) => {
+                classify(url, "migrating the schema", source)
+            }
+            other => StoreError::Database {
+                context: format!("migrating the schema of {url}"),
+                source: sqlx::Error::Migrate(Box::new(other)),
+            },
+        })
 }
 
 /// Turns a sqlx error into a store error: a dropped or refused connection is

@@ -4,15 +4,16 @@
 use std::path::Path;
 use std::time::Duration;
 
-use sqlx::migrate::{MigrateError, Migration, MigrationType, Migrator};
+use sqlx::migrate::MigrateError;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
-use sqlx::{Connection, Row, SqlSafeStr};
+use sqlx::{Connection, Row};
 
 use crate::StoreError;
 use crate::error::sqlite_primary_code;
+use crate::shared::migrator;
 
 /// The schema versions this build knows, oldest first. Each file in `migrations/` is listed here
 /// (a test checks that none is missing); they are compiled in so that no file is read at run time.
@@ -194,33 +195,25 @@ pub(crate) async fn connect(path: &Path, busy_timeout: Duration) -> Result<Sqlit
 /// processes opening a fresh store at once do not both try to create the tables: the second
 /// waits (busy timeout) and then finds the migrations applied.
 pub(crate) async fn migrate(pool: &SqlitePool, path: &Path) -> Result<(), StoreError> {
-    let migrator = Migrator::with_migrations(
-        MIGRATIONS
-            .iter()
-            .map(|(version, description, sql)| {
-                Migration::new(
-                    *version,
-                    (*description).into(),
-                    MigrationType::Simple,
-                    sql.into_sql_str(),
-                    false,
-                )
-            })
-            .collect(),
-    );
+    let migrator = migrator(MIGRATIONS);
     let mut tx = pool
         .begin_with("BEGIN IMMEDIATE")
         .await
         .map_err(|e| classify(path, "starting the schema migration", e))?;
-    migrator.run(&mut *tx).await.map_err(|e| match e {
-        MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _) => {
-            classify(path, "migrating the schema", source)
-        }
-        other => StoreError::Database {
-            context: format!("migrating the schema of {}", path.display()),
-            source: sqlx::Error::Migrate(Box::new(other)),
-        },
-    })?;
+    // `run_direct`, not `run`: `run` (generic over `Acquire`) makes the opening future `Send`
+    // only for some lifetimes, so a store could not be opened inside `tokio::spawn`.
+    migrator
+        .run_direct(None, &mut *tx, false)
+        .await
+        .map_err(|e| match e {
+            MigrateError::Execute(source) | MigrateError::ExecuteMigration(source, _) => {
+                classify(path, "migrating the schema", source)
+            }
+            other => StoreError::Database {
+                context: format!("migrating the schema of {}", path.display()),
+                source: sqlx::Error::Migrate(Box::new(other)),
+            },
+        })?;
     tx.commit()
         .await
         .map_err(|e| classify(path, "committing the schema migration", e))
