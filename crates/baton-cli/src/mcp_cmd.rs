@@ -89,11 +89,12 @@ pub async fn mcp(workspace: &Path, command: McpCommand) -> CliResult {
     }
 }
 
-/// The servers of the configuration (files, environment and flags), started.
+/// The servers of the configuration (files, environment and flags), started, and the sandbox
+/// they run in (a tool called outside a run gets the same).
 async fn started(
     workspace: &Path,
     model: &ModelFlags,
-) -> Result<Option<std::sync::Arc<baton_mcp::McpTools>>, CliError> {
+) -> Result<Option<(std::sync::Arc<baton_mcp::McpTools>, baton_tools::ExecEnv)>, CliError> {
     // No model is needed to talk to MCP servers: only the layers, not the run's settings.
     let layer = baton::settings::file_and_env_layers(workspace)?
         .overlay(crate::commands::flags_layer_checked(model)?);
@@ -103,11 +104,12 @@ async fn started(
     // What a server is given must not come back out in what is printed (its stderr, say).
     crate::logging::redact_also(&baton::mcp::secret_values(&layer));
     let exec = crate::sandbox_cmd::exec_env(workspace, &layer, &Default::default())?;
-    Ok(baton::mcp::start(workspace, &layer, &exec).await?)
+    let mcp = baton::mcp::start(workspace, &layer, &exec).await?;
+    Ok(mcp.map(|mcp| (mcp, exec)))
 }
 
 async fn list(workspace: &Path, model: &ModelFlags, json: bool) -> CliResult {
-    let Some(mcp) = started(workspace, model).await? else {
+    let Some((mcp, _)) = started(workspace, model).await? else {
         if json {
             println!("[]");
         } else {
@@ -140,14 +142,14 @@ async fn call(
     tool: &str,
     arguments: &str,
 ) -> CliResult {
-    let Some(mcp) = started(workspace, model).await? else {
+    let Some((mcp, exec)) = started(workspace, model).await? else {
         return Err(CliError::usage(anyhow!(
             "no MCP servers configured ([mcp_servers.NAME] in a config file, or --mcp)"
         )));
     };
     // Every server is shut down, whatever the outcome: a process exits before a dropped
     // session's own cleanup would run.
-    let outcome = call_one(workspace, &mcp, server, tool, arguments).await;
+    let outcome = call_one(workspace, &mcp, exec, server, tool, arguments).await;
     mcp.shutdown().await;
     outcome
 }
@@ -155,11 +157,12 @@ async fn call(
 async fn call_one(
     workspace: &Path,
     mcp: &baton_mcp::McpTools,
+    exec: baton_tools::ExecEnv,
     server: &str,
     tool: &str,
     arguments: &str,
 ) -> CliResult {
-    let result = baton::mcp::call_tool(workspace, mcp, server, tool, arguments)
+    let result = baton::mcp::call_tool(workspace, mcp, exec, server, tool, arguments)
         .await
         .map_err(|e| CliError::usage(anyhow!("{}", crate::logging::redacted(&e.to_string()))))?;
     println!("{}", crate::logging::redacted(&result.content));

@@ -303,11 +303,12 @@ impl std::fmt::Display for ServerListing {
 }
 
 /// Calls `tool` of `server` once, outside any run, for debugging: the result the model would
-/// read. A server that is not configured or did not start, or a tool it does not offer, is an
-/// [`Error::Usage`].
+/// read, with `exec` (the sandbox the servers were started in) as the call's. A server that is
+/// not configured or did not start, or a tool it does not offer, is an [`Error::Usage`].
 pub async fn call_tool(
     workspace: &Path,
     mcp: &McpTools,
+    exec: ExecEnv,
     server: &str,
     tool: &str,
     arguments: &str,
@@ -335,7 +336,7 @@ pub async fn call_tool(
         workspace: baton_tools::Workspace::new(workspace).map_err(Error::usage)?,
         shell_timeout: std::time::Duration::from_secs(60),
         secret_env_vars: vec![],
-        exec: ExecEnv::unconfined(),
+        exec,
         run: None,
     };
     Ok(found.call(&context, arguments).await)
