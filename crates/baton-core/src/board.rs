@@ -252,12 +252,9 @@ impl TaskBoard {
         Ok(())
     }
 
-    fn start_task(
-        &mut self,
-        task: &str,
-        approach: u32,
-        snapshot: Option<String>,
-    ) -> Result<(), String> {
+    /// The entry of `task` when it may start (as itself or delegated): no task is in
+    /// progress and this one is pending.
+    fn startable(&mut self, task: &str) -> Result<&mut TaskEntry, String> {
         if let Some(current) = &self.current {
             return Err(format!("task `{current}` is still in progress"));
         }
@@ -265,6 +262,16 @@ impl TaskBoard {
         if entry.status != TaskStatus::Pending {
             return Err(format!("task `{task}` is {}", entry.status.as_str()));
         }
+        Ok(entry)
+    }
+
+    fn start_task(
+        &mut self,
+        task: &str,
+        approach: u32,
+        snapshot: Option<String>,
+    ) -> Result<(), String> {
+        let entry = self.startable(task)?;
         if approach != entry.approach + 1 {
             return Err(format!("expected approach {}", entry.approach + 1));
         }
@@ -735,13 +742,7 @@ fn first_lines(text: &str, n: usize) -> String {
     text.lines().take(n).collect::<Vec<_>>().join("\n  ")
 }
 
+/// At most `max` bytes of `text`, cut on a character boundary.
 fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }

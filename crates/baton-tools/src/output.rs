@@ -135,14 +135,7 @@ pub fn group_thousands(n: u64) -> String {
 
 /// Cuts `text` to at most `max` bytes on a character boundary.
 pub fn truncate_at_char(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }
 
 #[cfg(test)]

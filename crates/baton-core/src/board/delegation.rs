@@ -112,13 +112,7 @@ impl TaskBoard {
         child_run: &str,
         base_snapshot: &str,
     ) -> Result<(), String> {
-        if let Some(current) = &self.current {
-            return Err(format!("task `{current}` is still in progress"));
-        }
-        let entry = self.entry_mut(task)?;
-        if entry.status != TaskStatus::Pending {
-            return Err(format!("task `{task}` is {}", entry.status.as_str()));
-        }
+        let entry = self.startable(task)?;
         entry.status = TaskStatus::Running;
         entry.approach += 1;
         entry.attempt = 1;
