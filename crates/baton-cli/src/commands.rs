@@ -457,7 +457,10 @@ pub async fn ls(workspace: &Path, store: Option<&str>, all: bool, json: bool) ->
     let workspace = workspace_dir(workspace)?;
     let opened = open_existing_store(&workspace, store).await?;
     if all {
-        return crate::queue::ls_all(opened.store.as_ref()).await;
+        // Every run of the store, whatever workspace or worker it belongs to.
+        let runs = opened.store.list_runs().await.map_err(store_error)?;
+        out!("{}", output::status::queue_table(&runs));
+        return Ok(exit::FINISHED);
     }
     let runs = opened.runs_here().await?;
     let mut views = Vec::with_capacity(runs.len());

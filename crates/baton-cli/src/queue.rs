@@ -1,5 +1,4 @@
-//! `baton submit` (journal a run's start and queue it for workers) and `baton ls --all` (every
-//! run of a store, with who holds it).
+//! `baton submit`: journal a run's start and queue it for workers.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -10,7 +9,7 @@ use baton_store::{StoreError, StoreLocation, open_store};
 
 use crate::commands::{resolve_settings, workspace_dir};
 use crate::store_error;
-use crate::{CliError, SubmitArgs, exit, output};
+use crate::{CliError, SubmitArgs, exit};
 use baton_worker::Artifacts;
 
 /// Journals the run's start (settings, AGENTS.md and tool specs from the source directory, as
@@ -67,12 +66,5 @@ pub async fn submit(store: Option<&str>, args: SubmitArgs) -> Result<u8, CliErro
     // The id alone on stdout, for scripts; the explanation on stderr.
     let _ = writeln!(std::io::stdout(), "{run_id}");
     eprintln!("run {run_id} queued; `baton worker` processes pick it up");
-    Ok(exit::FINISHED)
-}
-
-/// Every run of the store, whatever workspace or worker it belongs to.
-pub async fn ls_all(store: &dyn baton_store::Store) -> Result<u8, CliError> {
-    let runs = store.list_runs().await.map_err(store_error)?;
-    let _ = write!(std::io::stdout(), "{}", output::status::queue_table(&runs));
     Ok(exit::FINISHED)
 }
