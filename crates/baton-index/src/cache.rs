@@ -16,9 +16,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::PgPool;
 
-use crate::IndexError;
 use crate::db::{decode_vector, encode_vector};
-use crate::error::db;
+use crate::error::{IndexError, db};
 
 /// Where vectors computed elsewhere can be found, and where new ones are put.
 #[async_trait]

@@ -17,8 +17,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
-use crate::IndexError;
-use crate::error::db;
+use crate::error::{IndexError, db};
 
 /// Bumped whenever the schema or what is stored in it (chunking, hashing) changes.
 pub(crate) const SCHEMA_VERSION: &str = "1";

@@ -10,10 +10,10 @@ use std::collections::{BTreeSet, HashMap};
 use baton_embed::{Metered, Purpose};
 use serde::Serialize;
 
-use crate::error::db;
+use crate::error::{IndexError, db};
+use crate::index::CodeIndex;
 use crate::parse::cut;
 use crate::subwords::subwords;
-use crate::{CodeIndex, IndexError};
 
 /// The vector list's share of the fusion when the query is prose: Weaviate's default `alpha`,
 /// taken as it is, not fitted to our benchmark. A prose query's words ("request", "send",

@@ -3,9 +3,9 @@
 //! query as a phrase, then any word) and answered with FTS5's marked snippets, so that memory
 //! search needs no index of the workspace of its own.
 
-use crate::error::db;
+use crate::error::{IndexError, db};
+use crate::index::CodeIndex;
 use crate::query::to_fts;
-use crate::{CodeIndex, IndexError};
 
 /// Marks a matched word in a [`TextHit::snippet`]: `«word»`.
 pub const MATCH_START: &str = "«";

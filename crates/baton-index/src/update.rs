@@ -12,12 +12,12 @@ use sha2::{Digest, Sha256};
 use sqlx::{Sqlite, Transaction};
 
 use crate::chunk::{Chunk, chunks};
-use crate::error::db;
+use crate::error::{IndexError, db};
+use crate::index::CodeIndex;
 use crate::lang::Lang;
 use crate::parse::{Parsed, parse};
 use crate::subwords::subwords;
 use crate::walk::{Content, Stat, batches, read, removed, scan};
-use crate::{CodeIndex, IndexError};
 
 /// Changed files are read, parsed and written in batches of about this many bytes.
 const BATCH_BYTES: u64 = 4 * 1024 * 1024;

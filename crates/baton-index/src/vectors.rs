@@ -5,22 +5,21 @@
 //! shared [`VectorCache`] can hand the same vector to every clone of a repository.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Duration;
 
-use baton_embed::{Metered, Purpose, dot};
+use baton_embed::{Metered, Purpose};
 use serde::Serialize;
 
 use crate::cache::VectorCache;
-use crate::db::{decode_vector, encode_vector};
-use crate::error::db;
-use crate::{CodeIndex, IndexError};
+use crate::db::encode_vector;
+use crate::error::{IndexError, db};
+use crate::index::CodeIndex;
+use crate::input_layout::{embed_input, vector_key};
+use crate::matrix::Matrix;
+use crate::update::content_hash;
 
 /// Chunks taken from the database per round of embedding.
 const ROUND: i64 = 256;
-/// Characters of a chunk that are embedded (models truncate long inputs anyway; MiniLM at 256
-/// tokens, OpenAI's at 8,192).
-const MAX_EMBED_CHARS: usize = 8_000;
 
 /// What [`CodeIndex::embed_missing`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -140,38 +139,6 @@ impl Shared<'_> {
 /// Progress of a long embedding pass: done and total distinct chunk texts.
 pub type Progress<'a> = &'a (dyn Fn(usize, usize) + Send + Sync);
 
-/// The in-memory matrix of one model's vectors, valid for one index generation.
-pub(crate) struct Matrix {
-    generation: i64,
-    model: String,
-    ids: Vec<i64>,
-    paths: Vec<Arc<str>>,
-    dims: usize,
-    values: Vec<f32>,
-}
-
-/// How [`embed_input`] builds the text it embeds. Vectors are stored (and shared through a
-/// [`VectorCache`]) under the model id *and* this, so that vectors of an older input layout are
-/// never mixed with new ones: changing `embed_input` means changing this.
-const INPUT_LAYOUT: &str = "path-symbol-code";
-
-/// The key vectors of `model` are stored under: the model id and the input layout.
-pub(crate) fn vector_key(model: &str) -> String {
-    format!("{model}#{INPUT_LAYOUT}")
-}
-
-/// The text embedded for a chunk: its path and symbol (when it has one), then its code. The
-/// path says what a chunk belongs to (`requests/sessions.py` for `merge_setting`); measured by
-/// `cargo bench -p baton-index --bench retrieval`, it raised MiniLM's recall@5 on the concept
-/// queries from 85.7% to 90.5%.
-pub(crate) fn embed_input(path: &str, symbol: Option<&str>, text: &str) -> String {
-    let body: String = text.chars().take(MAX_EMBED_CHARS).collect();
-    match symbol {
-        Some(symbol) => format!("{path}: {symbol}\n{body}"),
-        None => format!("{path}\n{body}"),
-    }
-}
-
 impl CodeIndex {
     /// Gives every chunk without a vector of `embedder`'s model one: from `cache` when it has
     /// it, else from the embedder (batched, retried and metered by [`Metered`]), then stored
@@ -256,7 +223,7 @@ impl CodeIndex {
             std::process::id(),
             std::time::SystemTime::now()
         );
-        let fresh = crate::update::content_hash(seed.as_bytes());
+        let fresh = content_hash(seed.as_bytes());
         sqlx::query("INSERT OR IGNORE INTO meta (key, value) VALUES ('owner', ?)")
             .bind(&fresh)
             .execute(&self.pool)
@@ -339,87 +306,12 @@ impl CodeIndex {
         let mut guard = self.matrix.lock().await;
         let stale = guard
             .as_ref()
-            .is_none_or(|m| m.generation != generation || m.model != model);
+            .is_none_or(|m| !m.is_current(generation, model));
         if stale {
-            *guard = Some(self.load_matrix(model, generation).await?);
+            *guard = Some(Matrix::load(&self.pool, model, generation).await?);
         }
-        let Some(matrix) = guard.as_ref() else {
-            return Ok(Vec::new());
-        };
-        if matrix.dims != query.len() {
-            return Ok(Vec::new());
-        }
-        let mut scored: Vec<(i64, f32)> = Vec::new();
-        for (row, id) in matrix.ids.iter().enumerate() {
-            if path_prefix.is_some_and(|p| !matrix.paths[row].starts_with(p)) {
-                continue;
-            }
-            let v = &matrix.values[row * matrix.dims..(row + 1) * matrix.dims];
-            scored.push((*id, dot(v, query)));
-        }
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        scored.truncate(limit);
-        Ok(scored)
-    }
-
-    async fn load_matrix(&self, model: &str, generation: i64) -> Result<Matrix, IndexError> {
-        let rows: Vec<(i64, String, Vec<u8>)> = sqlx::query_as(
-            "SELECT c.id, c.path, v.vec FROM chunks c \
-             JOIN vectors v ON v.model = ? AND v.hash = c.hash ORDER BY c.id",
-        )
-        .bind(model)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("loading vectors"))?;
-        let dims = rows.first().map_or(0, |r| r.2.len() / 4);
-        let mut matrix = Matrix {
-            generation,
-            model: model.to_owned(),
-            ids: Vec::with_capacity(rows.len()),
-            paths: Vec::with_capacity(rows.len()),
-            dims,
-            values: Vec::with_capacity(rows.len() * dims),
-        };
-        let mut last_path: Option<Arc<str>> = None;
-        for (id, path, bytes) in rows {
-            // A vector of another length (a model that changed its output) is not comparable.
-            if bytes.len() != dims * 4 {
-                continue;
-            }
-            let path: Arc<str> = match &last_path {
-                Some(p) if **p == *path => p.clone(),
-                _ => Arc::from(path.as_str()),
-            };
-            last_path = Some(path.clone());
-            matrix.ids.push(id);
-            matrix.paths.push(path);
-            matrix.values.extend(decode_vector(&bytes));
-        }
-        Ok(matrix)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_embedded_text_names_its_file_and_definition() {
-        assert_eq!(
-            embed_input("src/a.rs", Some("Ledger::transfer"), "fn transfer() {}"),
-            "src/a.rs: Ledger::transfer\nfn transfer() {}"
-        );
-        assert_eq!(embed_input("README.md", None, "# hi"), "README.md\n# hi");
-        let long = "x".repeat(MAX_EMBED_CHARS + 10);
-        assert_eq!(
-            embed_input("a", None, &long).len(),
-            "a\n".len() + MAX_EMBED_CHARS
-        );
-    }
-
-    #[test]
-    fn vectors_are_keyed_by_model_and_input_layout() {
-        assert_eq!(vector_key("local/m"), format!("local/m#{INPUT_LAYOUT}"));
-        assert_ne!(vector_key("local/m"), vector_key("local/n"));
+        Ok(guard
+            .as_ref()
+            .map_or_else(Vec::new, |matrix| matrix.nearest(query, path_prefix, limit)))
     }
 }
