@@ -75,7 +75,7 @@ async fn runtime(
         .resolved(settings, layer)
         .opened_store(opened)
         .observer(observer)
-        .stop_signal(baton::signals::stop_on_signals(
+        .stop_signal(baton_app::signals::stop_on_signals(
             "stopping: pausing the run cleanly (send the signal again to quit at once)",
         ))
         .exec(exec)
@@ -130,7 +130,7 @@ pub(crate) fn check_run(
         )));
     }
     let (settings, layer) = resolve_settings(workspace, &args.model)?;
-    baton::goal::check_size(args.goal(), settings.context.window_tokens)?;
+    baton_app::goal::check_size(args.goal(), settings.context.window_tokens)?;
     check_budget_is_priced(&settings, &layer)?;
     Ok((settings, layer))
 }
@@ -276,7 +276,7 @@ pub async fn cost(
 
 pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResult {
     let workspace = workspace_dir(workspace)?;
-    let sandbox = baton::doctor::sandbox_report(&workspace, &file_and_env_layers(&workspace)?);
+    let sandbox = baton_app::doctor::sandbox_report(&workspace, &file_and_env_layers(&workspace)?);
     let lines = |text: &str| text.lines().map(str::to_string).collect::<Vec<_>>();
     let (settings, layer) = match resolve_settings(&workspace, flags) {
         Ok(resolved) => resolved,
@@ -293,13 +293,13 @@ pub async fn doctor(workspace: &Path, flags: &ModelFlags, json: bool) -> CliResu
             return Err(e);
         }
     };
-    let (model_ok, report) = baton::doctor::model_check(&settings, &layer).await?;
+    let (model_ok, report) = baton_app::doctor::model_check(&settings, &layer).await?;
     // What a server is given must not come back out in what is printed (its stderr, say).
     crate::logging::redact_also(&baton::mcp::secret_values(&layer));
-    let mcp = baton::doctor::mcp_report(&workspace, &layer)
+    let mcp = baton_app::doctor::mcp_report(&workspace, &layer)
         .await
         .map(|(ok, text)| (ok, crate::logging::redacted(&text)));
-    let (code_ok, code) = baton::doctor::code_index_report(&workspace, &layer).await;
+    let (code_ok, code) = baton_app::doctor::code_index_report(&workspace, &layer).await;
     let ok = model_ok && code_ok && mcp.as_ref().is_none_or(|(mcp_ok, _)| *mcp_ok);
     let mcp_text = mcp.map(|(_, text)| text).unwrap_or_default();
     if json {

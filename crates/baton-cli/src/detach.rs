@@ -1,13 +1,13 @@
 //! Background runs: `--detach` (a supervisor in a session of its own, its output in
 //! `logs/RUN.log`), `baton stop` (SIGTERM to whoever works on the run) — both
-//! [`baton::supervisor`]'s — and `baton attach`, which follows a run's journal live.
+//! [`baton_app::supervisor`]'s — and `baton attach`, which follows a run's journal live.
 
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use baton::supervisor::{
+use baton_app::supervisor::{
     BackgroundStart, START_TIMEOUT, StopRequest, log_path, signal_stop, start_in_background,
     wait_stopped, working_on,
 };
@@ -15,10 +15,10 @@ use baton_core::{RunId, RunState, RunStatus};
 use baton_store::Store;
 
 use crate::commands::workspace_dir;
+use crate::globals::{Globals, global_args};
 use crate::output::{json_line, progress_line};
 use crate::store::{open_existing_store, summary_for};
 use crate::store_error;
-use crate::supervise::{Globals, global_args};
 use crate::{CliError, exit};
 
 type CliResult = Result<u8, CliError>;

@@ -3,6 +3,7 @@
 mod commands;
 mod config_cmd;
 mod detach;
+mod globals;
 mod index_cmd;
 mod mcp_cmd;
 mod mcp_server;
@@ -393,7 +394,7 @@ fn main() -> ExitCode {
     let store = cli.store.as_deref();
     let verbose = cli.verbose;
     let result = runtime.block_on(async move {
-        let globals = supervise::Globals {
+        let globals = globals::Globals {
             workspace: &workspace,
             store,
             verbose,

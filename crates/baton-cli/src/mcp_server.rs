@@ -1,10 +1,10 @@
-//! `baton mcp-server`: [`baton::mcp_runner`]'s tools, answered by this binary, served on stdio or
+//! `baton mcp-server`: [`baton_app::mcp_runner`]'s tools, answered by this binary, served on stdio or
 //! streamable HTTP.
 
 use anyhow::anyhow;
 use std::net::{IpAddr, SocketAddr};
 
-use baton::mcp_runner::Callers;
+use baton_app::mcp_runner::Callers;
 
 use crate::{CliError, exit};
 
@@ -61,7 +61,7 @@ pub async fn serve(store: Option<&str>, args: McpServerArgs) -> Result<u8, CliEr
     let store = store.map(str::to_owned);
     let Some(port) = args.port else {
         // The parent process is the user (their agent): any workspace it names.
-        let service = baton::mcp_runner::service(exe, store, Callers::Parent);
+        let service = baton_app::mcp_runner::service(exe, store, Callers::Parent);
         baton_mcp::serve_stdio(service)
             .await
             .map_err(|e| anyhow!("{e}"))?;
@@ -81,14 +81,14 @@ pub async fn serve(store: Option<&str>, args: McpServerArgs) -> Result<u8, CliEr
         "baton mcp-server: streamable HTTP at http://{local}/mcp (Authorization: Bearer TOKEN)"
     );
     // A caller holding the token may still only act in workspaces this user trusted.
-    let service = baton::mcp_runner::service(exe, store, Callers::TokenHolders);
+    let service = baton_app::mcp_runner::service(exe, store, Callers::TokenHolders);
     // Runs it started are supervised processes of their own: stopping the server stops none.
     baton_mcp::serve_http(
         service,
         listener,
         Some(token),
         hosts,
-        baton::signals::interrupted(),
+        baton_app::signals::interrupted(),
     )
     .await
     .map_err(|e| anyhow!("{e}"))?;

@@ -189,7 +189,7 @@ fn positive(n: u32, flag: &str) -> Result<u32, CliError> {
     }
 }
 
-pub use baton::plans::{load_plan, write_review_file};
+pub use baton_app::plans::{load_plan, write_review_file};
 
 /// Prints what `--plan FILE --plan-only` shows: the checked plan in file form.
 pub fn print_checked(plan: &Plan) {

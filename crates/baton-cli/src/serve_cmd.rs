@@ -224,7 +224,7 @@ pub async fn serve(workspace: &Path, store: Option<&str>, args: ServeArgs) -> Re
         listener,
         opened.store.clone(),
         options,
-        baton::signals::interrupted(),
+        baton_app::signals::interrupted(),
     )
     .await
     .map_err(|e| anyhow!("the server stopped: {e}"))?;

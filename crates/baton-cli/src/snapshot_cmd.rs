@@ -1,11 +1,11 @@
 //! `baton snapshots`, `baton diff` and `baton rollback`: the output of
-//! [`baton::snapshots::RunSnapshots`] — a run's workspace snapshots, what changed since one, and
+//! [`baton_app::snapshots::RunSnapshots`] — a run's workspace snapshots, what changed since one, and
 //! restoring one.
 
 use std::io::Write;
 use std::path::Path;
 
-use baton::snapshots::RunSnapshots;
+use baton_app::snapshots::RunSnapshots;
 use baton_printer::snapshots::Listed;
 use baton_snapshot::DiffFormat;
 
@@ -21,17 +21,28 @@ macro_rules! outln {
     }};
 }
 
+/// The snapshots of the run `run` names (the latest without one), read with the store closed
+/// again: what `snapshots` and `diff` show needs only the shadow repository after this.
+async fn run_snapshots(
+    workspace: &Path,
+    store: Option<&str>,
+    run: Option<&str>,
+) -> Result<RunSnapshots, CliError> {
+    let workspace = workspace_dir(workspace)?;
+    let opened = open_existing_store(&workspace, store).await?;
+    let summary = summary_for(&opened, run).await?;
+    let run = RunSnapshots::load(opened.store.as_ref(), summary.id).await?;
+    opened.store.close().await;
+    Ok(run)
+}
+
 pub async fn snapshots(
     workspace: &Path,
     store: Option<&str>,
     run: Option<&str>,
     json: bool,
 ) -> CliResult {
-    let workspace = workspace_dir(workspace)?;
-    let opened = open_existing_store(&workspace, store).await?;
-    let summary = summary_for(&opened, run).await?;
-    let run = RunSnapshots::load(opened.store.as_ref(), summary.id).await?;
-    opened.store.close().await;
+    let run = run_snapshots(workspace, store, run).await?;
     let mut listed: Vec<Listed<'_>> = run
         .listed()
         .into_iter()
@@ -65,11 +76,7 @@ pub async fn diff(
     to: Option<String>,
     stat: bool,
 ) -> CliResult {
-    let workspace = workspace_dir(workspace)?;
-    let opened = open_existing_store(&workspace, store).await?;
-    let summary = summary_for(&opened, run).await?;
-    let run = RunSnapshots::load(opened.store.as_ref(), summary.id).await?;
-    opened.store.close().await;
+    let run = run_snapshots(workspace, store, run).await?;
     let format = if stat {
         DiffFormat::Stat
     } else {

@@ -1,11 +1,11 @@
 //! Supervised runs: `baton run` / `resume` keep the agent in a child `baton` process (the same
-//! binary with `--no-supervise`) under [`baton::supervisor`], which restarts it when it dies of
+//! binary with `--no-supervise`) under [`baton_app::supervisor`], which restarts it when it dies of
 //! anything other than a verdict. This module turns the command line into the children's
 //! arguments, shows the supervisor's events, and turns its ending into an exit code.
 
 use std::path::{Path, PathBuf};
 
-use baton::supervisor::{
+use baton_app::supervisor::{
     ChildCommand, ChildRole, DEFAULT_MAX_RESTARTS, SUPERVISED_ENV, Supervised, SupervisionReport,
     Supervisor,
 };
@@ -14,6 +14,7 @@ use tokio::process::Command;
 
 use crate::commands::{self, check_run, file_and_env_layers, workspace_dir};
 use crate::detach;
+use crate::globals::{Globals, global_args};
 use crate::output::{json_line, progress_line};
 use crate::store::{latest_resumable_run, open_existing_store, resolve_run};
 use crate::{CliError, ModelFlags, ResumeArgs, RunArgs, SuperviseFlags, exit};
@@ -23,14 +24,6 @@ type CliResult = Result<u8, CliError>;
 /// Test hook: a supervised child with this set aborts at once, so that the restart limit can be
 /// tested with a child that always crashes. Ignored unless the process is a supervised child.
 const ABORT_HOOK_ENV: &str = "BATON_TEST_AGENT_ABORT";
-
-/// The global options, which children and detached supervisors are given again.
-#[derive(Clone, Copy)]
-pub struct Globals<'a> {
-    pub workspace: &'a Path,
-    pub store: Option<&'a str>,
-    pub verbose: u8,
-}
 
 fn supervised(flags: &SuperviseFlags, workspace: &Path) -> Result<(bool, u32), CliError> {
     let layer = file_and_env_layers(workspace)?;
@@ -53,11 +46,11 @@ pub async fn run(globals: Globals<'_>, mut args: RunArgs) -> CliResult {
         return Ok(exit::FINISHED);
     }
     use std::io::IsTerminal;
-    let goal = baton::goal::resolve(
+    let goal = baton_app::goal::resolve(
         args.goal.as_deref(),
         args.goal_file.as_deref(),
         std::io::stdin().is_terminal(),
-        baton::goal::read_all_stdin,
+        baton_app::goal::read_all_stdin,
     )?;
     args.goal = Some(goal);
     args.goal_file = None;
@@ -90,8 +83,8 @@ pub async fn run(globals: Globals<'_>, mut args: RunArgs) -> CliResult {
         rest.extend(["--output-last-message".into(), file.display().to_string()]);
     }
     // A long goal would not fit in one argument: the agent processes read it from a file.
-    if args.goal().len() > baton::goal::PASS_AS_FILE_OVER {
-        let file = baton::goal::write_for_children(&workspace, run_id.as_str(), args.goal())?;
+    if args.goal().len() > baton_app::goal::PASS_AS_FILE_OVER {
+        let file = baton_app::goal::write_for_children(&workspace, run_id.as_str(), args.goal())?;
         rest.extend(["--goal-file".to_string(), file.display().to_string()]);
     } else {
         rest.extend(["--".to_string(), args.goal().to_string()]);
@@ -199,19 +192,6 @@ fn model_args(flags: &ModelFlags) -> Result<Vec<String>, CliError> {
         map.retain(|_, v| !v.is_null());
     }
     Ok(vec!["--settings-layer".into(), value.to_string()])
-}
-
-/// The global options as arguments (the store goes by environment, which keeps a database
-/// password out of `ps`).
-pub(crate) fn global_args(globals: Globals<'_>) -> Vec<String> {
-    let mut args = vec![
-        "--workspace".to_string(),
-        globals.workspace.display().to_string(),
-    ];
-    if globals.verbose > 0 {
-        args.push(format!("-{}", "v".repeat(usize::from(globals.verbose))));
-    }
-    args
 }
 
 /// A child: this binary again, with the global options and `--no-supervise`.

@@ -54,7 +54,7 @@ pub async fn worker(
     let (handle, stop) = StopSignal::new();
     // Stop claiming, pause the runs in hand and give their leases back (they stay queued, so
     // another worker takes them at once).
-    baton::signals::on_signals(
+    baton_app::signals::on_signals(
         handle,
         "stopping: handing the runs in progress back to the queue",
     );

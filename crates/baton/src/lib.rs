@@ -32,31 +32,25 @@
 //! A program whose commands run sandboxed calls [`sandbox_trampoline`] first in `main`: the
 //! sandbox confines each command by re-executing the program itself.
 //!
-//! The CLI (`baton-cli`) is argument parsing and output over this crate; the worker runtime is
-//! `baton-worker`.
+//! The CLI (`baton-cli`) is argument parsing and output over this crate and the application's
+//! services (`baton-app`: supervision, doctor, goal and plan files, snapshots as a person uses
+//! them); the worker runtime is `baton-worker`.
 #![warn(missing_docs)]
 
 pub mod client;
 pub mod code;
 pub mod config;
-pub mod doctor;
 pub mod embeddings;
 mod error;
 pub mod events;
 pub mod exec;
-pub mod goal;
 mod layered;
 pub mod mcp;
-pub mod mcp_runner;
-pub mod plans;
 pub mod providers;
 mod runtime;
 pub mod settings;
-pub mod signals;
 mod snapshot_git;
-pub mod snapshots;
 pub mod store;
-pub mod supervisor;
 pub mod trust;
 
 pub use error::{Error, Result};

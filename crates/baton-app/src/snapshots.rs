@@ -9,7 +9,7 @@ use baton_core::{Event, EventRecord, RunId, RunState, SnapshotRecord, replay};
 use baton_snapshot::{DiffFormat, RestoreReport, ShadowRepo, SnapshotError, SnapshotId};
 use baton_store::{Holder, Lease, Store};
 
-use crate::Error;
+use baton::Error;
 
 /// A run's journal, replayed, for its snapshots.
 pub struct RunSnapshots {

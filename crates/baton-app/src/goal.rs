@@ -3,9 +3,9 @@
 //! state directory, not an argument: one argument is limited to 128 KiB).
 //!
 //! ```
-//! let goal = baton::goal::resolve(Some("add a --verbose flag"), None, true, || Ok(Vec::new()))?;
+//! let goal = baton_app::goal::resolve(Some("add a --verbose flag"), None, true, || Ok(Vec::new()))?;
 //! assert_eq!(goal, "add a --verbose flag");
-//! let piped = baton::goal::resolve(None, None, false, || Ok(b"fix the flaky test\n".to_vec()))?;
+//! let piped = baton_app::goal::resolve(None, None, false, || Ok(b"fix the flaky test\n".to_vec()))?;
 //! assert_eq!(piped, "fix the flaky test");
 //! # Ok::<(), baton::Error>(())
 //! ```
@@ -13,7 +13,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use baton::{Error, Result};
 
 /// Goals longer than this reach a supervised agent process through a file.
 pub const PASS_AS_FILE_OVER: usize = 16 * 1024;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use baton_core::RunId;
 use baton_store::{Holder, RunSummary};
 
-use crate::Error;
+use baton::Error;
 
 /// A run's pidfile, held by its live supervisor. Removed when dropped (the supervisor ends); one
 /// left by a killed supervisor names a dead process and is ignored.
@@ -46,7 +46,7 @@ impl PidFile {
             baton_state::make_private_dir(dir)
                 .map_err(|e| Error::failed(format!("cannot create {}: {e}", dir.display())))?;
         }
-        crate::settings::keep_state_out_of_git(workspace);
+        baton::settings::keep_state_out_of_git(workspace);
         let me = Holder::this_process();
         let start = me.pid_start.map_or("-".to_string(), |s| s.to_string());
         let written = std::fs::OpenOptions::new()

@@ -5,7 +5,7 @@ use std::process::ExitStatus;
 
 use rustix::process::Signal;
 
-use crate::Error;
+use baton::Error;
 
 /// "killed by signal 9 (SIGKILL)", "exited with code 101 (a panic)", …
 pub(super) fn describe(status: ExitStatus) -> String {

@@ -6,7 +6,7 @@
 //! ```no_run
 //! # async fn demo(settings: baton::RunSettings) -> baton::Result<()> {
 //! let layer = baton::config::ConfigLayer::default();
-//! let (answered, report) = baton::doctor::model_check(&settings, &layer).await?;
+//! let (answered, report) = baton_app::doctor::model_check(&settings, &layer).await?;
 //! println!("{report}");
 //! assert!(answered, "the model did not answer");
 //! # Ok(())
@@ -20,9 +20,9 @@ use baton_core::{ErrorClass, Message, ModelRequest, ModelSettings, ResponseMode,
 use baton_model::{ModelError, NoObserver};
 use baton_printer::{one_line, word};
 
-use crate::client;
-use crate::config::ConfigLayer;
-use crate::error::Result;
+use baton::Result;
+use baton::client;
+use baton::config::ConfigLayer;
 
 /// What a failed check means for the user, from the error's class and text.
 pub fn diagnose(error: &ModelError, settings: &ModelSettings) -> String {
@@ -177,7 +177,7 @@ fn provider_name(settings: &ModelSettings) -> &'static str {
 
 /// The sandbox lines: what isolates commands here, the policy, and where the state lives.
 pub fn sandbox_report(workspace: &Path, layer: &ConfigLayer) -> String {
-    let sandbox = match crate::exec::build(workspace, layer) {
+    let sandbox = match baton::exec::build(workspace, layer) {
         Ok((sandbox, policy, _)) => {
             let home = std::env::var_os("HOME").map(PathBuf::from);
             let details: String = sandbox
@@ -227,7 +227,7 @@ pub async fn code_index_report(workspace: &Path, layer: &ConfigLayer) -> (bool, 
     let path = baton_state::StateDir::for_workspace(workspace).code_index();
     let config = layer.embeddings.clone();
     let resolved = tokio::task::spawn_blocking(move || {
-        crate::embeddings::resolve(config.as_ref(), None, &|k| std::env::var(k).ok())
+        baton::embeddings::resolve(config.as_ref(), None, &|k| std::env::var(k).ok())
     })
     .await;
     let (ok, embeddings) = match resolved {
@@ -241,7 +241,7 @@ pub async fn code_index_report(workspace: &Path, layer: &ConfigLayer) -> (bool, 
         ),
         Ok(Ok(None)) => (
             true,
-            format!("embeddings: none — {}", crate::embeddings::NO_EMBEDDER),
+            format!("embeddings: none — {}", baton::embeddings::NO_EMBEDDER),
         ),
         Ok(Err(e)) => (false, format!("embeddings: misconfigured: {e}")),
         Err(e) => (false, format!("embeddings: could not be checked: {e}")),
@@ -251,19 +251,19 @@ pub async fn code_index_report(workspace: &Path, layer: &ConfigLayer) -> (bool, 
 
 /// The MCP servers' lines: every configured server started, with exactly what failed; `None`
 /// when none is configured. Also a misconfigured table is reported here, not raised. The caller
-/// redacts the text (a server's stderr may echo what it was given: [`crate::mcp::secret_values`]).
+/// redacts the text (a server's stderr may echo what it was given: [`baton::mcp::secret_values`]).
 pub async fn mcp_report(workspace: &Path, layer: &ConfigLayer) -> Option<(bool, String)> {
-    if !crate::mcp::configured(layer) {
+    if !baton::mcp::configured(layer) {
         return None;
     }
-    let started = match crate::exec::exec_env(workspace, layer) {
-        Ok(exec) => crate::mcp::start(workspace, layer, &exec).await,
+    let started = match baton::exec::exec_env(workspace, layer) {
+        Ok(exec) => baton::mcp::start(workspace, layer, &exec).await,
         Err(e) => return Some((false, format!("MCP servers: not started: {e}"))),
     };
     match started {
         Ok(Some(mcp)) => {
             let ok = mcp.failures().count() == 0;
-            let lines = crate::mcp::describe(&mcp).join("\n");
+            let lines = baton::mcp::describe(&mcp).join("\n");
             mcp.shutdown().await;
             Some((ok, lines))
         }

@@ -6,7 +6,7 @@
 //! caller's [`ChildCommand`]; what is shown is its [`SupervisionReport`].
 //!
 //! ```no_run
-//! # use baton::supervisor::*;
+//! # use baton_app::supervisor::*;
 //! # async fn demo(child: Box<dyn ChildCommand>, report: Box<dyn SupervisionReport>) -> baton::Result<()> {
 //! let supervisor = Supervisor {
 //!     workspace: "/path/to/repo".into(),
@@ -34,7 +34,7 @@ use baton_core::{Event, EventRecord, PauseReason, RunId, RunStatus};
 use baton_store::{Holder, RunSummary};
 use rustix::process::{Pid, Signal};
 
-use crate::Error;
+use baton::Error;
 use process::{Signals, die_with_parent};
 
 pub use background::{
@@ -244,7 +244,7 @@ impl Supervisor {
 
     async fn summary(&self) -> Result<Option<RunSummary>, Error> {
         let opened =
-            match crate::store::open_existing_store(&self.workspace, self.store.as_deref()).await {
+            match baton::store::open_existing_store(&self.workspace, self.store.as_deref()).await {
                 Ok(opened) => opened,
                 // No store file yet: the first child died before creating it.
                 Err(e) if e.is_usage() => return Ok(None),
@@ -259,7 +259,7 @@ impl Supervisor {
     /// (its pid is gone), and released again for the next child.
     async fn journal(&self, event: Event) -> Result<(), Error> {
         let opened =
-            crate::store::open_existing_store(&self.workspace, self.store.as_deref()).await?;
+            baton::store::open_existing_store(&self.workspace, self.store.as_deref()).await?;
         let store = opened.store;
         let lease = store.acquire(&self.run_id, &Holder::this_process()).await?;
         let appended = baton_engine::record_external(store.as_ref(), &lease, event).await;

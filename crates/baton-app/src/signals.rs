@@ -6,7 +6,7 @@
 //! # async fn demo() -> baton::Result<()> {
 //! let runtime = baton::Runtime::builder()
 //!     .workspace("/path/to/repo")
-//!     .stop_signal(baton::signals::stop_on_signals("pausing the run (again to quit)"))
+//!     .stop_signal(baton_app::signals::stop_on_signals("pausing the run (again to quit)"))
 //!     .build()
 //!     .await?;
 //! runtime.start("add a --verbose flag").await?;
@@ -17,7 +17,7 @@
 use baton_engine::{StopHandle, StopSignal};
 
 /// A stop signal that the first SIGINT / SIGTERM fires, saying `first` on stderr; a second one
-/// exits the process at once (130). Give it to [`crate::RuntimeBuilder::stop_signal`].
+/// exits the process at once (130). Give it to [`baton::RuntimeBuilder::stop_signal`].
 pub fn stop_on_signals(first: &'static str) -> StopSignal {
     let (handle, signal) = StopSignal::new();
     on_signals(handle, first);

@@ -4,7 +4,7 @@
 //!
 //! ```no_run
 //! # async fn demo(runtime: baton::Runtime) -> baton::Result<()> {
-//! let plan = baton::plans::load_plan("plan.toml".as_ref())?;
+//! let plan = baton_app::plans::load_plan("plan.toml".as_ref())?;
 //! runtime.start_with_plan("ship the release", plan).await?;
 //! # Ok(())
 //! # }
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use baton_core::RunState;
 use baton_core::task::{Plan, PlanFile};
 
-use crate::Error;
+use baton::Error;
 
 /// Reads a plan file (TOML; `.json` files as JSON) and validates it; a file that cannot be read
 /// or is not a valid plan is a usage error naming it.

@@ -10,10 +10,10 @@
 //! not in one another user prepared.
 //!
 //! ```
-//! use baton::mcp_runner::Callers;
-//! let names: Vec<String> = baton::mcp_runner::tools().into_iter().map(|t| t.name).collect();
+//! use baton_app::mcp_runner::Callers;
+//! let names: Vec<String> = baton_app::mcp_runner::tools().into_iter().map(|t| t.name).collect();
 //! assert_eq!(names[0], "start_run");
-//! let service = baton::mcp_runner::service("/usr/local/bin/baton".into(), None, Callers::Parent);
+//! let service = baton_app::mcp_runner::service("/usr/local/bin/baton".into(), None, Callers::Parent);
 //! assert_eq!(service.tools.len(), names.len());
 //! ```
 
@@ -200,7 +200,7 @@ impl BinaryRunner {
         if !real.is_dir() {
             return Err(format!("workspace {given} is not a directory"));
         }
-        if !crate::trust::is_trusted(&real).map_err(|e| e.to_string())? {
+        if !baton::trust::is_trusted(&real).map_err(|e| e.to_string())? {
             return Err(format!(
                 "workspace {given} is not trusted by the user serving this MCP server: over \
                  HTTP, baton works only in a workspace that user trusted. They can review its \

@@ -12,7 +12,7 @@ use baton_store::{Holder, RunSummary, Store};
 use rustix::process::{Pid, Signal};
 
 use super::{new_session, working_on};
-use crate::Error;
+use baton::Error;
 
 /// How often a stop looks at the store.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -50,7 +50,7 @@ pub enum BackgroundStart {
 }
 
 async fn event_count(workspace: &Path, store: Option<&str>, run_id: &RunId) -> Option<u64> {
-    let opened = crate::store::open_existing_store(workspace, store)
+    let opened = baton::store::open_existing_store(workspace, store)
         .await
         .ok()?;
     let count = opened.store.get_run(run_id).await.ok().flatten();
@@ -75,7 +75,7 @@ pub async fn start_in_background(
         baton_state::make_private_dir(dir)
             .map_err(|e| Error::failed(format!("cannot create {}: {e}", dir.display())))?;
     }
-    crate::settings::keep_state_out_of_git(workspace);
+    baton::settings::keep_state_out_of_git(workspace);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
