@@ -24,5 +24,6 @@ pub use platform::{ALLOW_ROOT_LANDLOCK_ENV, BACKEND_ENV, Platform, detect};
 pub use run::{Finished, LineFilter, Output, StreamFilter, run};
 pub use sandbox::{Guard, Prepared, Sandbox, SandboxError, is_allowed, remove_stale_private_tmps};
 pub use spec::{
-    Backend, BackendChoice, DEFAULT_ENV_ALLOWLIST, ExecSpec, Limits, Mode, Namespaces, SandboxConfig,
+    Backend, BackendChoice, DEFAULT_ENV_ALLOWLIST, ExecSpec, Limits, Mode, Namespaces,
+    SandboxConfig,
 };

@@ -1,8 +1,8 @@
 //! What the sandbox enforces on this machine, in words: one line for the logs, and the
 //! per-protection report of `baton doctor`.
 
-use crate::spec::Backend;
 use crate::sandbox::Sandbox;
+use crate::spec::Backend;
 use crate::spec::Mode;
 
 impl Sandbox {
