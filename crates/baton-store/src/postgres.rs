@@ -18,7 +18,7 @@ use self::connect::classify;
 use self::rows::{RUN_COLUMNS, SERVER_NOW, SERVER_NOW_TEXT, ts_from_micros};
 use crate::process::local_hostname;
 use crate::rows::At;
-use crate::shared::{check_lease_free, new_token, redact_url, to_db_int, ts_to_text};
+use crate::shared::{check_lease_free, lease_expiry, new_token, redact_url, to_db_int, ts_to_text};
 use crate::statements::{Shared, impl_store};
 use crate::{Holder, Lease, NewRun, RunSummary, StoreError};
 
@@ -101,17 +101,13 @@ impl PostgresStore {
         }
     }
 
-    fn expiry(&self, now: Timestamp) -> Timestamp {
-        now.checked_add(self.lease_ttl).unwrap_or(Timestamp::MAX)
-    }
-
     /// The lease as handed to the caller: its expiry in the caller's clock (which its heartbeat
     /// uses to schedule renewals), while the row holds the server's.
     fn lease_for_caller(&self, run_id: &RunId, token: String) -> Lease {
         Lease {
             run_id: run_id.clone(),
             token,
-            expires_at: self.expiry(Timestamp::now()),
+            expires_at: lease_expiry(self.lease_ttl, Timestamp::now()),
         }
     }
 
@@ -161,7 +157,7 @@ impl_store! {
             .bind(&holder.host)
             .bind(i64::from(holder.pid))
             .bind(holder.pid_start.map(to_db_int))
-            .bind(ts_to_text(self.expiry(now)))
+            .bind(ts_to_text(lease_expiry(self.lease_ttl, now)))
             .bind(holder.worker_id.as_deref())
             .execute(&self.pool)
             .await;
@@ -203,7 +199,7 @@ impl_store! {
                     run_id,
                     holder,
                     &token,
-                    self.expiry(now),
+                    lease_expiry(self.lease_ttl, now),
                     now,
                     "recording the lease",
                 )
@@ -214,7 +210,7 @@ impl_store! {
 
         async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
             let now = self.server_now().await?;
-            let expires_at = self.expiry(now);
+            let expires_at = lease_expiry(self.lease_ttl, now);
             let done = self.shared().renew_lease(lease, expires_at, now).await?;
             if done.rows_affected() == 0 {
                 return Err(self.shared().lease_failure(&lease.run_id).await);
@@ -290,7 +286,7 @@ impl_store! {
                     &run_id,
                     holder,
                     &token,
-                    self.expiry(now),
+                    lease_expiry(self.lease_ttl, now),
                     now,
                     "recording the claimed lease",
                 )

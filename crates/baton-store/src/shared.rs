@@ -25,6 +25,11 @@ pub(crate) fn to_db_int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// When a lease taken or renewed at `now` expires (never, for a TTL past the end of time).
+pub(crate) fn lease_expiry(ttl: std::time::Duration, now: Timestamp) -> Timestamp {
+    now.checked_add(ttl).unwrap_or(Timestamp::MAX)
+}
+
 /// A lease token: unique per acquisition, so a holder that lost the lease can never match the
 /// new holder's token, even if it is the same process acquiring again.
 pub(crate) fn new_token() -> String {

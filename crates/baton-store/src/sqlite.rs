@@ -19,7 +19,7 @@ use self::open::classify;
 use self::rows::RUN_COLUMNS;
 use crate::process::local_hostname;
 use crate::rows::At;
-use crate::shared::{check_lease_free, new_token, ts_to_text};
+use crate::shared::{check_lease_free, lease_expiry, new_token, ts_to_text};
 use crate::statements::{Shared, impl_store};
 use crate::{Holder, Lease, NewRun, RunSummary, StoreError};
 
@@ -188,10 +188,6 @@ impl SqliteStore {
         }
     }
 
-    fn expiry(&self, now: Timestamp) -> Timestamp {
-        now.checked_add(self.lease_ttl).unwrap_or(Timestamp::MAX)
-    }
-
     /// A write transaction that takes SQLite's write lock at BEGIN, so that what it reads
     /// cannot be changed by another writer before it writes (check-then-act is safe).
     async fn begin_write(&self, context: &str) -> Result<Transaction<'static, Sqlite>, StoreError> {
@@ -212,7 +208,7 @@ impl SqliteStore {
         let lease = Lease {
             run_id: run_id.clone(),
             token: new_token(),
-            expires_at: self.expiry(now),
+            expires_at: lease_expiry(self.lease_ttl, now),
         };
         self.shared()
             .write_lease(
@@ -299,7 +295,7 @@ impl_store! {
 
         async fn renew(&self, lease: &Lease) -> Result<Lease, StoreError> {
             let now = Timestamp::now();
-            let expires_at = self.expiry(now);
+            let expires_at = lease_expiry(self.lease_ttl, now);
             let done = self.shared().renew_lease(lease, expires_at, now).await?;
             if done.rows_affected() == 0 {
                 return Err(self.shared().lease_failure(&lease.run_id).await);
