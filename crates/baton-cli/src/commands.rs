@@ -389,7 +389,7 @@ pub async fn resume(workspace: &Path, store: Option<&str>, args: ResumeArgs) -> 
     .await?;
     if let Some(mcp) = runtime.mcp() {
         let offered: Vec<_> = mcp.tools.iter().map(|t| t.spec()).collect();
-        for line in baton::mcp::tool_changes(&state.tools, &offered) {
+        for line in baton_app::mcp::tool_changes(&state.tools, &offered) {
             eprintln!("baton: {line}");
         }
     }

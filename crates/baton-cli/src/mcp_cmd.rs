@@ -38,10 +38,10 @@ impl McpFlags {
         }
         let mut servers = BTreeMap::new();
         if let Some(path) = &self.mcp_config {
-            servers.extend(baton::mcp::servers_file(path)?);
+            servers.extend(baton_app::mcp::servers_file(path)?);
         }
         for given in &self.mcp {
-            let (name, config) = baton::mcp::server_flag(given)?;
+            let (name, config) = baton_app::mcp::server_flag(given)?;
             servers.insert(name, config);
         }
         Ok(ConfigLayer {
@@ -117,7 +117,7 @@ async fn list(workspace: &Path, model: &ModelFlags, json: bool) -> CliResult {
         }
         return Ok(exit::FINISHED);
     };
-    let mut listed = baton::mcp::listing(&mcp);
+    let mut listed = baton_app::mcp::listing(&mcp);
     for server in &mut listed {
         server.error = server.error.as_deref().map(crate::logging::redacted);
     }
@@ -162,7 +162,7 @@ async fn call_one(
     tool: &str,
     arguments: &str,
 ) -> CliResult {
-    let result = baton::mcp::call_tool(workspace, mcp, exec, server, tool, arguments)
+    let result = baton_app::mcp::call_tool(workspace, mcp, exec, server, tool, arguments)
         .await
         .map_err(|e| CliError::usage(anyhow!("{}", crate::logging::redacted(&e.to_string()))))?;
     println!("{}", crate::logging::redacted(&result.content));

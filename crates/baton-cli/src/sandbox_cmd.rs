@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use baton::config::{ConfigLayer, SandboxLayer};
-use baton::exec::CommandEnd;
+use baton_app::sandbox::CommandEnd;
 use baton_tools::ExecEnv;
 use clap::Args;
 
@@ -129,7 +129,8 @@ pub fn run_one(
     let note = |text: &str| eprintln!("baton: note: {text}");
     let timeout = args.timeout.map(Duration::from_secs);
     let layer = with_flags(layer, &args.flags)?;
-    let end = baton::exec::run_command(workspace, &layer, &args.command, timeout, secrets, &note)?;
+    let end =
+        baton_app::sandbox::run_command(workspace, &layer, &args.command, timeout, secrets, &note)?;
     Ok(match end {
         CommandEnd::Refused(why) => {
             eprintln!("baton: refused: {why}");
