@@ -115,7 +115,7 @@ pub(crate) fn flags_layer_checked(flags: &ModelFlags) -> Result<ConfigLayer, Cli
         None => ConfigLayer::default(),
     };
     Ok(passed
-        .overlay(flags.keys.clone())
+        .overlay(flags.keys.clone().into())
         .overlay(flags.mcp.layer()?))
 }
 

@@ -266,13 +266,16 @@ pub struct WorkerArgs {
     worker_id: Option<String>,
 }
 
-/// The run-shaping flags: [`config::ConfigLayer`] itself, whose keys with a flag declare it
-/// there (`--max-turns` *is* `max_turns`), so a new setting's flag is its key's declaration and
-/// nothing here; then the supervisor's data and the MCP flags, which make layers of their own.
+mod flag_layer;
+
+/// The run-shaping flags: [`config::ConfigLayer`]'s clap twin (`flag_layer.rs`), made from the
+/// keys' one declaration (`--max-turns` *is* `max_turns`), so a new setting's flag is its key's
+/// declaration and nothing here; then the supervisor's data and the MCP flags, which make
+/// layers of their own.
 #[derive(Args, Clone, Default)]
 pub struct ModelFlags {
     #[command(flatten)]
-    keys: config::ConfigLayer,
+    keys: flag_layer::ConfigLayer,
     /// Set by a supervisor for its agent processes: its own flags as one configuration layer
     /// (JSON), under this process's flags — the settings passed as data, not re-spelled.
     #[arg(long, hide = true, value_name = "JSON")]

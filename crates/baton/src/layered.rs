@@ -76,12 +76,21 @@ pub(crate) fn set_some<T>(setting: &mut Option<T>, key: Option<T>) {
 /// `=> set(limits.max_turns)` (the key replaces the setting) or `=> set_some(tasks.max_turns)`
 /// (an optional setting). `apply_declared` then applies every such key, so a plain setting's
 /// key, flag and destination are one declaration.
+///
+/// A field's attributes come in this order: its doc comment, `#[serde(…)]`, then at most one
+/// `#[arg(…)]` and one `#[command(…)]`. Those last two are the field's flag, which the CLI's
+/// clap twin of the layer reads (`crates/baton-cli/src/flag_layer.rs`, from the same
+/// declaration: [`config_layer_fields!`](crate::config_layer_fields)); the layer here drops
+/// them, so the library does not depend on clap.
 macro_rules! layered {
     (
         $(#[$meta:meta])*
         pub struct $name:ident => $target:ty {
             $(
-                $(#[$field_meta:meta])*
+                $(#[doc = $doc:literal])*
+                $(#[serde $serde:tt])*
+                $(#[arg $arg:tt])?
+                $(#[command $command:tt])?
                 pub $field:ident : Option<$ty:ty> $(=> $how:ident($($path:ident).+))?,
             )*
         }
@@ -90,7 +99,8 @@ macro_rules! layered {
             $(#[$meta])*
             pub struct $name {
                 $(
-                    $(#[$field_meta])*
+                    $(#[doc = $doc])*
+                    $(#[serde $serde])*
                     pub $field: Option<$ty>,
                 )*
             }
@@ -110,7 +120,10 @@ macro_rules! layered {
         $(#[$meta:meta])*
         pub struct $name:ident {
             $(
-                $(#[$field_meta:meta])*
+                $(#[doc = $doc:literal])*
+                $(#[serde $serde:tt])*
+                $(#[arg $arg:tt])?
+                $(#[command $command:tt])?
                 pub $field:ident : Option<$ty:ty>,
             )*
         }
@@ -118,7 +131,8 @@ macro_rules! layered {
         $(#[$meta])*
         pub struct $name {
             $(
-                $(#[$field_meta])*
+                $(#[doc = $doc])*
+                $(#[serde $serde])*
                 pub $field: Option<$ty>,
             )*
         }

@@ -29,42 +29,56 @@ impl Layered for SnapshotsConfig {}
 
 impl Layered for CompactionBy {}
 
-layered! {
-/// The `[context]` table: every key overrides the model profile's value. Only `window` is a
-/// flag (`--context-window`); the rest are file keys.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, clap::Args)]
-#[serde(deny_unknown_fields)]
-pub struct ContextConfig {
-    /// The model's context window in tokens (default: from the model's profile).
-    #[arg(long = "context-window", value_name = "N", value_parser = flags::whole::<u64>)]
-    pub window: Option<u64>,
-    /// Compact when the prompt passes this percentage of the window.
-    #[arg(skip)]
-    pub compact_at_percent: Option<u8>,
-    /// `false` turns observation masking off.
-    #[arg(skip)]
-    pub masking: Option<bool>,
-    /// Turns whose tool outputs stay unmasked.
-    #[arg(skip)]
-    pub mask_keep_turns: Option<u32>,
-    /// Turns masked together (keeps the prompt prefix stable between batches).
-    #[arg(skip)]
-    pub mask_batch_turns: Option<u32>,
-    /// Tool outputs shorter than this many bytes are never masked.
-    #[arg(skip)]
-    pub mask_min_bytes: Option<u32>,
-    /// `false` turns compaction off (a run that outgrows the window then pauses).
-    #[arg(skip)]
-    pub summary: Option<bool>,
-    /// Turns a compaction keeps verbatim after its summary.
-    #[arg(skip)]
-    pub keep_recent_turns: Option<u32>,
-    /// Who compacts: `baton` (its handoff summary), `provider` (the Responses API's
-    /// server-side compaction) or `off`.
-    #[arg(skip)]
-    pub compaction: Option<CompactionBy>,
+/// The declaration of [`ContextConfig`], handed to the macro `$then` like
+/// [`config_layer_fields!`](crate::config_layer_fields): the library makes the table with
+/// `layered!`, the CLI the clap twin that `ConfigLayer`'s twin flattens (`--context-window`).
+#[macro_export]
+macro_rules! context_config_fields {
+    ($then:path) => {
+        $then! {
+        /// The `[context]` table: every key overrides the model profile's value. Only `window` is a
+        /// flag (`--context-window`); the rest are file keys.
+        #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct ContextConfig {
+            /// The model's context window in tokens (default: from the model's profile).
+            #[arg(
+                long = "context-window",
+                value_name = "N",
+                value_parser = $crate::config::flags::whole::<u64>,
+            )]
+            pub window: Option<u64>,
+            /// Compact when the prompt passes this percentage of the window.
+            #[arg(skip)]
+            pub compact_at_percent: Option<u8>,
+            /// `false` turns observation masking off.
+            #[arg(skip)]
+            pub masking: Option<bool>,
+            /// Turns whose tool outputs stay unmasked.
+            #[arg(skip)]
+            pub mask_keep_turns: Option<u32>,
+            /// Turns masked together (keeps the prompt prefix stable between batches).
+            #[arg(skip)]
+            pub mask_batch_turns: Option<u32>,
+            /// Tool outputs shorter than this many bytes are never masked.
+            #[arg(skip)]
+            pub mask_min_bytes: Option<u32>,
+            /// `false` turns compaction off (a run that outgrows the window then pauses).
+            #[arg(skip)]
+            pub summary: Option<bool>,
+            /// Turns a compaction keeps verbatim after its summary.
+            #[arg(skip)]
+            pub keep_recent_turns: Option<u32>,
+            /// Who compacts: `baton` (its handoff summary), `provider` (the Responses API's
+            /// server-side compaction) or `off`.
+            #[arg(skip)]
+            pub compaction: Option<$crate::config::CompactionBy>,
+        }
+                }
+    };
 }
-}
+
+crate::context_config_fields!(layered);
 
 /// `[context] compaction`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
